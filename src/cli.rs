@@ -1,0 +1,46 @@
+//! The `trident` command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::engine::triton::{self, ApiVersion};
+
+/// trident: NVIDIA Triton Inference Server as an AWS SageMaker inference container.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load the Triton core and report where it was found and its C API version.
+    CheckTriton {
+        /// A Triton installation (folder with lib/libtritonserver.so) or the library file itself.
+        #[arg(long, env = "TRITON_HOME")]
+        triton_home: Option<PathBuf>,
+    },
+}
+
+impl Cli {
+    /// Runs the command; the error is what the binary reports before exiting 1.
+    pub fn run(self) -> Result<(), Box<dyn std::error::Error>> {
+        match self.command {
+            Command::CheckTriton { triton_home } => {
+                let triton = triton::library::load(triton_home.as_deref())?;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "Triton core: {}", triton.path().display())?;
+                writeln!(
+                    out,
+                    "C API: {} (trident was built against {})",
+                    triton.api_version(),
+                    ApiVersion::BUILT_AGAINST
+                )?;
+                Ok(())
+            }
+        }
+    }
+}

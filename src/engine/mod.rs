@@ -1,0 +1,12 @@
+//! The inference engine: plain request and response types, and the Triton core behind them.
+//!
+//! Everything here above `triton` is safe Rust with no Triton types; `triton` binds the C API.
+
+pub mod dtype;
+mod request;
+mod response;
+pub mod triton;
+
+pub use dtype::DataType;
+pub use request::{InferRequest, InputTensor, ParameterValue};
+pub use response::{InferResponse, OutputTensor};

@@ -1,0 +1,76 @@
+//! An inference request as the engine takes it: typed tensors over shared bytes.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::DataType;
+
+/// One input tensor. `data` holds the elements in Triton's layout (little-endian, row-major;
+/// `BYTES` elements each as a 4-byte little-endian length and the bytes). It is shared, not
+/// copied: a slice of the HTTP body can be handed over as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputTensor {
+    pub name: String,
+    pub datatype: DataType,
+    pub shape: Vec<i64>,
+    pub data: Bytes,
+}
+
+/// A request or response parameter value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParameterValue {
+    String(String),
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+}
+
+/// A request for one inference on one model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InferRequest {
+    pub model_name: String,
+    /// A specific model version; `None` lets Triton choose by the model's version policy.
+    pub model_version: Option<i64>,
+    /// The client's request id, echoed in responses.
+    pub id: Option<String>,
+    pub inputs: Vec<InputTensor>,
+    /// The outputs to return; empty means every output of the model.
+    pub requested_outputs: Vec<String>,
+    pub parameters: Vec<(String, ParameterValue)>,
+    /// A deadline Triton enforces while the request waits in the model's queue.
+    pub timeout: Option<Duration>,
+}
+
+impl InferRequest {
+    /// A request for `model_name` (latest version) with no inputs yet.
+    pub fn new(model_name: impl Into<String>) -> InferRequest {
+        InferRequest {
+            model_name: model_name.into(),
+            ..InferRequest::default()
+        }
+    }
+
+    /// Adds an input tensor.
+    pub fn input(
+        mut self,
+        name: impl Into<String>,
+        datatype: DataType,
+        shape: impl Into<Vec<i64>>,
+        data: impl Into<Bytes>,
+    ) -> InferRequest {
+        self.inputs.push(InputTensor {
+            name: name.into(),
+            datatype,
+            shape: shape.into(),
+            data: data.into(),
+        });
+        self
+    }
+
+    /// Asks for one output by name (by default every output is returned).
+    pub fn output(mut self, name: impl Into<String>) -> InferRequest {
+        self.requested_outputs.push(name.into());
+        self
+    }
+}

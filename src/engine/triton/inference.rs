@@ -1,0 +1,390 @@
+//! Asynchronous inference: a request is built from an [`InferRequest`], handed to Triton, and its
+//! responses come back from Triton's threads into tokio through a channel.
+//!
+//! Ownership across the C boundary:
+//! - the `TRITONSERVER_InferenceRequest` and a boxed [`RequestContext`] (holding the inputs'
+//!   `Bytes`, which Triton reads in place) belong to Triton from `InferAsync` until the release
+//!   callback, which deletes both;
+//! - a boxed [`ResponseContext`] (the channel's sender) belongs to the response callback until
+//!   the call flagged final, which frees it, so the stream ends.
+//!
+//! Callbacks never unwind into C: their work runs under `catch_unwind`.
+
+use std::os::raw::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::convert::datatype_to_raw;
+use super::error::{ErrorCode, TritonError, check, to_cstring};
+use super::ffi;
+use super::library::Triton;
+use super::response::read_response;
+use super::server::Server;
+use crate::engine::{InferRequest, InferResponse, ParameterValue};
+
+type ResponseResult = Result<InferResponse, TritonError>;
+
+/// A request pointer that Triton owns while the request is in flight.
+struct RequestPtr(NonNull<ffi::TRITONSERVER_InferenceRequest>);
+
+// SAFETY: Triton's request object may be cancelled from any thread; the pointer is only used
+// under the `InFlight` lock, which the release callback also takes before deleting it.
+unsafe impl Send for RequestPtr {}
+
+/// What the stream and the release callback share: the request, while Triton still has it.
+struct InFlight {
+    triton: &'static Triton,
+    request: Mutex<Option<RequestPtr>>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RequestPtr>> {
+        self.request.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Released with the request: the input bytes Triton has been reading.
+struct RequestContext {
+    _inputs: Vec<Bytes>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Owned by the response callback until the final response.
+struct ResponseContext {
+    triton: &'static Triton,
+    sender: mpsc::UnboundedSender<ResponseResult>,
+}
+
+/// Deletes a request Triton does not own (before `InferAsync` succeeds).
+struct UnsubmittedRequest {
+    triton: &'static Triton,
+    ptr: NonNull<ffi::TRITONSERVER_InferenceRequest>,
+}
+
+impl Drop for UnsubmittedRequest {
+    fn drop(&mut self) {
+        // SAFETY: the request was never handed to Triton (or Triton refused it), so we own it and
+        // delete it exactly once, here.
+        let status = unsafe {
+            self.triton
+                .api
+                .TRITONSERVER_InferenceRequestDelete(self.ptr.as_ptr())
+        };
+        if let Err(e) = check(&self.triton.api, status) {
+            tracing::warn!(error = %e, "deleting an unsubmitted Triton request failed");
+        }
+    }
+}
+
+impl Server {
+    /// Submits an inference. The returned stream yields each response (one for most models,
+    /// any number for decoupled ones) and ends after the last. Dropping the stream early cancels
+    /// the request in Triton.
+    pub fn infer(&self, request: InferRequest) -> Result<ResponseStream, TritonError> {
+        let triton = self.triton;
+        let api = &triton.api;
+        let model = to_cstring("model name", &request.model_name)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid server; the model name outlives the call; `raw` is valid for a write.
+        check(api, unsafe {
+            api.TRITONSERVER_InferenceRequestNew(
+                &mut raw,
+                self.ptr.as_ptr(),
+                model.as_ptr(),
+                request.model_version.unwrap_or(-1),
+            )
+        })?;
+        let ptr = NonNull::new(raw).ok_or_else(|| {
+            TritonError::new(ErrorCode::Internal, "Triton returned a null request")
+        })?;
+        let unsubmitted = UnsubmittedRequest { triton, ptr };
+        let inputs = describe(triton, ptr, &request)?;
+
+        let in_flight = Arc::new(InFlight {
+            triton,
+            request: Mutex::new(None),
+        });
+        let request_context = Box::into_raw(Box::new(RequestContext {
+            _inputs: inputs,
+            in_flight: Arc::clone(&in_flight),
+        }));
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let response_context = Box::into_raw(Box::new(ResponseContext { triton, sender }));
+
+        // SAFETY: `ptr` is our unsubmitted request; both contexts are live boxes whose ownership
+        // passes to the callbacks only if `InferAsync` succeeds. The allocator lives for the
+        // process.
+        let submitted = unsafe {
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestSetReleaseCallback(
+                    ptr.as_ptr(),
+                    Some(release_request),
+                    request_context.cast(),
+                ),
+            )
+            .and_then(|()| {
+                check(
+                    api,
+                    api.TRITONSERVER_InferenceRequestSetResponseCallback(
+                        ptr.as_ptr(),
+                        triton.allocator.as_ptr(),
+                        std::ptr::null_mut(),
+                        Some(complete_response),
+                        response_context.cast(),
+                    ),
+                )
+            })
+            .and_then(|()| {
+                // Publish the pointer before Triton can release it; the release callback takes
+                // the same lock, so it cannot run its delete before this store is visible.
+                *in_flight.lock() = Some(RequestPtr(ptr));
+                check(
+                    api,
+                    api.TRITONSERVER_ServerInferAsync(
+                        self.ptr.as_ptr(),
+                        ptr.as_ptr(),
+                        std::ptr::null_mut(),
+                    ),
+                )
+            })
+        };
+        match submitted {
+            Ok(()) => {
+                std::mem::forget(unsubmitted);
+                Ok(ResponseStream {
+                    receiver,
+                    in_flight,
+                    finished: false,
+                })
+            }
+            Err(error) => {
+                in_flight.lock().take();
+                // SAFETY: Triton refused the request, so neither callback will run: the boxes
+                // are still ours and are freed exactly once, here.
+                unsafe {
+                    drop(Box::from_raw(request_context));
+                    drop(Box::from_raw(response_context));
+                }
+                drop(unsubmitted);
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Sets id, timeout, parameters, inputs and requested outputs on a new request; returns the
+/// input buffers, which must stay alive until Triton releases the request.
+fn describe(
+    triton: &'static Triton,
+    ptr: NonNull<ffi::TRITONSERVER_InferenceRequest>,
+    request: &InferRequest,
+) -> Result<Vec<Bytes>, TritonError> {
+    let api = &triton.api;
+    let r = ptr.as_ptr();
+    // SAFETY (whole body): `r` is a live request we own; every C string and shape slice passed
+    // is a local that outlives its call (Triton copies names, ids and shapes). Input data is
+    // referenced, not copied: its `Bytes` are returned to be kept until release.
+    unsafe {
+        if let Some(id) = &request.id {
+            let id = to_cstring("request id", id)?;
+            check(api, api.TRITONSERVER_InferenceRequestSetId(r, id.as_ptr()))?;
+        }
+        if let Some(timeout) = request.timeout {
+            let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r, micros),
+            )?;
+        }
+        for (key, value) in &request.parameters {
+            let key = to_cstring("parameter name", key)?;
+            let status = match value {
+                ParameterValue::String(s) => {
+                    let s = to_cstring("parameter value", s)?;
+                    api.TRITONSERVER_InferenceRequestSetStringParameter(r, key.as_ptr(), s.as_ptr())
+                }
+                ParameterValue::Int(i) => {
+                    api.TRITONSERVER_InferenceRequestSetIntParameter(r, key.as_ptr(), *i)
+                }
+                ParameterValue::Bool(b) => {
+                    api.TRITONSERVER_InferenceRequestSetBoolParameter(r, key.as_ptr(), *b)
+                }
+                ParameterValue::Double(d) => {
+                    api.TRITONSERVER_InferenceRequestSetDoubleParameter(r, key.as_ptr(), *d)
+                }
+            };
+            check(api, status)?;
+        }
+        let mut buffers = Vec::with_capacity(request.inputs.len());
+        for input in &request.inputs {
+            let name = to_cstring("input name", &input.name)?;
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestAddInput(
+                    r,
+                    name.as_ptr(),
+                    datatype_to_raw(input.datatype),
+                    input.shape.as_ptr(),
+                    input.shape.len() as u64,
+                ),
+            )?;
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestAppendInputData(
+                    r,
+                    name.as_ptr(),
+                    input.data.as_ptr().cast(),
+                    input.data.len(),
+                    ffi::TRITONSERVER_MEMORY_CPU,
+                    0,
+                ),
+            )?;
+            buffers.push(input.data.clone());
+        }
+        for output in &request.requested_outputs {
+            let name = to_cstring("output name", output)?;
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestAddRequestedOutput(r, name.as_ptr()),
+            )?;
+        }
+        Ok(buffers)
+    }
+}
+
+/// Triton is done with the request: forget the pointer, delete it, free the inputs.
+unsafe extern "C" fn release_request(
+    request: *mut ffi::TRITONSERVER_InferenceRequest,
+    flags: u32,
+    userp: *mut c_void,
+) {
+    if flags & ffi::TRITONSERVER_REQUEST_RELEASE_ALL == 0 {
+        return; // Rescheduled: Triton keeps the request and will release it again.
+    }
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `userp` is the RequestContext box leaked in `infer`, released exactly once
+        // (the RELEASE_ALL call); taking the pointer under the lock means no cancel can be using
+        // it while it is deleted.
+        unsafe {
+            let context = Box::from_raw(userp.cast::<RequestContext>());
+            let triton = context.in_flight.triton;
+            context.in_flight.lock().take();
+            let status = triton.api.TRITONSERVER_InferenceRequestDelete(request);
+            if let Err(e) = check(&triton.api, status) {
+                tracing::warn!(error = %e, "deleting a released Triton request failed");
+            }
+        }
+    }));
+    if outcome.is_err() {
+        tracing::error!("panic while releasing a Triton request");
+    }
+}
+
+/// One response (or only the final flag) from Triton: read it, delete it, send it to the stream.
+unsafe extern "C" fn complete_response(
+    response: *mut ffi::TRITONSERVER_InferenceResponse,
+    flags: u32,
+    userp: *mut c_void,
+) {
+    let context = userp.cast::<ResponseContext>();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        if response.is_null() {
+            return;
+        }
+        // SAFETY: `userp` is the ResponseContext box leaked in `infer`; it is freed only below,
+        // on the final call, which Triton makes after every other call for this request. The
+        // response is valid until we delete it, after reading.
+        unsafe {
+            let context = &*context;
+            let api = &context.triton.api;
+            let result = read_response(api, response);
+            let status = api.TRITONSERVER_InferenceResponseDelete(response);
+            if let Err(e) = check(api, status) {
+                tracing::warn!(error = %e, "deleting a Triton response failed");
+            }
+            // The stream may have been dropped (client gone); the response is then discarded.
+            let _ = context.sender.send(result);
+        }
+    }));
+    if outcome.is_err() {
+        tracing::error!("panic while reading a Triton response");
+    }
+    if flags & ffi::TRITONSERVER_RESPONSE_COMPLETE_FINAL != 0 {
+        // SAFETY: the final call is the last use of the context; freeing it drops the sender,
+        // which ends the stream.
+        drop(unsafe { Box::from_raw(context) });
+    }
+}
+
+/// The responses of one inference, in order. Implements `futures_core::Stream`.
+pub struct ResponseStream {
+    receiver: mpsc::UnboundedReceiver<ResponseResult>,
+    in_flight: Arc<InFlight>,
+    finished: bool,
+}
+
+impl ResponseStream {
+    /// The next response, or `None` after the last.
+    pub async fn next(&mut self) -> Option<ResponseResult> {
+        let item = self.receiver.recv().await;
+        self.finished |= item.is_none();
+        item
+    }
+
+    /// The one response of a request to a non-decoupled model.
+    pub async fn single(mut self) -> ResponseResult {
+        self.next().await.unwrap_or_else(|| {
+            Err(TritonError::new(
+                ErrorCode::Internal,
+                "the model completed the request without a response",
+            ))
+        })
+    }
+
+    /// Asks Triton to stop working on the request; responses already sent still arrive.
+    pub fn cancel(&self) {
+        let request = self.in_flight.lock();
+        if let Some(request) = request.as_ref() {
+            let api = &self.in_flight.triton.api;
+            // SAFETY: the pointer is present only while Triton has not released the request,
+            // and the release callback cannot delete it while we hold the lock. Cancelling only
+            // marks the request; it does not call back synchronously.
+            let status = unsafe { api.TRITONSERVER_InferenceRequestCancel(request.0.as_ptr()) };
+            if let Err(e) = check(api, status) {
+                tracing::debug!(error = %e, "cancelling a Triton request failed");
+            }
+        }
+    }
+
+    /// Whether Triton still holds the request (it has not been released yet).
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.lock().is_some()
+    }
+}
+
+impl futures_core::Stream for ResponseStream {
+    type Item = ResponseResult;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let poll = self.receiver.poll_recv(cx);
+        if let Poll::Ready(None) = poll {
+            self.finished = true;
+        }
+        poll
+    }
+}
+
+impl Drop for ResponseStream {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.cancel();
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! The Triton core in-process, through its C API: the one place in trident with `unsafe`.
+//!
+//! - `ffi`: the bindgen output, nothing else;
+//! - [`library`]: finding and opening `libtritonserver.so`, the API version check;
+//! - [`Server`]: start and stop, health, metadata, repositories, load and unload;
+//! - `inference`: requests with zero-copy inputs, responses into tokio ([`ResponseStream`]);
+//! - `allocator` and `response`: outputs written into buffers trident owns;
+//! - [`TritonError`]: `TRITONSERVER_Error` as a Rust value.
+
+mod allocator;
+mod convert;
+mod error;
+mod ffi;
+mod inference;
+pub mod library;
+mod message;
+mod options;
+mod response;
+mod server;
+
+pub use error::{ErrorCode, TritonError};
+pub use inference::ResponseStream;
+pub use library::{ApiVersion, LoadError, Triton};
+pub use options::{BackendSetting, CoreLogging, ModelControl, ServerConfig};
+pub use server::{ModelIndexEntry, Server, TransactionPolicy};
+
+use crate::engine::DataType;
+
+impl Triton {
+    /// Triton's own name for a data type (`TRITONSERVER_DataTypeString`).
+    pub fn datatype_name(&self, dtype: DataType) -> String {
+        // SAFETY: any data type code is accepted; the returned string is static in the library.
+        unsafe {
+            error::cstr_lossy(
+                self.api
+                    .TRITONSERVER_DataTypeString(convert::datatype_to_raw(dtype)),
+            )
+        }
+    }
+
+    /// The data type Triton parses from a name (`TRITONSERVER_StringToDataType`).
+    pub fn parse_datatype(&self, name: &str) -> Option<DataType> {
+        let name = error::to_cstring("datatype", name).ok()?;
+        // SAFETY: `name` is NUL-terminated and outlives the call.
+        convert::datatype_from_raw(unsafe { self.api.TRITONSERVER_StringToDataType(name.as_ptr()) })
+    }
+
+    /// Triton's element size for a data type, 0 for `BYTES` (`TRITONSERVER_DataTypeByteSize`).
+    pub fn datatype_byte_size(&self, dtype: DataType) -> u32 {
+        // SAFETY: any data type code is accepted; the call only reads a table.
+        unsafe {
+            self.api
+                .TRITONSERVER_DataTypeByteSize(convert::datatype_to_raw(dtype))
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Reads a `TRITONSERVER_InferenceResponse` into an [`InferResponse`], taking each output's buffer
+//! from the allocator instead of copying it.
+
+use std::os::raw::c_void;
+
+use bytes::Bytes;
+
+use super::allocator::OutputBuffer;
+use super::convert::datatype_from_raw;
+use super::error::{ErrorCode, TritonError, check, cstr_lossy};
+use super::ffi;
+use crate::engine::{InferResponse, OutputTensor, ParameterValue};
+
+/// Reads everything out of `response`. The response itself is not deleted here.
+///
+/// # Safety
+/// `response` must be a valid response delivered to the response callback and not yet deleted,
+/// whose output buffers were allocated by trident's allocator (or by Triton, in CPU memory).
+pub(super) unsafe fn read_response(
+    api: &ffi::TritonServerApi,
+    response: *mut ffi::TRITONSERVER_InferenceResponse,
+) -> Result<InferResponse, TritonError> {
+    // SAFETY (whole body): `response` is valid per the caller; every out-pointer passed below is
+    // a local valid for writes; the strings and arrays Triton returns live as long as the response
+    // and are copied before this function returns.
+    unsafe {
+        let error = api.TRITONSERVER_InferenceResponseError(response);
+        if !error.is_null() {
+            // Owned by the response: copy, do not delete.
+            return Err(TritonError::copy_from(api, error));
+        }
+
+        let (mut model, mut version) = (std::ptr::null(), 0i64);
+        check(
+            api,
+            api.TRITONSERVER_InferenceResponseModel(response, &mut model, &mut version),
+        )?;
+        let mut id = std::ptr::null();
+        check(api, api.TRITONSERVER_InferenceResponseId(response, &mut id))?;
+        let id = Some(cstr_lossy(id)).filter(|id| !id.is_empty());
+
+        let mut count = 0u32;
+        check(
+            api,
+            api.TRITONSERVER_InferenceResponseParameterCount(response, &mut count),
+        )?;
+        let mut parameters = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let (mut name, mut kind, mut value) = (std::ptr::null(), 0, std::ptr::null());
+            check(
+                api,
+                api.TRITONSERVER_InferenceResponseParameter(
+                    response, index, &mut name, &mut kind, &mut value,
+                ),
+            )?;
+            if let Some(value) = read_parameter(kind, value) {
+                parameters.push((cstr_lossy(name), value));
+            }
+        }
+
+        check(
+            api,
+            api.TRITONSERVER_InferenceResponseOutputCount(response, &mut count),
+        )?;
+        let mut outputs = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            outputs.push(read_output(api, response, index)?);
+        }
+
+        Ok(InferResponse {
+            model_name: cstr_lossy(model),
+            model_version: version,
+            id,
+            parameters,
+            outputs,
+        })
+    }
+}
+
+/// # Safety
+/// `value` must point to a value of the type `kind` names, as Triton returns it.
+unsafe fn read_parameter(
+    kind: ffi::TRITONSERVER_ParameterType,
+    value: *const c_void,
+) -> Option<ParameterValue> {
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: Triton documents the pointee type for each parameter kind; guaranteed by caller.
+    unsafe {
+        match kind {
+            ffi::TRITONSERVER_PARAMETER_STRING => {
+                Some(ParameterValue::String(cstr_lossy(value.cast())))
+            }
+            ffi::TRITONSERVER_PARAMETER_INT => Some(ParameterValue::Int(*value.cast::<i64>())),
+            ffi::TRITONSERVER_PARAMETER_BOOL => Some(ParameterValue::Bool(*value.cast::<bool>())),
+            ffi::TRITONSERVER_PARAMETER_DOUBLE => {
+                Some(ParameterValue::Double(*value.cast::<f64>()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// # Safety
+/// As for [`read_response`]; `index` is below the response's output count.
+unsafe fn read_output(
+    api: &ffi::TritonServerApi,
+    response: *mut ffi::TRITONSERVER_InferenceResponse,
+    index: u32,
+) -> Result<OutputTensor, TritonError> {
+    let mut name = std::ptr::null();
+    let mut datatype = ffi::TRITONSERVER_TYPE_INVALID;
+    let (mut shape, mut dims) = (std::ptr::null(), 0u64);
+    let (mut base, mut byte_size) = (std::ptr::null(), 0usize);
+    let (mut memory_type, mut memory_type_id) = (ffi::TRITONSERVER_MEMORY_CPU, 0i64);
+    let mut buffer_userp = std::ptr::null_mut();
+    // SAFETY: see `read_response`.
+    unsafe {
+        check(
+            api,
+            api.TRITONSERVER_InferenceResponseOutput(
+                response,
+                index,
+                &mut name,
+                &mut datatype,
+                &mut shape,
+                &mut dims,
+                &mut base,
+                &mut byte_size,
+                &mut memory_type,
+                &mut memory_type_id,
+                &mut buffer_userp,
+            ),
+        )?;
+        let name = cstr_lossy(name);
+        let datatype = datatype_from_raw(datatype).ok_or_else(|| {
+            TritonError::new(
+                ErrorCode::Unsupported,
+                format!("output '{name}' has a datatype trident does not know ({datatype})"),
+            )
+        })?;
+        if memory_type != ffi::TRITONSERVER_MEMORY_CPU
+            && memory_type != ffi::TRITONSERVER_MEMORY_CPU_PINNED
+        {
+            return Err(TritonError::new(
+                ErrorCode::Unsupported,
+                format!("output '{name}' is in GPU memory, which trident does not read"),
+            ));
+        }
+        let shape = if dims == 0 || shape.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(shape, dims as usize).to_vec()
+        };
+        let data = take_output_bytes(base.cast(), byte_size, buffer_userp);
+        Ok(OutputTensor {
+            name,
+            datatype,
+            shape,
+            data,
+        })
+    }
+}
+
+/// The output's bytes: moved out of trident's buffer when Triton wrote into one, else copied.
+///
+/// # Safety
+/// `base` points to `byte_size` readable bytes (or `byte_size` is 0); `buffer_userp` is null or an
+/// [`OutputBuffer`] made by trident's allocator and not yet released.
+unsafe fn take_output_bytes(base: *const u8, byte_size: usize, buffer_userp: *mut c_void) -> Bytes {
+    if byte_size == 0 {
+        return Bytes::new();
+    }
+    if !buffer_userp.is_null() {
+        // SAFETY: per the caller, a non-null user pointer is our live OutputBuffer; Triton has
+        // finished writing it (the response is complete) and frees it only on release.
+        let buffer = unsafe { &mut *buffer_userp.cast::<OutputBuffer>() };
+        if buffer.data.as_ptr() == base && byte_size <= buffer.data.len() {
+            let mut data = std::mem::take(&mut buffer.data);
+            data.truncate(byte_size);
+            return Bytes::from(data);
+        }
+    }
+    // SAFETY: per the caller, `base` is readable for `byte_size` bytes.
+    Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(base, byte_size) })
+}
