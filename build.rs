@@ -38,6 +38,7 @@ const FUNCTIONS: &[&str] = &[
     "TRITONSERVER_ServerOptionsSetExitOnError",
     "TRITONSERVER_ServerOptionsSetBufferManagerThreadCount",
     "TRITONSERVER_ServerOptionsSetModelLoadThreadCount",
+    "TRITONSERVER_ServerOptionsSetModelLoadRetryCount",
     "TRITONSERVER_ServerOptionsSetModelNamespacing",
     "TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit",
     "TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize",

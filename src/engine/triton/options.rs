@@ -82,6 +82,9 @@ pub struct ServerConfig {
     pub model_namespacing: bool,
     pub buffer_manager_threads: Option<u32>,
     pub model_load_threads: Option<u32>,
+    /// How often a failed model load is tried again. The core's own default retries for tens of
+    /// seconds, which a SageMaker load call should not wait on; trident's default is 0.
+    pub model_load_retries: u32,
     /// Per GPU device id, the fraction of its memory a model load may leave in use.
     pub model_load_gpu_limits: Vec<(i32, f64)>,
     pub pinned_memory_pool_bytes: Option<u64>,
@@ -108,6 +111,7 @@ impl Default for ServerConfig {
             model_namespacing: false,
             buffer_manager_threads: None,
             model_load_threads: None,
+            model_load_retries: 0,
             model_load_gpu_limits: Vec::new(),
             pinned_memory_pool_bytes: None,
             min_compute_capability: None,
@@ -260,6 +264,10 @@ impl ServerOptions {
                     api.TRITONSERVER_ServerOptionsSetModelLoadThreadCount(o, n),
                 )?;
             }
+            check(
+                api,
+                api.TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, config.model_load_retries),
+            )?;
             for &(device, fraction) in &config.model_load_gpu_limits {
                 check(
                     api,

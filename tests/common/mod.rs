@@ -1,0 +1,70 @@
+//! Shared helpers for tests that run the real Triton core.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use trident::engine::triton::{self, Triton};
+
+/// The test models (Python backend) kept under `tests/models`.
+pub fn models_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models")
+}
+
+/// The Triton core, loaded the way trident loads it; a missing runtime fails loudly, with the
+/// command that installs it.
+pub fn triton() -> &'static Triton {
+    triton::library::load(None).unwrap_or_else(|e| {
+        panic!("these tests need the real Triton core: {e}\n(run scripts/install-triton first)")
+    })
+}
+
+/// Copies the test model `model` into `repository/folder`.
+pub fn copy_model(model: &str, repository: &Path, folder: &str) {
+    copy_dir(&models_dir().join(model), &repository.join(folder));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "__pycache__" {
+                copy_dir(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// INT32 values to little-endian bytes.
+pub fn i32_bytes(values: &[i32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Little-endian bytes to INT32 values.
+pub fn i32_values(bytes: &[u8]) -> Vec<i32> {
+    assert_eq!(
+        bytes.len() % 4,
+        0,
+        "INT32 data must be a multiple of 4 bytes"
+    );
+    bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// A deterministic pseudo-random sequence (xorshift), so expected answers are computed, not typed.
+pub fn pseudo_random(seed: u64, count: usize) -> Vec<u32> {
+    let mut state = seed.max(1);
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u32
+        })
+        .collect()
+}
