@@ -114,8 +114,11 @@ fn main() {
         header.display()
     );
 
+    // The official header only parses as C++ (a few declarations omit `struct`); ours is valid
+    // in both. Parse both as C++ so the two paths see the same language.
     let mut builder = bindgen::Builder::default()
         .header(header.to_string_lossy())
+        .clang_args(["-x", "c++", "-std=c++11"])
         .allowlist_type("TRITONSERVER_.*")
         .allowlist_var("TRITONSERVER_API_VERSION_.*")
         .prepend_enum_name(false)
