@@ -7,5 +7,7 @@
 //!   trident's `unsafe` code lives in `engine::triton`.
 //! - [`cli`]: the command line of the `trident` binary.
 
+#![deny(unsafe_code)]
+
 pub mod cli;
 pub mod engine;

@@ -7,6 +7,8 @@
 //! - `allocator` and `response`: outputs written into buffers trident owns;
 //! - [`TritonError`]: `TRITONSERVER_Error` as a Rust value.
 
+#![allow(unsafe_code)]
+
 mod allocator;
 mod convert;
 mod error;
