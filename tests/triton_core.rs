@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use trident::engine::triton::{
-    ApiVersion, BackendSetting, ErrorCode, ModelControl, Server, ServerConfig, TransactionPolicy,
+    ApiVersion, BackendSetting, ModelControl, Server, ServerConfig, TransactionPolicy,
 };
-use trident::engine::{DataType, InferRequest};
+use trident::engine::{DataType, ErrorCode, InferRequest};
 
 use common::{copy_model, i32_bytes, i32_values, models_dir, pseudo_random, triton};
 

@@ -3,10 +3,12 @@
 //! Everything here above `triton` is safe Rust with no Triton types; `triton` binds the C API.
 
 pub mod dtype;
+mod error;
 mod request;
 mod response;
 pub mod triton;
 
 pub use dtype::DataType;
+pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue};
 pub use response::{InferResponse, OutputTensor};

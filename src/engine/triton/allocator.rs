@@ -8,8 +8,9 @@
 use std::os::raw::{c_char, c_void};
 use std::ptr::{self, NonNull};
 
-use super::error::{ErrorCode, TritonError, check};
+use super::error::check;
 use super::ffi;
+use crate::engine::{EngineError, ErrorCode};
 
 /// Memory for one output tensor, owned by trident until the response is read.
 pub(super) struct OutputBuffer {
@@ -27,7 +28,7 @@ unsafe impl Send for ResponseAllocator {}
 unsafe impl Sync for ResponseAllocator {}
 
 impl ResponseAllocator {
-    pub(super) fn new(api: &ffi::TritonServerApi) -> Result<ResponseAllocator, TritonError> {
+    pub(super) fn new(api: &ffi::TritonServerApi) -> Result<ResponseAllocator, EngineError> {
         let mut allocator = ptr::null_mut();
         // SAFETY: `allocator` is valid for a write; the callbacks have the signatures Triton
         // expects and never unwind (see each one).
@@ -43,7 +44,7 @@ impl ResponseAllocator {
         NonNull::new(allocator)
             .map(ResponseAllocator)
             .ok_or_else(|| {
-                TritonError::new(
+                EngineError::new(
                     ErrorCode::Internal,
                     "Triton returned a null response allocator",
                 )

@@ -21,14 +21,15 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::convert::datatype_to_raw;
-use super::error::{ErrorCode, TritonError, check, to_cstring};
+use super::error::{check, to_cstring};
 use super::ffi;
 use super::library::Triton;
 use super::response::read_response;
 use super::server::Server;
+use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferRequest, InferResponse, ParameterValue};
 
-type ResponseResult = Result<InferResponse, TritonError>;
+type ResponseResult = Result<InferResponse, EngineError>;
 
 /// A request pointer that Triton owns while the request is in flight.
 struct RequestPtr(NonNull<ffi::TRITONSERVER_InferenceRequest>);
@@ -86,7 +87,7 @@ impl Server {
     /// Submits an inference. The returned stream yields each response (one for most models,
     /// any number for decoupled ones) and ends after the last. Dropping the stream early cancels
     /// the request in Triton.
-    pub fn infer(&self, request: InferRequest) -> Result<ResponseStream, TritonError> {
+    pub fn infer(&self, request: InferRequest) -> Result<ResponseStream, EngineError> {
         let triton = self.triton;
         let api = &triton.api;
         let model = to_cstring("model name", &request.model_name)?;
@@ -101,7 +102,7 @@ impl Server {
             )
         })?;
         let ptr = NonNull::new(raw).ok_or_else(|| {
-            TritonError::new(ErrorCode::Internal, "Triton returned a null request")
+            EngineError::new(ErrorCode::Internal, "Triton returned a null request")
         })?;
         let unsubmitted = UnsubmittedRequest { triton, ptr };
         let inputs = describe(triton, ptr, &request)?;
@@ -185,7 +186,7 @@ fn describe(
     triton: &'static Triton,
     ptr: NonNull<ffi::TRITONSERVER_InferenceRequest>,
     request: &InferRequest,
-) -> Result<Vec<Bytes>, TritonError> {
+) -> Result<Vec<Bytes>, EngineError> {
     let api = &triton.api;
     let r = ptr.as_ptr();
     // SAFETY (whole body): `r` is a live request we own; every C string and shape slice passed
@@ -341,7 +342,7 @@ impl ResponseStream {
     /// The one response of a request to a non-decoupled model.
     pub async fn single(mut self) -> ResponseResult {
         self.next().await.unwrap_or_else(|| {
-            Err(TritonError::new(
+            Err(EngineError::new(
                 ErrorCode::Internal,
                 "the model completed the request without a response",
             ))

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use super::allocator::ResponseAllocator;
-use super::error::{TritonError, check};
+use super::error::check;
 use super::ffi;
+use crate::engine::EngineError;
 
 /// The folder inside a Triton home that holds the core library.
 const LIBRARY_FILE: &str = "lib/libtritonserver.so";
@@ -95,7 +96,7 @@ pub enum LoadError {
         required: ApiVersion,
     },
     #[error("the Triton core at {path} failed to start: {source}")]
-    Broken { path: PathBuf, source: TritonError },
+    Broken { path: PathBuf, source: EngineError },
 }
 
 /// One place the loader looked, and why it did not use it.

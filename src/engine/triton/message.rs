@@ -2,9 +2,10 @@
 
 use std::ptr::NonNull;
 
-use super::error::{ErrorCode, TritonError, check};
+use super::error::check;
 use super::ffi;
 use super::library::Triton;
+use crate::engine::{EngineError, ErrorCode};
 
 /// An owned Triton message, deleted on drop.
 pub(super) struct Message {
@@ -17,14 +18,14 @@ impl Message {
     pub(super) fn from_raw(
         triton: &'static Triton,
         ptr: *mut ffi::TRITONSERVER_Message,
-    ) -> Result<Message, TritonError> {
+    ) -> Result<Message, EngineError> {
         NonNull::new(ptr)
             .map(|ptr| Message { triton, ptr })
-            .ok_or_else(|| TritonError::new(ErrorCode::Internal, "Triton returned a null message"))
+            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "Triton returned a null message"))
     }
 
     /// The message parsed as JSON.
-    pub(super) fn to_json(&self) -> Result<serde_json::Value, TritonError> {
+    pub(super) fn to_json(&self) -> Result<serde_json::Value, EngineError> {
         let (mut base, mut size) = (std::ptr::null(), 0usize);
         // SAFETY: the message is valid while `self` lives; both out-pointers are valid for writes.
         let status = unsafe {
@@ -36,7 +37,7 @@ impl Message {
         };
         check(&self.triton.api, status)?;
         if base.is_null() {
-            return Err(TritonError::new(
+            return Err(EngineError::new(
                 ErrorCode::Internal,
                 "Triton returned an empty message",
             ));
@@ -45,7 +46,7 @@ impl Message {
         // outlives this borrow; the bytes are parsed (copied) before `self` can be dropped.
         let bytes = unsafe { std::slice::from_raw_parts(base.cast::<u8>(), size) };
         serde_json::from_slice(bytes).map_err(|e| {
-            TritonError::new(
+            EngineError::new(
                 ErrorCode::Internal,
                 format!("Triton returned invalid JSON: {e}"),
             )

@@ -5,7 +5,7 @@
 //! - [`Server`]: start and stop, health, metadata, repositories, load and unload;
 //! - `inference`: requests with zero-copy inputs, responses into tokio ([`ResponseStream`]);
 //! - `allocator` and `response`: outputs written into buffers trident owns;
-//! - [`TritonError`]: `TRITONSERVER_Error` as a Rust value.
+//! - [`EngineError`]: `TRITONSERVER_Error` as a Rust value.
 
 #![allow(unsafe_code)]
 
@@ -20,7 +20,6 @@ mod options;
 mod response;
 mod server;
 
-pub use error::{ErrorCode, TritonError};
 pub use inference::ResponseStream;
 pub use library::{ApiVersion, LoadError, Triton};
 pub use options::{BackendSetting, CoreLogging, ModelControl, ServerConfig};

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::time::Duration;
 
-use super::error::{ErrorCode, TritonError, check, to_cstring};
+use super::error::{check, to_cstring};
 use super::ffi;
 use super::library::Triton;
+use crate::engine::{EngineError, ErrorCode};
 
 /// How Triton decides which models are loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,14 +136,14 @@ impl ServerOptions {
     pub(super) fn from_config(
         triton: &'static Triton,
         config: &ServerConfig,
-    ) -> Result<ServerOptions, TritonError> {
+    ) -> Result<ServerOptions, EngineError> {
         let api = &triton.api;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is valid for a write.
         check(api, unsafe { api.TRITONSERVER_ServerOptionsNew(&mut raw) })?;
         let options = NonNull::new(raw)
             .map(|ptr| ServerOptions { triton, ptr })
-            .ok_or_else(|| TritonError::new(ErrorCode::Internal, "null server options"))?;
+            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "null server options"))?;
         let o = options.as_ptr();
         let path = |p: &PathBuf| to_cstring("a path", &p.to_string_lossy());
 

@@ -7,8 +7,9 @@ use bytes::Bytes;
 
 use super::allocator::OutputBuffer;
 use super::convert::datatype_from_raw;
-use super::error::{ErrorCode, TritonError, check, cstr_lossy};
+use super::error::{check, copy_error, cstr_lossy};
 use super::ffi;
+use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 
 /// Reads everything out of `response`. The response itself is not deleted here.
@@ -19,7 +20,7 @@ use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 pub(super) unsafe fn read_response(
     api: &ffi::TritonServerApi,
     response: *mut ffi::TRITONSERVER_InferenceResponse,
-) -> Result<InferResponse, TritonError> {
+) -> Result<InferResponse, EngineError> {
     // SAFETY (whole body): `response` is valid per the caller; every out-pointer passed below is
     // a local valid for writes; the strings and arrays Triton returns live as long as the response
     // and are copied before this function returns.
@@ -27,7 +28,7 @@ pub(super) unsafe fn read_response(
         let error = api.TRITONSERVER_InferenceResponseError(response);
         if !error.is_null() {
             // Owned by the response: copy, do not delete.
-            return Err(TritonError::copy_from(api, error));
+            return Err(copy_error(api, error));
         }
 
         let (mut model, mut version) = (std::ptr::null(), 0i64);
@@ -108,7 +109,7 @@ unsafe fn read_output(
     api: &ffi::TritonServerApi,
     response: *mut ffi::TRITONSERVER_InferenceResponse,
     index: u32,
-) -> Result<OutputTensor, TritonError> {
+) -> Result<OutputTensor, EngineError> {
     let mut name = std::ptr::null();
     let mut datatype = ffi::TRITONSERVER_TYPE_INVALID;
     let (mut shape, mut dims) = (std::ptr::null(), 0u64);
@@ -135,7 +136,7 @@ unsafe fn read_output(
         )?;
         let name = cstr_lossy(name);
         let datatype = datatype_from_raw(datatype).ok_or_else(|| {
-            TritonError::new(
+            EngineError::new(
                 ErrorCode::Unsupported,
                 format!("output '{name}' has a datatype trident does not know ({datatype})"),
             )
@@ -143,7 +144,7 @@ unsafe fn read_output(
         if memory_type != ffi::TRITONSERVER_MEMORY_CPU
             && memory_type != ffi::TRITONSERVER_MEMORY_CPU_PINNED
         {
-            return Err(TritonError::new(
+            return Err(EngineError::new(
                 ErrorCode::Unsupported,
                 format!("output '{name}' is in GPU memory, which trident does not read"),
             ));

@@ -9,11 +9,12 @@ use std::ptr::NonNull;
 
 use serde::Deserialize;
 
-use super::error::{ErrorCode, TritonError, check, to_cstring};
+use super::error::{check, to_cstring};
 use super::ffi;
 use super::library::Triton;
 use super::message::Message;
 use super::options::{ServerConfig, ServerOptions};
+use crate::engine::{EngineError, ErrorCode};
 
 /// A running Triton core. Stopped and deleted on drop, which waits for in-flight inferences up
 /// to the configured exit timeout.
@@ -49,7 +50,7 @@ pub enum TransactionPolicy {
 
 impl Server {
     /// Starts the core with `config`; in explicit mode this loads the startup models first.
-    pub fn start(triton: &'static Triton, config: &ServerConfig) -> Result<Server, TritonError> {
+    pub fn start(triton: &'static Triton, config: &ServerConfig) -> Result<Server, EngineError> {
         let options = ServerOptions::from_config(triton, config)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `options` is a complete options object that outlives the call (Triton copies
@@ -61,7 +62,7 @@ impl Server {
         };
         check(&triton.api, status)?;
         let ptr = NonNull::new(raw).ok_or_else(|| {
-            TritonError::new(ErrorCode::Internal, "Triton returned a null server")
+            EngineError::new(ErrorCode::Internal, "Triton returned a null server")
         })?;
         Ok(Server { triton, ptr })
     }
@@ -80,7 +81,7 @@ impl Server {
     }
 
     /// Whether the core is live (running, possibly without ready models).
-    pub fn is_live(&self) -> Result<bool, TritonError> {
+    pub fn is_live(&self) -> Result<bool, EngineError> {
         let mut live = false;
         // SAFETY: the server is valid while `self` lives; `live` is valid for a write.
         check(self.api(), unsafe {
@@ -90,7 +91,7 @@ impl Server {
     }
 
     /// Whether the core is ready (with strict readiness: every loaded model is ready).
-    pub fn is_ready(&self) -> Result<bool, TritonError> {
+    pub fn is_ready(&self) -> Result<bool, EngineError> {
         let mut ready = false;
         // SAFETY: as in `is_live`.
         check(self.api(), unsafe {
@@ -101,7 +102,7 @@ impl Server {
     }
 
     /// Whether a model (a version, or the latest with `None`) is ready for inference.
-    pub fn model_is_ready(&self, name: &str, version: Option<i64>) -> Result<bool, TritonError> {
+    pub fn model_is_ready(&self, name: &str, version: Option<i64>) -> Result<bool, EngineError> {
         let name = to_cstring("model name", name)?;
         let mut ready = false;
         // SAFETY: valid server, NUL-terminated name that outlives the call, valid out-pointer.
@@ -117,7 +118,7 @@ impl Server {
     }
 
     /// The server metadata document (`name`, `version`, `extensions`).
-    pub fn metadata(&self) -> Result<serde_json::Value, TritonError> {
+    pub fn metadata(&self) -> Result<serde_json::Value, EngineError> {
         let mut message = std::ptr::null_mut();
         // SAFETY: valid server and out-pointer; the message returned is owned by us.
         check(self.api(), unsafe {
@@ -132,7 +133,7 @@ impl Server {
         &self,
         name: &str,
         version: Option<i64>,
-    ) -> Result<serde_json::Value, TritonError> {
+    ) -> Result<serde_json::Value, EngineError> {
         let name = to_cstring("model name", name)?;
         let mut message = std::ptr::null_mut();
         // SAFETY: as in `metadata`; the name outlives the call.
@@ -152,7 +153,7 @@ impl Server {
         &self,
         name: &str,
         version: Option<i64>,
-    ) -> Result<serde_json::Value, TritonError> {
+    ) -> Result<serde_json::Value, EngineError> {
         let name = to_cstring("model name", name)?;
         let mut message = std::ptr::null_mut();
         // SAFETY: as in `model_metadata`.
@@ -173,7 +174,7 @@ impl Server {
         &self,
         name: &str,
         version: Option<i64>,
-    ) -> Result<TransactionPolicy, TritonError> {
+    ) -> Result<TransactionPolicy, EngineError> {
         let name = to_cstring("model name", name)?;
         let mut flags = 0u32;
         let mut unused = std::ptr::null_mut();
@@ -195,7 +196,7 @@ impl Server {
     }
 
     /// Every model the repositories hold (or only the ready ones), with state and reason.
-    pub fn model_index(&self, ready_only: bool) -> Result<Vec<ModelIndexEntry>, TritonError> {
+    pub fn model_index(&self, ready_only: bool) -> Result<Vec<ModelIndexEntry>, EngineError> {
         let flags = if ready_only {
             ffi::TRITONSERVER_INDEX_FLAG_READY
         } else {
@@ -209,12 +210,12 @@ impl Server {
         })?;
         let json = Message::from_raw(self.triton, message)?.to_json()?;
         serde_json::from_value(json).map_err(|e| {
-            TritonError::new(ErrorCode::Internal, format!("unexpected model index: {e}"))
+            EngineError::new(ErrorCode::Internal, format!("unexpected model index: {e}"))
         })
     }
 
     /// Loads (or reloads) a model by name; blocks until it is loaded or has failed.
-    pub fn load_model(&self, name: &str) -> Result<(), TritonError> {
+    pub fn load_model(&self, name: &str) -> Result<(), EngineError> {
         let name = to_cstring("model name", name)?;
         // SAFETY: valid server; the name outlives the call.
         check(self.api(), unsafe {
@@ -226,7 +227,7 @@ impl Server {
     /// Starts unloading a model; with `dependents`, also the models that depend on it (the
     /// composing models of an ensemble). Returns before the unload has finished: poll
     /// [`Server::model_index`] for `UNAVAILABLE`.
-    pub fn unload_model(&self, name: &str, dependents: bool) -> Result<(), TritonError> {
+    pub fn unload_model(&self, name: &str, dependents: bool) -> Result<(), EngineError> {
         let name = to_cstring("model name", name)?;
         // SAFETY: valid server; the name outlives the call.
         check(self.api(), unsafe {
@@ -246,7 +247,7 @@ impl Server {
         &self,
         repository: &Path,
         name_mapping: &[(&str, &str)],
-    ) -> Result<(), TritonError> {
+    ) -> Result<(), EngineError> {
         let path = to_cstring("repository path", &repository.to_string_lossy())?;
         let mappings = name_mapping
             .iter()
@@ -257,7 +258,7 @@ impl Server {
             .map(|p| p.ptr.as_ptr().cast_const())
             .collect();
         let count = u32::try_from(pointers.len())
-            .map_err(|_| TritonError::new(ErrorCode::InvalidArg, "too many name mappings"))?;
+            .map_err(|_| EngineError::new(ErrorCode::InvalidArg, "too many name mappings"))?;
         // SAFETY: valid server; `path` and every parameter in `pointers` outlive the call
         // (`mappings` owns them); Triton copies the mapping.
         check(self.api(), unsafe {
@@ -271,7 +272,7 @@ impl Server {
     }
 
     /// Removes a repository added with [`Server::register_model_repository`].
-    pub fn unregister_model_repository(&self, repository: &Path) -> Result<(), TritonError> {
+    pub fn unregister_model_repository(&self, repository: &Path) -> Result<(), EngineError> {
         let path = to_cstring("repository path", &repository.to_string_lossy())?;
         // SAFETY: valid server; the path outlives the call.
         check(self.api(), unsafe {
@@ -281,7 +282,7 @@ impl Server {
     }
 
     /// Stops the core: no new requests; in-flight ones get up to the exit timeout.
-    pub fn stop(&self) -> Result<(), TritonError> {
+    pub fn stop(&self) -> Result<(), EngineError> {
         // SAFETY: valid server; stopping twice is allowed by Triton.
         check(self.api(), unsafe {
             self.api().TRITONSERVER_ServerStop(self.raw())
@@ -308,7 +309,7 @@ struct Parameter {
 }
 
 impl Parameter {
-    fn string(triton: &'static Triton, key: &str, value: &str) -> Result<Parameter, TritonError> {
+    fn string(triton: &'static Triton, key: &str, value: &str) -> Result<Parameter, EngineError> {
         let key: CString = to_cstring("parameter name", key)?;
         let value: CString = to_cstring("parameter value", value)?;
         // SAFETY: both strings are NUL-terminated and outlive the call; Triton copies them.
@@ -321,7 +322,7 @@ impl Parameter {
         };
         NonNull::new(raw)
             .map(|ptr| Parameter { triton, ptr })
-            .ok_or_else(|| TritonError::new(ErrorCode::Internal, "Triton refused a parameter"))
+            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "Triton refused a parameter"))
     }
 }
 

@@ -1,0 +1,3 @@
+//! The SageMaker multi-model endpoint.
+
+pub mod oom;

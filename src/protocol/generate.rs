@@ -1,0 +1,1 @@
+//! Triton's generate extension (filled in below).

@@ -1,0 +1,22 @@
+//! The wire formats, as pure functions: KServe v2 inference JSON, the binary tensor extension
+//! behind SageMaker's mime type, Triton's generate extension and server-sent events.
+//!
+//! Nothing here does I/O or knows about HTTP; the `http` module calls in with bytes and headers.
+
+pub mod binary_header;
+pub mod generate;
+pub mod sse;
+pub mod tensor_data;
+pub mod v2_request;
+pub mod v2_response;
+
+/// Why a body could not be decoded or a response encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The client sent something malformed (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The model produced something that cannot be encoded (500).
+    #[error("{0}")]
+    Internal(String),
+}

@@ -1,0 +1,328 @@
+//! Decodes a KServe v2 inference request, JSON or JSON plus binary tensor data, into an
+//! [`InferRequest`]. The body is parsed once; binary tensor data is sliced from the body, not
+//! copied, and JSON `data` is parsed straight into typed buffers.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::ProtocolError;
+use super::tensor_data::decode_json_data;
+use crate::engine::{DataType, InferRequest, InputTensor, ParameterValue};
+
+/// How the response's outputs are to be encoded, as the request asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputEncoding {
+    /// `parameters.binary_data_output`: every output binary unless it says otherwise.
+    pub binary_by_default: bool,
+    /// Per requested output, its `binary_data` parameter when given.
+    pub per_output: Vec<(String, bool)>,
+}
+
+impl OutputEncoding {
+    /// Whether output `name` goes in the binary section.
+    pub fn is_binary(&self, name: &str) -> bool {
+        self.per_output
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(self.binary_by_default, |&(_, binary)| binary)
+    }
+
+    /// Whether any output could be binary (decides the response layout).
+    pub fn any_binary(&self) -> bool {
+        self.binary_by_default || self.per_output.iter().any(|&(_, b)| b)
+    }
+}
+
+#[derive(Deserialize)]
+struct RequestJson<'a> {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+    #[serde(borrow)]
+    inputs: Vec<InputJson<'a>>,
+    #[serde(default)]
+    outputs: Vec<OutputJson>,
+}
+
+#[derive(Deserialize)]
+struct InputJson<'a> {
+    name: String,
+    datatype: String,
+    shape: Vec<i64>,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct OutputJson {
+    name: String,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+}
+
+// Unknown keys are ignored, as Triton's own frontend does, so clients that send extra fields
+// keep working.
+
+/// Parameters that steer the frontend and are not passed to the model.
+const FRONTEND_PARAMETERS: [&str; 2] = ["binary_data_output", "binary_data_size"];
+
+/// Decodes an inference request for `model_name` from `body`, whose first `json_len` bytes
+/// (all of it when `None`) are the JSON header.
+pub fn decode_infer_request(
+    model_name: &str,
+    body: &Bytes,
+    json_len: Option<usize>,
+) -> Result<(InferRequest, OutputEncoding), ProtocolError> {
+    let json_len = json_len.unwrap_or(body.len());
+    let json: RequestJson = serde_json::from_slice(&body[..json_len])
+        .map_err(|e| bad(format!("failed to parse the request JSON: {e}")))?;
+    let mut binary_offset = json_len;
+
+    let mut request = InferRequest::new(model_name);
+    request.id = json.id.filter(|id| !id.is_empty());
+    let mut encoding = OutputEncoding::default();
+    if let Some(parameters) = json.parameters {
+        for (key, value) in parameters {
+            if key == "binary_data_output" {
+                encoding.binary_by_default = expect_bool(&key, &value)?;
+            } else if !FRONTEND_PARAMETERS.contains(&key.as_str()) {
+                request
+                    .parameters
+                    .push((key.clone(), parameter_value(&key, value)?));
+            }
+        }
+    }
+
+    for input in json.inputs {
+        let datatype: DataType = input
+            .datatype
+            .parse()
+            .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
+        let elements = element_count(&input.name, &input.shape)?;
+        let binary_size = binary_data_size(&input.name, input.parameters.as_ref())?;
+        let data = match (binary_size, input.data) {
+            (Some(_), Some(_)) => {
+                return Err(bad(format!(
+                    "input '{}' has both 'data' and 'binary_data_size'",
+                    input.name
+                )));
+            }
+            (None, None) => {
+                return Err(bad(format!(
+                    "input '{}' has neither 'data' nor 'binary_data_size'",
+                    input.name
+                )));
+            }
+            (Some(size), None) => {
+                let end = binary_offset
+                    .checked_add(size)
+                    .filter(|&end| end <= body.len())
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "input '{}' declares binary_data_size {size} but only {} bytes of \
+                             binary data remain",
+                            input.name,
+                            body.len() - binary_offset
+                        ))
+                    })?;
+                let data = body.slice(binary_offset..end);
+                binary_offset = end;
+                data
+            }
+            (None, Some(raw)) => {
+                let (data, count) = decode_json_data(raw.get(), datatype)
+                    .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
+                if count != elements {
+                    return Err(bad(format!(
+                        "input '{}' has shape {:?}, {elements} elements, but its data has {count}",
+                        input.name, input.shape
+                    )));
+                }
+                Bytes::from(data)
+            }
+        };
+        request.inputs.push(InputTensor {
+            name: input.name,
+            datatype,
+            shape: input.shape,
+            data,
+        });
+    }
+    if binary_offset != body.len() {
+        return Err(bad(format!(
+            "{} bytes of binary data follow the inputs that declare binary_data_size",
+            body.len() - binary_offset
+        )));
+    }
+
+    for output in json.outputs {
+        if let Some(parameters) = &output.parameters {
+            for (key, value) in parameters {
+                match key.as_str() {
+                    "binary_data" => encoding
+                        .per_output
+                        .push((output.name.clone(), expect_bool(key, value)?)),
+                    "classification" => {
+                        return Err(bad(format!(
+                            "output '{}': classification outputs are not supported",
+                            output.name
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        request.requested_outputs.push(output.name);
+    }
+    Ok((request, encoding))
+}
+
+/// The element count a shape implies; negative dimensions or overflow are refused.
+pub fn element_count(name: &str, shape: &[i64]) -> Result<usize, ProtocolError> {
+    shape.iter().try_fold(1usize, |total, &dim| {
+        usize::try_from(dim)
+            .ok()
+            .and_then(|dim| total.checked_mul(dim))
+            .ok_or_else(|| bad(format!("input '{name}' has an invalid shape {shape:?}")))
+    })
+}
+
+fn binary_data_size(
+    name: &str,
+    parameters: Option<&Map<String, Value>>,
+) -> Result<Option<usize>, ProtocolError> {
+    let Some(value) = parameters.and_then(|p| p.get("binary_data_size")) else {
+        return Ok(None);
+    };
+    value
+        .as_u64()
+        .and_then(|size| usize::try_from(size).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            bad(format!(
+                "input '{name}': binary_data_size must be a non-negative integer, got {value}"
+            ))
+        })
+}
+
+fn expect_bool(key: &str, value: &Value) -> Result<bool, ProtocolError> {
+    value
+        .as_bool()
+        .ok_or_else(|| bad(format!("parameter '{key}' must be a boolean, got {value}")))
+}
+
+/// A request parameter as Triton takes it: string, integer, boolean or double.
+pub fn parameter_value(key: &str, value: Value) -> Result<ParameterValue, ProtocolError> {
+    match value {
+        Value::String(s) => Ok(ParameterValue::String(s)),
+        Value::Bool(b) => Ok(ParameterValue::Bool(b)),
+        Value::Number(n) => n
+            .as_i64()
+            .map(ParameterValue::Int)
+            .or_else(|| n.as_f64().map(ParameterValue::Double))
+            .ok_or_else(|| bad(format!("parameter '{key}' is out of range"))),
+        other => Err(bad(format!(
+            "parameter '{key}' must be a string, number or boolean, got {other}"
+        ))),
+    }
+}
+
+fn bad(message: String) -> ProtocolError {
+    ProtocolError::BadRequest(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(
+        body: &[u8],
+        json_len: Option<usize>,
+    ) -> Result<(InferRequest, OutputEncoding), ProtocolError> {
+        decode_infer_request("m", &Bytes::copy_from_slice(body), json_len)
+    }
+
+    #[test]
+    fn json_request_with_nested_data() {
+        let body = br#"{"id":"7","inputs":[{"name":"A","datatype":"INT32","shape":[2,2],"data":[[1,2],[3,4]]}],
+            "outputs":[{"name":"B"}],"parameters":{"priority":1,"tag":"x"}}"#;
+        let (request, encoding) = decode(body, None).unwrap();
+        assert_eq!(request.model_name, "m");
+        assert_eq!(request.id.as_deref(), Some("7"));
+        assert_eq!(request.inputs[0].shape, [2, 2]);
+        assert_eq!(request.inputs[0].data.len(), 16);
+        assert_eq!(request.requested_outputs, ["B"]);
+        assert_eq!(
+            request.parameters,
+            [
+                ("priority".to_string(), ParameterValue::Int(1)),
+                ("tag".to_string(), ParameterValue::String("x".into()))
+            ]
+        );
+        assert!(!encoding.any_binary());
+    }
+
+    #[test]
+    fn binary_inputs_are_slices_of_the_body() {
+        let json = br#"{"inputs":[{"name":"A","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}},
+            {"name":"B","datatype":"UINT8","shape":[1],"parameters":{"binary_data_size":1}}],
+            "outputs":[{"name":"C","parameters":{"binary_data":true}}]}"#;
+        let mut body = json.to_vec();
+        body.extend([1, 2, 3, 9]);
+        let body = Bytes::from(body);
+        let (request, encoding) = decode_infer_request("m", &body, Some(json.len())).unwrap();
+        assert_eq!(&request.inputs[0].data[..], [1, 2, 3]);
+        assert_eq!(&request.inputs[1].data[..], [9]);
+        // Zero-copy: the input points into the body.
+        assert_eq!(request.inputs[0].data.as_ptr(), body[json.len()..].as_ptr());
+        assert!(encoding.is_binary("C"));
+        assert!(!encoding.is_binary("D"));
+    }
+
+    #[test]
+    fn binary_output_by_default_with_per_output_override() {
+        let body = br#"{"inputs":[],"parameters":{"binary_data_output":true},
+            "outputs":[{"name":"X","parameters":{"binary_data":false}}]}"#;
+        let (request, encoding) = decode(body, None).unwrap();
+        assert!(request.parameters.is_empty());
+        assert!(!encoding.is_binary("X"));
+        assert!(encoding.is_binary("Y"));
+    }
+
+    #[test]
+    fn malformed_requests_are_bad_requests() {
+        let cases: &[(&[u8], Option<usize>, &str)] = &[
+            (b"{", None, "failed to parse the request JSON"),
+            (b"[]", None, "failed to parse"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT33","shape":[1],"data":[1]}]}"#, None, "unknown datatype"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[2],"data":[1]}]}"#, None, "2 elements, but its data has 1"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[-1],"data":[1]}]}"#, None, "invalid shape"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[4294967296,4294967296,4294967296],"data":[1]}]}"#, None, "invalid shape"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1]}]}"#, None, "neither"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":[1],"parameters":{"binary_data_size":4}}]}"#, None, "both"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"binary_data_size":4}}]}"#, None, "only 0 bytes"),
+            (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"binary_data_size":-4}}]}"#, None, "non-negative"),
+            (br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":3}}]}"#, None, "classification"),
+            (br#"{"inputs":[],"parameters":{"binary_data_output":1}}"#, None, "must be a boolean"),
+            (br#"{"inputs":[],"parameters":{"p":[1]}}"#, None, "must be a string, number or boolean"),
+            (b"{\"inputs\":[]}xyz", Some(13), "3 bytes of binary data follow"),
+        ];
+        for (body, json_len, expected) in cases {
+            match decode(body, *json_len) {
+                Err(ProtocolError::BadRequest(message)) => {
+                    assert!(
+                        message.contains(expected),
+                        "{}: {message}",
+                        String::from_utf8_lossy(body)
+                    )
+                }
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(body)),
+            }
+        }
+    }
+}
