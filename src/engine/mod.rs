@@ -6,9 +6,11 @@ pub mod dtype;
 mod error;
 mod request;
 mod response;
+pub mod service;
 pub mod triton;
 
 pub use dtype::DataType;
 pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue};
 pub use response::{InferResponse, OutputTensor};
+pub use service::{Engine, ModelState};

@@ -11,6 +11,7 @@
 
 mod allocator;
 mod convert;
+mod engine;
 mod error;
 mod ffi;
 mod inference;
@@ -20,6 +21,7 @@ mod options;
 mod response;
 mod server;
 
+pub use engine::{TritonEngine, TritonResponses};
 pub use inference::ResponseStream;
 pub use library::{ApiVersion, LoadError, Triton};
 pub use options::{BackendSetting, CoreLogging, ModelControl, ServerConfig};

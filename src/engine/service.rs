@@ -1,0 +1,55 @@
+//! The [`Engine`] trait: what the HTTP layer asks of an inference engine, with no Triton types
+//! in sight. [`TritonEngine`](crate::engine::triton::TritonEngine) is the real implementation.
+
+use std::future::Future;
+use std::path::Path;
+
+use futures_core::Stream;
+
+use super::{EngineError, InferRequest, InferResponse};
+
+/// A model's state in the engine's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelState {
+    /// `READY`, `LOADING`, `UNLOADING`, `UNAVAILABLE`.
+    pub state: String,
+    /// Why it is in that state (`unloaded` after an unload).
+    pub reason: String,
+}
+
+/// An inference engine.
+///
+/// Fast calls (health, queries, submitting an inference) are plain methods; calls that wait on
+/// model code (load, unload, repository changes) are futures that never block an async worker.
+pub trait Engine: Send + Sync + 'static {
+    /// The responses of one inference; dropping it before the end cancels the request.
+    type Responses: Stream<Item = Result<InferResponse, EngineError>> + Send + Unpin + 'static;
+
+    fn is_live(&self) -> Result<bool, EngineError>;
+    fn is_ready(&self) -> Result<bool, EngineError>;
+    fn model_is_ready(&self, model: &str) -> Result<bool, EngineError>;
+    /// Whether the model may send any number of responses per request.
+    fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
+    /// The model's configuration (Triton's JSON form of `config.pbtxt`).
+    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
+    /// The model's state in the index, `None` when the engine has never heard of it.
+    fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;
+
+    /// Submits an inference.
+    fn infer(&self, request: InferRequest) -> Result<Self::Responses, EngineError>;
+
+    fn load_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Starts unloading a model and the models that depend on it.
+    fn unload_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Adds a repository in which `folder` is served as `model`.
+    fn register_repository(
+        &self,
+        repository: &Path,
+        folder: &str,
+        model: &str,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
+    fn unregister_repository(
+        &self,
+        repository: &Path,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
+}

@@ -1,0 +1,307 @@
+//! The models a multi-model endpoint has loaded: name → (Triton model name, repository), and the
+//! load and unload procedures that keep it consistent with the engine under concurrent calls.
+//!
+//! A name is reserved before any slow work starts, so two loads of one name cannot race (the
+//! second gets 409), and an unload or invoke only ever sees fully loaded models.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::layout::find_model;
+use super::url::validate;
+use crate::engine::{Engine, EngineError, ErrorCode};
+
+/// A loaded model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedModel {
+    /// The name SageMaker uses (`model_name` of the load call).
+    pub name: String,
+    /// The name the engine serves it under (`X-Amzn-SageMaker-Target-Model`, else `name`).
+    pub target: String,
+    /// The repository registered for it, reported as its `modelUrl`.
+    pub repository: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+enum Slot {
+    Loading { target: String },
+    Ready(LoadedModel),
+    Unloading(LoadedModel),
+}
+
+impl Slot {
+    fn target(&self) -> &str {
+        match self {
+            Slot::Loading { target } => target,
+            Slot::Ready(m) | Slot::Unloading(m) => &m.target,
+        }
+    }
+}
+
+/// Why a multi-model call failed; each maps to one HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MmeError {
+    /// 400
+    #[error("{0}")]
+    BadRequest(String),
+    /// 404
+    #[error("{0}")]
+    NotFound(String),
+    /// 409
+    #[error("{0}")]
+    Conflict(String),
+    /// 507
+    #[error("{0}")]
+    OutOfMemory(String),
+    /// 500
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Timing of the unload wait.
+#[derive(Debug, Clone, Copy)]
+pub struct UnloadTiming {
+    /// How often the engine's index is polled (Triton's frontend: 500 ms).
+    pub poll: Duration,
+    /// How long to wait at most (SageMaker gives up after 360 s).
+    pub timeout: Duration,
+}
+
+impl Default for UnloadTiming {
+    fn default() -> Self {
+        UnloadTiming {
+            poll: Duration::from_millis(5),
+            timeout: Duration::from_secs(350),
+        }
+    }
+}
+
+/// The multi-model endpoint's registry.
+pub struct ModelRegistry {
+    models_root: PathBuf,
+    unload: UnloadTiming,
+    slots: Mutex<BTreeMap<String, Slot>>,
+}
+
+impl ModelRegistry {
+    pub fn new(models_root: impl Into<PathBuf>, unload: UnloadTiming) -> ModelRegistry {
+        ModelRegistry {
+            models_root: models_root.into(),
+            unload,
+            slots: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The loaded model called `name`.
+    pub fn get(&self, name: &str) -> Option<LoadedModel> {
+        match self.slots().get(name) {
+            Some(Slot::Ready(model)) => Some(model.clone()),
+            _ => None,
+        }
+    }
+
+    /// Loaded models in name order, at most `page_size` from `page_token` (the first name of
+    /// the page); with the token of the next page when there is one.
+    pub fn list(&self, page_token: Option<&str>, page_size: usize) -> (Vec<LoadedModel>, Option<String>) {
+        let slots = self.slots();
+        let mut ready = slots
+            .range::<str, _>((
+                page_token.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included),
+                std::ops::Bound::Unbounded,
+            ))
+            .filter_map(|(_, slot)| match slot {
+                Slot::Ready(model) => Some(model),
+                _ => None,
+            });
+        let page: Vec<LoadedModel> = ready.by_ref().take(page_size.max(1)).cloned().collect();
+        let next = ready.next().map(|model| model.name.clone());
+        (page, next)
+    }
+
+    /// Loads the model at `url` as `name`, served by the engine as `target` (or `name`).
+    /// `is_oom` decides which engine errors are out-of-memory.
+    pub async fn load<E: Engine>(
+        &self,
+        engine: &E,
+        name: &str,
+        url: &str,
+        target: Option<&str>,
+        is_oom: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), MmeError> {
+        let target = target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned();
+        let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
+        {
+            let mut slots = self.slots();
+            if slots.contains_key(name) {
+                return Err(MmeError::Conflict(format!("Model {name} is already loaded.")));
+            }
+            if slots.values().any(|slot| slot.target() == target) {
+                return Err(MmeError::Conflict(format!(
+                    "Model {target} is already loaded under another name."
+                )));
+            }
+            slots.insert(name.to_owned(), Slot::Loading { target: target.clone() });
+        }
+        let outcome = self.load_reserved(engine, &checked.path, &target, is_oom).await;
+        let mut slots = self.slots();
+        match outcome {
+            Ok(repository) => {
+                slots.insert(
+                    name.to_owned(),
+                    Slot::Ready(LoadedModel {
+                        name: name.to_owned(),
+                        target,
+                        repository,
+                    }),
+                );
+                Ok(())
+            }
+            Err(error) => {
+                slots.remove(name);
+                Err(error)
+            }
+        }
+    }
+
+    async fn load_reserved<E: Engine>(
+        &self,
+        engine: &E,
+        url: &Path,
+        target: &str,
+        is_oom: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<PathBuf, MmeError> {
+        let layout = find_model(url).map_err(|e| MmeError::BadRequest(e.0))?;
+        engine
+            .register_repository(&layout.repository, &layout.folder, target)
+            .await
+            .map_err(|e| load_error(e, is_oom))?;
+        if let Err(error) = engine.load_model(target).await {
+            // Nothing may leak: a failed load leaves no repository behind.
+            if let Err(e) = engine.unregister_repository(&layout.repository).await {
+                tracing::warn!(error = %e, repository = %layout.repository.display(),
+                    "unregistering the repository of a failed load failed");
+            }
+            return Err(load_error(error, is_oom));
+        }
+        tracing::info!(model = target, repository = %layout.repository.display(), "model loaded");
+        Ok(layout.repository)
+    }
+
+    /// Unloads `name` and its dependents, waits until the engine reports it unloaded, and
+    /// unregisters its repository.
+    pub async fn unload<E: Engine>(&self, engine: &E, name: &str) -> Result<(), MmeError> {
+        let model = {
+            let mut slots = self.slots();
+            match slots.get(name) {
+                Some(Slot::Ready(model)) => {
+                    let model = model.clone();
+                    slots.insert(name.to_owned(), Slot::Unloading(model.clone()));
+                    model
+                }
+                _ => return Err(not_loaded(name)),
+            }
+        };
+        if let Err(error) = engine.unload_model(&model.target).await {
+            self.slots().insert(name.to_owned(), Slot::Ready(model));
+            return Err(MmeError::BadRequest(error.message));
+        }
+        let waited = self.wait_unloaded(engine, &model.target).await;
+        if let Err(e) = engine.unregister_repository(&model.repository).await {
+            tracing::warn!(error = %e, repository = %model.repository.display(),
+                "unregistering the repository of an unloaded model failed");
+        }
+        self.slots().remove(name);
+        waited?;
+        tracing::info!(model = model.target, "model unloaded");
+        Ok(())
+    }
+
+    async fn wait_unloaded<E: Engine>(&self, engine: &E, target: &str) -> Result<(), MmeError> {
+        let deadline = Instant::now() + self.unload.timeout;
+        loop {
+            let state = engine
+                .model_state(target)
+                .map_err(|e| MmeError::Internal(e.message))?;
+            match state {
+                None => return Ok(()),
+                Some(s) if s.state == "UNAVAILABLE" && s.reason == "unloaded" => return Ok(()),
+                Some(_) if Instant::now() >= deadline => {
+                    return Err(MmeError::Internal(format!(
+                        "Model {target} did not unload within {} s",
+                        self.unload.timeout.as_secs()
+                    )));
+                }
+                Some(_) => tokio::time::sleep(self.unload.poll).await,
+            }
+        }
+    }
+}
+
+/// The 404 for a name that is not loaded.
+pub fn not_loaded(name: &str) -> MmeError {
+    MmeError::NotFound(format!("Model {name} is not loaded."))
+}
+
+fn load_error(error: EngineError, is_oom: &(dyn Fn(&str) -> bool + Sync)) -> MmeError {
+    if error.code == ErrorCode::AlreadyExists {
+        MmeError::Conflict(error.message)
+    } else if is_oom(&error.message) {
+        MmeError::OutOfMemory(error.message)
+    } else {
+        MmeError::BadRequest(error.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry_with(names: &[&str]) -> ModelRegistry {
+        let registry = ModelRegistry::new("/opt/ml/models", UnloadTiming::default());
+        for name in names {
+            registry.slots().insert(
+                name.to_string(),
+                Slot::Ready(LoadedModel {
+                    name: name.to_string(),
+                    target: name.to_string(),
+                    repository: PathBuf::from(format!("/opt/ml/models/{name}")),
+                }),
+            );
+        }
+        registry
+    }
+
+    #[test]
+    fn list_pages_in_name_order() {
+        let registry = registry_with(&["c", "a", "d", "b", "e"]);
+        let names = |page: &[LoadedModel]| page.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let (page, next) = registry.list(None, 2);
+        assert_eq!(names(&page), ["a", "b"]);
+        assert_eq!(next.as_deref(), Some("c"));
+        let (page, next) = registry.list(next.as_deref(), 2);
+        assert_eq!(names(&page), ["c", "d"]);
+        let (page, next) = registry.list(next.as_deref(), 2);
+        assert_eq!(names(&page), ["e"]);
+        assert_eq!(next, None);
+        let (page, next) = registry.list(None, 100);
+        assert_eq!(page.len(), 5);
+        assert_eq!(next, None);
+    }
+
+    #[test]
+    fn models_still_loading_are_not_listed_or_found() {
+        let registry = registry_with(&["a"]);
+        registry
+            .slots()
+            .insert("b".into(), Slot::Loading { target: "b".into() });
+        assert_eq!(registry.list(None, 10).0.len(), 1);
+        assert!(registry.get("b").is_none());
+        assert!(registry.get("a").is_some());
+    }
+}
