@@ -11,6 +11,6 @@ pub mod triton;
 
 pub use dtype::DataType;
 pub use error::{EngineError, ErrorCode};
-pub use request::{InferRequest, InputTensor, ParameterValue};
+pub use request::{InferRequest, InputTensor, ParameterValue, Sequence, SequenceId};
 pub use response::{InferResponse, OutputTensor};
 pub use service::{Engine, ModelState};

@@ -26,6 +26,21 @@ pub enum ParameterValue {
     Double(f64),
 }
 
+/// A sequence (correlation) id: Triton takes a number or a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SequenceId {
+    Number(u64),
+    String(String),
+}
+
+/// Where a request stands in a sequence, for stateful models.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sequence {
+    pub id: Option<SequenceId>,
+    pub start: bool,
+    pub end: bool,
+}
+
 /// A request for one inference on one model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InferRequest {
@@ -40,6 +55,9 @@ pub struct InferRequest {
     pub parameters: Vec<(String, ParameterValue)>,
     /// A deadline Triton enforces while the request waits in the model's queue.
     pub timeout: Option<Duration>,
+    /// Scheduling priority (1 is highest; 0 means the model's default).
+    pub priority: Option<u64>,
+    pub sequence: Sequence,
 }
 
 impl InferRequest {

@@ -110,7 +110,10 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let url = root.path().join("hash/model");
         write(&url.join("a_pre/config.pbtxt"), "backend: \"python\"");
-        write(&url.join("b_ens/config.pbtxt"), "# platform: \"other\"\nplatform : \"ensemble\"\n");
+        write(
+            &url.join("b_ens/config.pbtxt"),
+            "# platform: \"other\"\nplatform : \"ensemble\"\n",
+        );
         write(&url.join("c_post/config.pbtxt"), "backend: \"python\"");
         assert_eq!(find_model(&url).unwrap().folder, "b_ens");
     }
@@ -121,7 +124,12 @@ mod tests {
         let url = root.path().join("hash/model");
         write(&url.join("a/config.pbtxt"), "backend: \"python\"");
         write(&url.join("b/config.pbtxt"), "# platform: \"ensemble\"");
-        assert!(find_model(&url).unwrap_err().0.contains("none is an ensemble"));
+        assert!(
+            find_model(&url)
+                .unwrap_err()
+                .0
+                .contains("none is an ensemble")
+        );
         let empty = root.path().join("empty/model");
         std::fs::create_dir_all(&empty).unwrap();
         assert!(find_model(&empty).unwrap_err().0.contains("no model found"));

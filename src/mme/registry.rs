@@ -108,7 +108,11 @@ impl ModelRegistry {
 
     /// Loaded models in name order, at most `page_size` from `page_token` (the first name of
     /// the page); with the token of the next page when there is one.
-    pub fn list(&self, page_token: Option<&str>, page_size: usize) -> (Vec<LoadedModel>, Option<String>) {
+    pub fn list(
+        &self,
+        page_token: Option<&str>,
+        page_size: usize,
+    ) -> (Vec<LoadedModel>, Option<String>) {
         let slots = self.slots();
         let mut ready = slots
             .range::<str, _>((
@@ -139,16 +143,25 @@ impl ModelRegistry {
         {
             let mut slots = self.slots();
             if slots.contains_key(name) {
-                return Err(MmeError::Conflict(format!("Model {name} is already loaded.")));
+                return Err(MmeError::Conflict(format!(
+                    "Model {name} is already loaded."
+                )));
             }
             if slots.values().any(|slot| slot.target() == target) {
                 return Err(MmeError::Conflict(format!(
                     "Model {target} is already loaded under another name."
                 )));
             }
-            slots.insert(name.to_owned(), Slot::Loading { target: target.clone() });
+            slots.insert(
+                name.to_owned(),
+                Slot::Loading {
+                    target: target.clone(),
+                },
+            );
         }
-        let outcome = self.load_reserved(engine, &checked.path, &target, is_oom).await;
+        let outcome = self
+            .load_reserved(engine, &checked.path, &target, is_oom)
+            .await;
         let mut slots = self.slots();
         match outcome {
             Ok(repository) => {

@@ -46,7 +46,9 @@ fn is_name(part: &str) -> bool {
 /// Checks `url` against `models_root` (lexically, then on disk).
 pub fn validate(url: &str, models_root: &Path) -> Result<ModelUrl, UrlError> {
     if !url.starts_with('/') {
-        return Err(UrlError(format!("model url '{url}' must be an absolute path")));
+        return Err(UrlError(format!(
+            "model url '{url}' must be an absolute path"
+        )));
     }
     let path = normalise(url)
         .ok_or_else(|| UrlError(format!("model url '{url}' climbs above the root")))?;

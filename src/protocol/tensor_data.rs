@@ -2,9 +2,11 @@
 //! typed buffer as they are read (no intermediate `Value` tree) and written from it with `itoa`
 //! and `ryu`.
 //!
-//! `FP16` and `BF16` travel as ordinary JSON numbers (Triton's frontend refuses them in JSON);
-//! non-finite floats are written as `NaN`, `Infinity` and `-Infinity`, which Python's `json`
-//! reads.
+//! Floats are written as Triton's frontend writes them: widened to double, in the shortest form
+//! that reads back as that double (FP32 `0.1` is `0.10000000149011612`), so clients comparing
+//! against `numpy.float32(...).tolist()` see the same numbers. `FP16` and `BF16` travel as
+//! ordinary JSON numbers (Triton's frontend refuses them in JSON); non-finite floats are written
+//! as `NaN`, `Infinity` and `-Infinity`, which Python's `json` reads.
 
 use std::fmt;
 
@@ -279,11 +281,7 @@ pub fn write_json_data(
 }
 
 fn write_f32(out: &mut Vec<u8>, value: f32) {
-    if value.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
-    } else {
-        write_non_finite(out, value.is_nan(), value.is_sign_negative());
-    }
+    write_f64(out, f64::from(value));
 }
 
 fn write_f64(out: &mut Vec<u8>, value: f64) {
@@ -337,10 +335,11 @@ mod tests {
         );
         assert_eq!(
             roundtrip(DataType::Fp32, "[0.1,1,-2.5e3]"),
-            "[0.1,1.0,-2500.0]"
+            "[0.10000000149011612,1.0,-2500.0]"
         );
         assert_eq!(roundtrip(DataType::Fp64, "[0.1]"), "[0.1]");
         assert_eq!(roundtrip(DataType::Fp16, "[0.5,-2]"), "[0.5,-2.0]");
+        assert_eq!(roundtrip(DataType::Fp32, "[3]"), "[3.0]");
         assert_eq!(roundtrip(DataType::Bf16, "[1.5]"), "[1.5]");
         assert_eq!(
             roundtrip(DataType::Bytes, r#"["a","", "é\n"]"#),

@@ -9,14 +9,16 @@ use serde_json::{Map, Value};
 
 use super::ProtocolError;
 use super::tensor_data::decode_json_data;
-use crate::engine::{DataType, InferRequest, InputTensor, ParameterValue};
+use std::time::Duration;
+
+use crate::engine::{DataType, InferRequest, InputTensor, ParameterValue, SequenceId};
 
 /// How the response's outputs are to be encoded, as the request asked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutputEncoding {
     /// `parameters.binary_data_output`: every output binary unless it says otherwise.
     pub binary_by_default: bool,
-    /// Per requested output, its `binary_data` parameter when given.
+    /// Per requested output, whether it is binary (its own `binary_data`, else JSON).
     pub per_output: Vec<(String, bool)>,
 }
 
@@ -88,12 +90,27 @@ pub fn decode_infer_request(
     let mut encoding = OutputEncoding::default();
     if let Some(parameters) = json.parameters {
         for (key, value) in parameters {
-            if key == "binary_data_output" {
-                encoding.binary_by_default = expect_bool(&key, &value)?;
-            } else if !FRONTEND_PARAMETERS.contains(&key.as_str()) {
-                request
-                    .parameters
-                    .push((key.clone(), parameter_value(&key, value)?));
+            match key.as_str() {
+                "binary_data_output" => encoding.binary_by_default = expect_bool(&key, &value)?,
+                "sequence_id" => request.sequence.id = Some(sequence_id(&value)?),
+                "sequence_start" => request.sequence.start = expect_bool(&key, &value)?,
+                "sequence_end" => request.sequence.end = expect_bool(&key, &value)?,
+                "priority" => request.priority = Some(expect_u64(&key, &value)?),
+                "timeout" => {
+                    request.timeout = Some(Duration::from_micros(expect_u64(&key, &value)?))
+                }
+                reserved if reserved.starts_with("triton_") => {
+                    return Err(bad(
+                        "parameter keys starting with 'triton_' are reserved for \
+                         Triton usage and should not be specified."
+                            .into(),
+                    ));
+                }
+                frontend if FRONTEND_PARAMETERS.contains(&frontend) => {}
+                _ => {
+                    let value = parameter_value(&key, value)?;
+                    request.parameters.push((key, value));
+                }
             }
         }
     }
@@ -161,12 +178,12 @@ pub fn decode_infer_request(
     }
 
     for output in json.outputs {
+        // A listed output is JSON unless it asks for binary itself, whatever the default says.
+        let mut binary = false;
         if let Some(parameters) = &output.parameters {
             for (key, value) in parameters {
                 match key.as_str() {
-                    "binary_data" => encoding
-                        .per_output
-                        .push((output.name.clone(), expect_bool(key, value)?)),
+                    "binary_data" => binary = expect_bool(key, value)?,
                     "classification" => {
                         return Err(bad(format!(
                             "output '{}': classification outputs are not supported",
@@ -177,6 +194,7 @@ pub fn decode_infer_request(
                 }
             }
         }
+        encoding.per_output.push((output.name.clone(), binary));
         request.requested_outputs.push(output.name);
     }
     Ok((request, encoding))
@@ -208,6 +226,23 @@ fn binary_data_size(
                 "input '{name}': binary_data_size must be a non-negative integer, got {value}"
             ))
         })
+}
+
+fn expect_u64(key: &str, value: &Value) -> Result<u64, ProtocolError> {
+    value.as_u64().ok_or_else(|| {
+        bad(format!(
+            "Unable to parse '{key}': expected an unsigned integer, got {value}"
+        ))
+    })
+}
+
+fn sequence_id(value: &Value) -> Result<SequenceId, ProtocolError> {
+    match value {
+        Value::String(s) => Ok(SequenceId::String(s.clone())),
+        other => other.as_u64().map(SequenceId::Number).ok_or_else(|| {
+            bad(format!("Unable to parse 'sequence_id': expected an unsigned integer or a string, got {other}"))
+        }),
+    }
 }
 
 fn expect_bool(key: &str, value: &Value) -> Result<bool, ProtocolError> {
@@ -257,12 +292,10 @@ mod tests {
         assert_eq!(request.inputs[0].shape, [2, 2]);
         assert_eq!(request.inputs[0].data.len(), 16);
         assert_eq!(request.requested_outputs, ["B"]);
+        assert_eq!(request.priority, Some(1));
         assert_eq!(
             request.parameters,
-            [
-                ("priority".to_string(), ParameterValue::Int(1)),
-                ("tag".to_string(), ParameterValue::String("x".into()))
-            ]
+            [("tag".to_string(), ParameterValue::String("x".into()))]
         );
         assert!(!encoding.any_binary());
     }
@@ -282,6 +315,25 @@ mod tests {
         assert_eq!(request.inputs[0].data.as_ptr(), body[json.len()..].as_ptr());
         assert!(encoding.is_binary("C"));
         assert!(!encoding.is_binary("D"));
+    }
+
+    #[test]
+    fn sequence_and_timeout_parameters_steer_the_request() {
+        let body = br#"{"inputs":[],"parameters":{"sequence_id":"s1","sequence_start":true,"timeout":1500}}"#;
+        let (request, _) = decode(body, None).unwrap();
+        assert_eq!(request.sequence.id, Some(SequenceId::String("s1".into())));
+        assert!(request.sequence.start && !request.sequence.end);
+        assert_eq!(request.timeout, Some(Duration::from_micros(1500)));
+        assert!(request.parameters.is_empty());
+    }
+
+    #[test]
+    fn listed_outputs_are_json_unless_they_ask() {
+        let body =
+            br#"{"inputs":[],"parameters":{"binary_data_output":true},"outputs":[{"name":"A"}]}"#;
+        let (_, encoding) = decode(body, None).unwrap();
+        assert!(!encoding.is_binary("A"));
+        assert!(encoding.is_binary("unlisted"));
     }
 
     #[test]
@@ -310,6 +362,8 @@ mod tests {
             (br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":3}}]}"#, None, "classification"),
             (br#"{"inputs":[],"parameters":{"binary_data_output":1}}"#, None, "must be a boolean"),
             (br#"{"inputs":[],"parameters":{"p":[1]}}"#, None, "must be a string, number or boolean"),
+            (br#"{"inputs":[],"parameters":{"triton_x":1}}"#, None, "reserved for Triton"),
+            (br#"{"inputs":[],"parameters":{"priority":-1}}"#, None, "Unable to parse 'priority'"),
             (b"{\"inputs\":[]}xyz", Some(13), "3 bytes of binary data follow"),
         ];
         for (body, json_len, expected) in cases {

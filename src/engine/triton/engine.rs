@@ -36,7 +36,12 @@ impl TritonEngine {
         let server = Arc::clone(&self.server);
         tokio::task::spawn_blocking(move || work(&server))
             .await
-            .unwrap_or_else(|e| Err(EngineError::new(ErrorCode::Internal, format!("engine task failed: {e}"))))
+            .unwrap_or_else(|e| {
+                Err(EngineError::new(
+                    ErrorCode::Internal,
+                    format!("engine task failed: {e}"),
+                ))
+            })
     }
 }
 
@@ -95,14 +100,19 @@ impl Engine for TritonEngine {
         folder: &str,
         model: &str,
     ) -> Result<(), EngineError> {
-        let (repository, folder, model) = (repository.to_path_buf(), folder.to_owned(), model.to_owned());
+        let (repository, folder, model) = (
+            repository.to_path_buf(),
+            folder.to_owned(),
+            model.to_owned(),
+        );
         self.blocking(move |s| s.register_model_repository(&repository, &[(&folder, &model)]))
             .await
     }
 
     async fn unregister_repository(&self, repository: &Path) -> Result<(), EngineError> {
         let repository: PathBuf = repository.to_path_buf();
-        self.blocking(move |s| s.unregister_model_repository(&repository)).await
+        self.blocking(move |s| s.unregister_model_repository(&repository))
+            .await
     }
 }
 

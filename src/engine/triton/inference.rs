@@ -27,7 +27,7 @@ use super::library::Triton;
 use super::response::read_response;
 use super::server::Server;
 use crate::engine::{EngineError, ErrorCode};
-use crate::engine::{InferRequest, InferResponse, ParameterValue};
+use crate::engine::{InferRequest, InferResponse, ParameterValue, SequenceId};
 
 type ResponseResult = Result<InferResponse, EngineError>;
 
@@ -203,6 +203,36 @@ fn describe(
                 api,
                 api.TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r, micros),
             )?;
+        }
+        if let Some(priority) = request.priority {
+            check(
+                api,
+                api.TRITONSERVER_InferenceRequestSetPriorityUInt64(r, priority),
+            )?;
+        }
+        match &request.sequence.id {
+            Some(SequenceId::Number(id)) => check(
+                api,
+                api.TRITONSERVER_InferenceRequestSetCorrelationId(r, *id),
+            )?,
+            Some(SequenceId::String(id)) => {
+                let id = to_cstring("sequence id", id)?;
+                check(
+                    api,
+                    api.TRITONSERVER_InferenceRequestSetCorrelationIdString(r, id.as_ptr()),
+                )?
+            }
+            None => {}
+        }
+        let mut flags = 0;
+        if request.sequence.start {
+            flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+        }
+        if request.sequence.end {
+            flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+        }
+        if flags != 0 {
+            check(api, api.TRITONSERVER_InferenceRequestSetFlags(r, flags))?;
         }
         for (key, value) in &request.parameters {
             let key = to_cstring("parameter name", key)?;

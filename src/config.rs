@@ -1,0 +1,421 @@
+//! `trident serve` configuration: SageMaker's environment variables and equivalent flags,
+//! resolved once into one typed [`Config`], with the start-up checks of Triton's SageMaker entry
+//! script (same conditions and messages; the binary exits 1 on any of them).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::engine::triton::{BackendSetting, CoreLogging};
+use crate::http::restricted::{Restriction, parse_restrictions};
+
+/// SageMaker's real-time payload limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 6 * 1024 * 1024;
+
+/// The flags of `trident serve`; each falls back to its SageMaker environment variable.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Port to listen on.
+    #[arg(long, env = "SAGEMAKER_BIND_TO_PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
+    pub bind: IpAddr,
+    /// `true` runs a multi-model endpoint.
+    #[arg(long, env = "SAGEMAKER_MULTI_MODEL", default_value = "false")]
+    pub multi_model: String,
+    /// The single-model repository.
+    #[arg(long, default_value = "/opt/ml/model")]
+    pub model_repository: PathBuf,
+    /// The (empty) repository Triton starts with in multi-model mode.
+    #[arg(long, default_value = "/tmp/sagemaker")]
+    pub multi_model_repository: PathBuf,
+    /// Where multi-model endpoint urls must point.
+    #[arg(long, default_value = crate::mme::url::DEFAULT_MODELS_ROOT)]
+    pub models_root: PathBuf,
+    /// The model `/invocations` serves.
+    #[arg(long, env = "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME")]
+    pub default_model: Option<String>,
+    /// `ready` or `live`.
+    #[arg(long, env = "SAGEMAKER_TRITON_PING_MODE")]
+    pub ping_mode: Option<String>,
+    /// Overrides the ping mode, whatever the endpoint kind.
+    #[arg(long, env = "SAGEMAKER_TRITON_OVERRIDE_PING_MODE")]
+    pub override_ping_mode: Option<String>,
+    /// `infer`, `generate` or `generate_stream`.
+    #[arg(long, env = "SAGEMAKER_TRITON_INFERENCE_TYPE", default_value = "infer")]
+    pub inference_type: String,
+    #[arg(long, env = "SAGEMAKER_TRITON_LOG_VERBOSE", default_value = "true")]
+    pub log_verbose: String,
+    #[arg(long, env = "SAGEMAKER_TRITON_LOG_INFO", default_value = "true")]
+    pub log_info: String,
+    #[arg(long, env = "SAGEMAKER_TRITON_LOG_WARNING", default_value = "true")]
+    pub log_warning: String,
+    #[arg(long, env = "SAGEMAKER_TRITON_LOG_ERROR", default_value = "true")]
+    pub log_error: String,
+    /// Python backend shared memory at start, per model instance.
+    #[arg(long, env = "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", default_value_t = 16 * 1024 * 1024)]
+    pub shm_default_byte_size: u64,
+    /// Python backend shared memory growth step.
+    #[arg(long, env = "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE", default_value_t = 1024 * 1024)]
+    pub shm_growth_byte_size: u64,
+    /// HTTP worker threads (Triton's `--http-thread-count`); default: one per core.
+    #[arg(long, env = "SAGEMAKER_TRITON_THREAD_COUNT")]
+    pub thread_count: Option<usize>,
+    #[arg(long, env = "SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT")]
+    pub buffer_manager_thread_count: Option<u32>,
+    /// Fraction of each GPU's memory a model load may leave in use (0 to 1).
+    #[arg(long, env = "SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT")]
+    pub model_load_gpu_limit: Option<f64>,
+    #[arg(long, env = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING", default_value = "false")]
+    pub disable_model_namespacing: String,
+    /// TensorFlow backend version (`--backend-config=tensorflow,version=N`).
+    #[arg(long, env = "SAGEMAKER_TRITON_TENSORFLOW_VERSION")]
+    pub tensorflow_version: Option<String>,
+    /// Extra Triton flags; `--backend-config=...` and `--log-verbose=N` are applied, others are
+    /// refused at start.
+    #[arg(long, env = "SAGEMAKER_TRITON_ADDITIONAL_ARGS", allow_hyphen_values = true)]
+    pub additional_args: Option<String>,
+    /// `<category>:<header>=<value>`, categories `model-repository`, `inference`, `health`.
+    #[arg(long = "http-restricted-api", env = "SAGEMAKER_TRITON_HTTP_RESTRICTED_API", value_delimiter = ';')]
+    pub restricted_api: Vec<String>,
+    /// Largest request body, in bytes (413 above it).
+    #[arg(long, env = "TRIDENT_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Page size of the multi-model list.
+    #[arg(long, default_value_t = 1000)]
+    pub list_page_size: usize,
+    #[arg(long, env = "SAGEMAKER_BATCH", default_value = "false")]
+    pub batch: String,
+    #[arg(long, env = "SAGEMAKER_MAX_PAYLOAD_IN_MB", default_value_t = 6)]
+    pub max_payload_in_mb: usize,
+    #[arg(long, env = "SAGEMAKER_BATCH_STRATEGY", default_value = "MULTI_RECORD")]
+    pub batch_strategy: String,
+    #[arg(long, env = "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", default_value_t = 1)]
+    pub max_concurrent_transforms: usize,
+    /// Seconds to finish in-flight requests after SIGTERM (SageMaker kills after 30).
+    #[arg(long, default_value_t = 25)]
+    pub shutdown_grace_secs: u64,
+    /// A Triton installation (folder with lib/libtritonserver.so) or the library itself.
+    #[arg(long, env = "TRITON_HOME")]
+    pub triton_home: Option<PathBuf>,
+}
+
+/// What `/invocations` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InferenceType {
+    Infer,
+    Generate,
+    GenerateStream,
+}
+
+/// What `/ping` checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PingMode {
+    Ready,
+    Live,
+}
+
+/// Batch transform settings (`GET /execution-parameters`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSettings {
+    pub max_concurrent_transforms: usize,
+    pub batch_strategy: String,
+    pub max_payload_in_mb: usize,
+}
+
+/// Single- or multi-model endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    SingleModel { repository: PathBuf, default_model: String },
+    MultiModel { repository: PathBuf, models_root: PathBuf },
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub mode: Mode,
+    pub ping_mode: PingMode,
+    pub inference_type: InferenceType,
+    pub restrictions: Vec<Restriction>,
+    pub max_body_bytes: usize,
+    pub list_page_size: usize,
+    pub batch: Option<BatchSettings>,
+    pub shutdown_grace: Duration,
+    pub worker_threads: Option<usize>,
+    pub core_logging: CoreLogging,
+    pub backend_config: Vec<BackendSetting>,
+    pub buffer_manager_threads: Option<u32>,
+    pub model_load_gpu_limit: Option<f64>,
+    pub model_namespacing: bool,
+    pub triton_home: Option<PathBuf>,
+}
+
+/// A start-up check that failed; the message is what the entry script prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn flag(value: &str) -> bool {
+    value.eq_ignore_ascii_case("true") || value == "1"
+}
+
+impl ServeArgs {
+    /// Resolves and checks the configuration.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        let multi_model = flag(&self.multi_model);
+        let mode = if multi_model {
+            Mode::MultiModel {
+                repository: self.multi_model_repository.clone(),
+                models_root: self.models_root.clone(),
+            }
+        } else {
+            let default_model = single_model_default(&self.model_repository, self.default_model.as_deref())?;
+            Mode::SingleModel {
+                repository: self.model_repository.clone(),
+                default_model,
+            }
+        };
+        let inference_type = match self.inference_type.as_str() {
+            "infer" => InferenceType::Infer,
+            "generate" => InferenceType::Generate,
+            "generate_stream" => InferenceType::GenerateStream,
+            other => {
+                return Err(ConfigError(format!(
+                    "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}'. Must be one of: infer, generate, generate_stream"
+                )));
+            }
+        };
+        let ping = |name: &str, value: &str| match value {
+            "ready" => Ok(PingMode::Ready),
+            "live" => Ok(PingMode::Live),
+            other => Err(ConfigError(format!(
+                "ERROR: Invalid {name} '{other}'. Must be one of: ready, live"
+            ))),
+        };
+        let ping_mode = match (&self.override_ping_mode, multi_model, &self.ping_mode) {
+            (Some(mode), _, _) => ping("SAGEMAKER_TRITON_OVERRIDE_PING_MODE", mode)?,
+            (None, true, _) => PingMode::Live,
+            (None, false, Some(mode)) => ping("SAGEMAKER_TRITON_PING_MODE", mode)?,
+            (None, false, None) => PingMode::Ready,
+        };
+        let restrictions = parse_restrictions(self.restricted_api.iter().map(String::as_str))
+            .map_err(ConfigError)?;
+        let batch = flag(&self.batch).then(|| BatchSettings {
+            max_concurrent_transforms: self.max_concurrent_transforms,
+            batch_strategy: self.batch_strategy.clone(),
+            max_payload_in_mb: self.max_payload_in_mb,
+        });
+        let max_body_bytes = self.max_body_bytes.unwrap_or(match &batch {
+            Some(batch) => batch.max_payload_in_mb.saturating_mul(1024 * 1024),
+            None => DEFAULT_MAX_BODY_BYTES,
+        });
+        if let Some(limit) = self.model_load_gpu_limit
+            && !(limit > 0.0 && limit <= 1.0)
+        {
+            return Err(ConfigError(format!(
+                "ERROR: SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT must be in (0, 1], got {limit}"
+            )));
+        }
+
+        let mut core_logging = CoreLogging {
+            info: flag(&self.log_info),
+            warn: flag(&self.log_warning),
+            error: flag(&self.log_error),
+            verbose: i32::from(flag(&self.log_verbose)),
+        };
+        let mut backend_config = vec![
+            BackendSetting::new("python", "shm-default-byte-size", self.shm_default_byte_size),
+            BackendSetting::new("python", "shm-growth-byte-size", self.shm_growth_byte_size),
+        ];
+        if let Some(version) = &self.tensorflow_version {
+            backend_config.push(BackendSetting::new("tensorflow", "version", version));
+        }
+        if let Some(args) = &self.additional_args {
+            apply_additional_args(args, &mut backend_config, &mut core_logging)?;
+        }
+        Ok(Config {
+            listen: SocketAddr::new(self.bind, self.port),
+            mode,
+            ping_mode,
+            inference_type,
+            restrictions,
+            max_body_bytes,
+            list_page_size: self.list_page_size.max(1),
+            batch,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            worker_threads: self.thread_count.filter(|&n| n > 0),
+            core_logging,
+            backend_config,
+            buffer_manager_threads: self.buffer_manager_thread_count,
+            model_load_gpu_limit: self.model_load_gpu_limit,
+            model_namespacing: !flag(&self.disable_model_namespacing),
+            triton_home: self.triton_home,
+        })
+    }
+}
+
+/// The entry script's checks of a single-model repository, and the default model they yield.
+fn single_model_default(repository: &Path, default_model: Option<&str>) -> Result<String, ConfigError> {
+    if repository.join("config.pbtxt").exists() {
+        return Err(ConfigError(
+            "ERROR: Incorrect directory structure.\n       Model directory needs to contain the top level folder".into(),
+        ));
+    }
+    if let Some(name) = default_model.filter(|n| !n.is_empty()) {
+        if repository.join(name).is_dir() {
+            return Ok(name.to_owned());
+        }
+        return Err(ConfigError(format!(
+            "ERROR: Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME {name} does not exist"
+        )));
+    }
+    let mut folders: Vec<String> = std::fs::read_dir(repository)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    folders.sort();
+    match folders.as_slice() {
+        [] => Err(ConfigError("ERROR: No model found in model repository".into())),
+        [only] => {
+            tracing::warn!(
+                "No SAGEMAKER_TRITON_DEFAULT_MODEL_NAME provided. Starting with the only existing model directory {only}"
+            );
+            Ok(only.clone())
+        }
+        several => Err(ConfigError(format!(
+            "ERROR: More than 1 model directory found in model repository.\n       Either provide a single directory or set SAGEMAKER_TRITON_DEFAULT_MODEL_NAME to run the ensemble backend.\n       Directories found in model repository: {}",
+            several.join(" ")
+        ))),
+    }
+}
+
+/// Applies the Triton flags trident understands from `SAGEMAKER_TRITON_ADDITIONAL_ARGS`.
+fn apply_additional_args(
+    args: &str,
+    backend_config: &mut Vec<BackendSetting>,
+    logging: &mut CoreLogging,
+) -> Result<(), ConfigError> {
+    for arg in args.split_whitespace() {
+        if let Some(setting) = arg.strip_prefix("--backend-config=") {
+            let parsed = setting
+                .split_once(',')
+                .and_then(|(backend, kv)| kv.split_once('=').map(|(k, v)| (backend, k, v)));
+            let Some((backend, key, value)) = parsed else {
+                return Err(ConfigError(format!(
+                    "ERROR: malformed {arg} in SAGEMAKER_TRITON_ADDITIONAL_ARGS (expected --backend-config=<backend>,<setting>=<value>)"
+                )));
+            };
+            backend_config.retain(|s| !(s.backend == backend && s.setting == key));
+            backend_config.push(BackendSetting::new(backend, key, value));
+        } else if let Some(level) = arg.strip_prefix("--log-verbose=") {
+            logging.verbose = level.parse().map_err(|_| {
+                ConfigError(format!("ERROR: malformed {arg} in SAGEMAKER_TRITON_ADDITIONAL_ARGS"))
+            })?;
+        } else {
+            return Err(ConfigError(format!(
+                "ERROR: {arg} in SAGEMAKER_TRITON_ADDITIONAL_ARGS is not supported by trident \
+                 (supported: --backend-config=..., --log-verbose=N)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn args(repository: &Path, extra: &[&str]) -> ServeArgs {
+        let mut argv = vec!["trident".to_string(), "--model-repository".into(), repository.display().to_string()];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        Wrapper::try_parse_from(argv).unwrap().args
+    }
+
+    fn repo(folders: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for folder in folders {
+            std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn the_only_folder_is_the_default_model() {
+        let dir = repo(&["only"]);
+        let config = args(dir.path(), &[]).resolve().unwrap();
+        assert!(matches!(config.mode, Mode::SingleModel { ref default_model, .. } if default_model == "only"));
+        assert_eq!(config.ping_mode, PingMode::Ready);
+        assert_eq!(config.inference_type, InferenceType::Infer);
+        assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    }
+
+    #[test]
+    fn start_up_errors_have_the_entry_script_messages() {
+        let cases: Vec<(tempfile::TempDir, Vec<&str>, &str)> = vec![
+            (repo(&[]), vec![], "No model found in model repository"),
+            (repo(&["a", "b"]), vec![], "More than 1 model directory found"),
+            (repo(&["a"]), vec!["--default-model", "zzz"], "Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME zzz does not exist"),
+            (repo(&["a"]), vec!["--inference-type", "predict"], "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE"),
+            (repo(&["a"]), vec!["--http-restricted-api", "bogus:h=v"], "restricted"),
+            (repo(&["a"]), vec!["--additional-args", "--grpc-port=1"], "not supported"),
+        ];
+        for (dir, extra, expected) in cases {
+            let error = args(dir.path(), &extra).resolve().unwrap_err();
+            assert!(error.0.contains(expected), "{extra:?}: {error}");
+        }
+        let dir = repo(&["a"]);
+        std::fs::write(dir.path().join("config.pbtxt"), "").unwrap();
+        let error = args(dir.path(), &[]).resolve().unwrap_err();
+        assert!(error.0.contains("Model directory needs to contain the top level folder"));
+    }
+
+    #[test]
+    fn multi_model_pings_live_unless_overridden() {
+        let dir = repo(&[]);
+        let config = args(dir.path(), &["--multi-model", "true"]).resolve().unwrap();
+        assert!(matches!(config.mode, Mode::MultiModel { .. }));
+        assert_eq!(config.ping_mode, PingMode::Live);
+        let config = args(dir.path(), &["--multi-model", "true", "--override-ping-mode", "ready"])
+            .resolve()
+            .unwrap();
+        assert_eq!(config.ping_mode, PingMode::Ready);
+    }
+
+    #[test]
+    fn batch_transform_sets_the_body_limit() {
+        let dir = repo(&["a"]);
+        let config = args(dir.path(), &["--batch", "true", "--max-payload-in-mb", "20"]).resolve().unwrap();
+        assert_eq!(config.max_body_bytes, 20 * 1024 * 1024);
+        assert_eq!(config.batch.unwrap().max_payload_in_mb, 20);
+    }
+
+    #[test]
+    fn additional_backend_config_overrides() {
+        let dir = repo(&["a"]);
+        let config = args(
+            dir.path(),
+            &["--additional-args", "--backend-config=python,shm-default-byte-size=1 --log-verbose=2"],
+        )
+        .resolve()
+        .unwrap();
+        assert!(config.backend_config.contains(&BackendSetting::new("python", "shm-default-byte-size", 1)));
+        assert_eq!(config.backend_config.len(), 2);
+        assert_eq!(config.core_logging.verbose, 2);
+    }
+}
