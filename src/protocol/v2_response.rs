@@ -113,6 +113,18 @@ fn write_shape(out: &mut Vec<u8>, shape: &[i64]) {
     out.push(b']');
 }
 
+/// Appends one parameter value as JSON.
+pub fn write_parameter_value(out: &mut Vec<u8>, value: &ParameterValue) {
+    match value {
+        ParameterValue::String(s) => write_json_string(out, s),
+        ParameterValue::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        ParameterValue::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        ParameterValue::Double(d) => {
+            serde_json::to_writer(&mut *out, d).expect("writing to a Vec cannot fail")
+        }
+    }
+}
+
 /// Appends parameters as a JSON object.
 pub fn write_parameters(out: &mut Vec<u8>, parameters: &[(String, ParameterValue)]) {
     out.push(b'{');
@@ -122,16 +134,7 @@ pub fn write_parameters(out: &mut Vec<u8>, parameters: &[(String, ParameterValue
         }
         write_json_string(out, key);
         out.push(b':');
-        match value {
-            ParameterValue::String(s) => write_json_string(out, s),
-            ParameterValue::Int(i) => {
-                out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
-            }
-            ParameterValue::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-            ParameterValue::Double(d) => {
-                serde_json::to_writer(&mut *out, d).expect("writing to a Vec cannot fail")
-            }
-        }
+        write_parameter_value(out, value);
     }
     out.push(b'}');
 }
