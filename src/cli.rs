@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::ServeArgs;
 use crate::engine::triton::{self, ApiVersion};
 
 /// trident: NVIDIA Triton Inference Server as an AWS SageMaker inference container.
@@ -17,6 +18,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve SageMaker's container contract (the container entrypoint: `docker run <image> serve`).
+    Serve(Box<ServeArgs>),
     /// Load the Triton core and report where it was found and its C API version.
     CheckTriton {
         /// A Triton installation (folder with lib/libtritonserver.so) or the library file itself.
@@ -27,8 +30,19 @@ pub enum Command {
 
 impl Cli {
     /// Runs the command; the error is what the binary reports before exiting 1.
-    pub fn run(self) -> Result<(), Box<dyn std::error::Error>> {
+    pub fn run(self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         match self.command {
+            Command::Serve(args) => {
+                let config = args.resolve()?;
+                let mut runtime = tokio::runtime::Builder::new_multi_thread();
+                if let Some(threads) = config.worker_threads {
+                    runtime.worker_threads(threads);
+                }
+                runtime
+                    .enable_all()
+                    .build()?
+                    .block_on(crate::serve::run(config))
+            }
             Command::CheckTriton { triton_home } => {
                 let triton = triton::library::load(triton_home.as_deref())?;
                 let mut out = std::io::stdout().lock();

@@ -69,17 +69,31 @@ pub struct ServeArgs {
     /// Fraction of each GPU's memory a model load may leave in use (0 to 1).
     #[arg(long, env = "SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT")]
     pub model_load_gpu_limit: Option<f64>,
-    #[arg(long, env = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING", default_value = "false")]
+    /// Passed to Triton's `--model-namespacing` as it is, like Triton's entry script does: despite
+    /// the name, `false` turns namespacing off. Namespacing is on by default.
+    #[arg(
+        long,
+        env = "SAGEMAKER_TRITON_DISABLE_MODEL_NAMESPACING",
+        default_value = "true"
+    )]
     pub disable_model_namespacing: String,
     /// TensorFlow backend version (`--backend-config=tensorflow,version=N`).
     #[arg(long, env = "SAGEMAKER_TRITON_TENSORFLOW_VERSION")]
     pub tensorflow_version: Option<String>,
     /// Extra Triton flags; `--backend-config=...` and `--log-verbose=N` are applied, others are
     /// refused at start.
-    #[arg(long, env = "SAGEMAKER_TRITON_ADDITIONAL_ARGS", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        env = "SAGEMAKER_TRITON_ADDITIONAL_ARGS",
+        allow_hyphen_values = true
+    )]
     pub additional_args: Option<String>,
     /// `<category>:<header>=<value>`, categories `model-repository`, `inference`, `health`.
-    #[arg(long = "http-restricted-api", env = "SAGEMAKER_TRITON_HTTP_RESTRICTED_API", value_delimiter = ';')]
+    #[arg(
+        long = "http-restricted-api",
+        env = "SAGEMAKER_TRITON_HTTP_RESTRICTED_API",
+        value_delimiter = ';'
+    )]
     pub restricted_api: Vec<String>,
     /// Largest request body, in bytes (413 above it).
     #[arg(long, env = "TRIDENT_MAX_BODY_BYTES")]
@@ -129,8 +143,14 @@ pub struct BatchSettings {
 /// Single- or multi-model endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
-    SingleModel { repository: PathBuf, default_model: String },
-    MultiModel { repository: PathBuf, models_root: PathBuf },
+    SingleModel {
+        repository: PathBuf,
+        default_model: String,
+    },
+    MultiModel {
+        repository: PathBuf,
+        models_root: PathBuf,
+    },
 }
 
 /// The resolved configuration.
@@ -173,7 +193,8 @@ impl ServeArgs {
                 models_root: self.models_root.clone(),
             }
         } else {
-            let default_model = single_model_default(&self.model_repository, self.default_model.as_deref())?;
+            let default_model =
+                single_model_default(&self.model_repository, self.default_model.as_deref())?;
             Mode::SingleModel {
                 repository: self.model_repository.clone(),
                 default_model,
@@ -228,7 +249,11 @@ impl ServeArgs {
             verbose: i32::from(flag(&self.log_verbose)),
         };
         let mut backend_config = vec![
-            BackendSetting::new("python", "shm-default-byte-size", self.shm_default_byte_size),
+            BackendSetting::new(
+                "python",
+                "shm-default-byte-size",
+                self.shm_default_byte_size,
+            ),
             BackendSetting::new("python", "shm-growth-byte-size", self.shm_growth_byte_size),
         ];
         if let Some(version) = &self.tensorflow_version {
@@ -252,14 +277,17 @@ impl ServeArgs {
             backend_config,
             buffer_manager_threads: self.buffer_manager_thread_count,
             model_load_gpu_limit: self.model_load_gpu_limit,
-            model_namespacing: !flag(&self.disable_model_namespacing),
+            model_namespacing: flag(&self.disable_model_namespacing),
             triton_home: self.triton_home,
         })
     }
 }
 
 /// The entry script's checks of a single-model repository, and the default model they yield.
-fn single_model_default(repository: &Path, default_model: Option<&str>) -> Result<String, ConfigError> {
+fn single_model_default(
+    repository: &Path,
+    default_model: Option<&str>,
+) -> Result<String, ConfigError> {
     if repository.join("config.pbtxt").exists() {
         return Err(ConfigError(
             "ERROR: Incorrect directory structure.\n       Model directory needs to contain the top level folder".into(),
@@ -284,7 +312,9 @@ fn single_model_default(repository: &Path, default_model: Option<&str>) -> Resul
         .unwrap_or_default();
     folders.sort();
     match folders.as_slice() {
-        [] => Err(ConfigError("ERROR: No model found in model repository".into())),
+        [] => Err(ConfigError(
+            "ERROR: No model found in model repository".into(),
+        )),
         [only] => {
             tracing::warn!(
                 "No SAGEMAKER_TRITON_DEFAULT_MODEL_NAME provided. Starting with the only existing model directory {only}"
@@ -318,7 +348,9 @@ fn apply_additional_args(
             backend_config.push(BackendSetting::new(backend, key, value));
         } else if let Some(level) = arg.strip_prefix("--log-verbose=") {
             logging.verbose = level.parse().map_err(|_| {
-                ConfigError(format!("ERROR: malformed {arg} in SAGEMAKER_TRITON_ADDITIONAL_ARGS"))
+                ConfigError(format!(
+                    "ERROR: malformed {arg} in SAGEMAKER_TRITON_ADDITIONAL_ARGS"
+                ))
             })?;
         } else {
             return Err(ConfigError(format!(
@@ -342,7 +374,11 @@ mod tests {
     }
 
     fn args(repository: &Path, extra: &[&str]) -> ServeArgs {
-        let mut argv = vec!["trident".to_string(), "--model-repository".into(), repository.display().to_string()];
+        let mut argv = vec![
+            "trident".to_string(),
+            "--model-repository".into(),
+            repository.display().to_string(),
+        ];
         argv.extend(extra.iter().map(|s| s.to_string()));
         Wrapper::try_parse_from(argv).unwrap().args
     }
@@ -359,7 +395,9 @@ mod tests {
     fn the_only_folder_is_the_default_model() {
         let dir = repo(&["only"]);
         let config = args(dir.path(), &[]).resolve().unwrap();
-        assert!(matches!(config.mode, Mode::SingleModel { ref default_model, .. } if default_model == "only"));
+        assert!(
+            matches!(config.mode, Mode::SingleModel { ref default_model, .. } if default_model == "only")
+        );
         assert_eq!(config.ping_mode, PingMode::Ready);
         assert_eq!(config.inference_type, InferenceType::Infer);
         assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
@@ -369,11 +407,31 @@ mod tests {
     fn start_up_errors_have_the_entry_script_messages() {
         let cases: Vec<(tempfile::TempDir, Vec<&str>, &str)> = vec![
             (repo(&[]), vec![], "No model found in model repository"),
-            (repo(&["a", "b"]), vec![], "More than 1 model directory found"),
-            (repo(&["a"]), vec!["--default-model", "zzz"], "Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME zzz does not exist"),
-            (repo(&["a"]), vec!["--inference-type", "predict"], "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE"),
-            (repo(&["a"]), vec!["--http-restricted-api", "bogus:h=v"], "restricted"),
-            (repo(&["a"]), vec!["--additional-args", "--grpc-port=1"], "not supported"),
+            (
+                repo(&["a", "b"]),
+                vec![],
+                "More than 1 model directory found",
+            ),
+            (
+                repo(&["a"]),
+                vec!["--default-model", "zzz"],
+                "Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME zzz does not exist",
+            ),
+            (
+                repo(&["a"]),
+                vec!["--inference-type", "predict"],
+                "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE",
+            ),
+            (
+                repo(&["a"]),
+                vec!["--http-restricted-api", "bogus:h=v"],
+                "restricted",
+            ),
+            (
+                repo(&["a"]),
+                vec!["--additional-args", "--grpc-port=1"],
+                "not supported",
+            ),
         ];
         for (dir, extra, expected) in cases {
             let error = args(dir.path(), &extra).resolve().unwrap_err();
@@ -382,25 +440,39 @@ mod tests {
         let dir = repo(&["a"]);
         std::fs::write(dir.path().join("config.pbtxt"), "").unwrap();
         let error = args(dir.path(), &[]).resolve().unwrap_err();
-        assert!(error.0.contains("Model directory needs to contain the top level folder"));
+        assert!(
+            error
+                .0
+                .contains("Model directory needs to contain the top level folder")
+        );
     }
 
     #[test]
     fn multi_model_pings_live_unless_overridden() {
         let dir = repo(&[]);
-        let config = args(dir.path(), &["--multi-model", "true"]).resolve().unwrap();
-        assert!(matches!(config.mode, Mode::MultiModel { .. }));
-        assert_eq!(config.ping_mode, PingMode::Live);
-        let config = args(dir.path(), &["--multi-model", "true", "--override-ping-mode", "ready"])
+        let config = args(dir.path(), &["--multi-model", "true"])
             .resolve()
             .unwrap();
+        assert!(matches!(config.mode, Mode::MultiModel { .. }));
+        assert_eq!(config.ping_mode, PingMode::Live);
+        let config = args(
+            dir.path(),
+            &["--multi-model", "true", "--override-ping-mode", "ready"],
+        )
+        .resolve()
+        .unwrap();
         assert_eq!(config.ping_mode, PingMode::Ready);
     }
 
     #[test]
     fn batch_transform_sets_the_body_limit() {
         let dir = repo(&["a"]);
-        let config = args(dir.path(), &["--batch", "true", "--max-payload-in-mb", "20"]).resolve().unwrap();
+        let config = args(
+            dir.path(),
+            &["--batch", "true", "--max-payload-in-mb", "20"],
+        )
+        .resolve()
+        .unwrap();
         assert_eq!(config.max_body_bytes, 20 * 1024 * 1024);
         assert_eq!(config.batch.unwrap().max_payload_in_mb, 20);
     }
@@ -410,11 +482,18 @@ mod tests {
         let dir = repo(&["a"]);
         let config = args(
             dir.path(),
-            &["--additional-args", "--backend-config=python,shm-default-byte-size=1 --log-verbose=2"],
+            &[
+                "--additional-args",
+                "--backend-config=python,shm-default-byte-size=1 --log-verbose=2",
+            ],
         )
         .resolve()
         .unwrap();
-        assert!(config.backend_config.contains(&BackendSetting::new("python", "shm-default-byte-size", 1)));
+        assert!(config.backend_config.contains(&BackendSetting::new(
+            "python",
+            "shm-default-byte-size",
+            1
+        )));
         assert_eq!(config.backend_config.len(), 2);
         assert_eq!(config.core_logging.verbose, 2);
     }

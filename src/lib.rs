@@ -8,10 +8,16 @@
 //! - [`protocol`]: the wire formats as pure functions: v2 JSON, binary tensors, generate, SSE.
 //! - [`mme`]: the SageMaker multi-model endpoint: url checks, repository layout, the registry,
 //!   the out-of-memory policy.
+//! - [`http`]: the server SageMaker talks to: router, one module per route family, errors.
+//! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
+//!   configuration, core and server together.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod config;
 pub mod engine;
+pub mod http;
 pub mod mme;
 pub mod protocol;
+pub mod serve;

@@ -30,6 +30,8 @@ pub trait Engine: Send + Sync + 'static {
     fn model_is_ready(&self, model: &str) -> Result<bool, EngineError>;
     /// Whether the model may send any number of responses per request.
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
+    /// The model's metadata (inputs and outputs with datatypes and shapes).
+    fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's configuration (Triton's JSON form of `config.pbtxt`).
     fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's state in the index, `None` when the engine has never heard of it.

@@ -64,6 +64,10 @@ impl Engine for TritonEngine {
         Ok(self.server.model_transaction_policy(model, None)? == TransactionPolicy::Decoupled)
     }
 
+    fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {
+        self.server.model_metadata(model, None)
+    }
+
     fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError> {
         self.server.model_config(model, None)
     }

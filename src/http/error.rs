@@ -1,0 +1,116 @@
+//! One error type for every route, and the one place that turns errors into HTTP statuses and
+//! SageMaker's `{"error": "<message>"}` JSON body.
+
+use http::{HeaderValue, Response, StatusCode, header};
+
+use super::body::ResponseBody;
+use crate::engine::{EngineError, ErrorCode};
+use crate::mme::registry::MmeError;
+use crate::protocol::ProtocolError;
+
+/// An error answer: status, message, and for 405 the methods the route allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub allow: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            allow: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 405 with the `Allow` header.
+    pub fn method_not_allowed(allow: &'static str) -> ApiError {
+        ApiError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            message: "Method Not Allowed".into(),
+            allow: Some(allow),
+        }
+    }
+
+    /// Triton's HTTP mapping of engine error codes.
+    pub fn from_engine(error: EngineError) -> ApiError {
+        let status = match error.code {
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unsupported => StatusCode::NOT_IMPLEMENTED,
+            ErrorCode::Unknown
+            | ErrorCode::InvalidArg
+            | ErrorCode::AlreadyExists
+            | ErrorCode::Cancelled => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, error.message)
+    }
+
+    /// 400, or 507 when the message looks like out-of-memory (SageMaker's MME convention).
+    pub fn bad_request_or_oom(message: String, is_oom: impl Fn(&str) -> bool) -> ApiError {
+        if is_oom(&message) {
+            ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message)
+        } else {
+            ApiError::bad_request(message)
+        }
+    }
+
+    /// The error as a response.
+    pub fn into_response(self) -> Response<ResponseBody> {
+        if self.status.is_server_error() {
+            tracing::warn!(status = self.status.as_u16(), error = %self.message, "request failed");
+        } else {
+            tracing::debug!(status = self.status.as_u16(), error = %self.message, "request refused");
+        }
+        let mut body = Vec::with_capacity(self.message.len() + 12);
+        body.extend_from_slice(b"{\"error\":");
+        crate::protocol::tensor_data::write_json_string(&mut body, &self.message);
+        body.push(b'}');
+        let mut response = Response::new(ResponseBody::full(body));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(allow) = self.allow {
+            headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+impl From<ProtocolError> for ApiError {
+    fn from(error: ProtocolError) -> ApiError {
+        match error {
+            ProtocolError::BadRequest(message) => ApiError::bad_request(message),
+            ProtocolError::Internal(message) => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+            }
+        }
+    }
+}
+
+impl From<MmeError> for ApiError {
+    fn from(error: MmeError) -> ApiError {
+        let status = match &error {
+            MmeError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            MmeError::NotFound(_) => StatusCode::NOT_FOUND,
+            MmeError::Conflict(_) => StatusCode::CONFLICT,
+            MmeError::OutOfMemory(_) => StatusCode::INSUFFICIENT_STORAGE,
+            MmeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, error.to_string())
+    }
+}

@@ -1,0 +1,258 @@
+//! The HTTP server SageMaker talks to: the listener, the router, and a module per route family
+//! (`ping`, `invocations`, `models`). No Triton types here: handlers talk to an [`Engine`].
+
+pub mod body;
+pub mod error;
+pub mod invocation;
+pub mod invocations;
+pub mod models;
+pub mod ping;
+pub mod restricted;
+pub mod state;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderValue, Method, Request, Response, header};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use self::body::{ResponseBody, read_body};
+use self::error::ApiError;
+use self::invocation::Invocation;
+use self::invocations::ErrorStyle;
+use self::restricted::{Category, missing_header};
+pub use self::state::AppState;
+use crate::config::InferenceType;
+use crate::engine::Engine;
+
+/// The routes trident answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    Ping,
+    Invocations,
+    ExecutionParameters,
+    Models,
+    Model(&'a str),
+    Invoke(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route for a path (query excluded), or `None` (404).
+    pub fn parse(path: &'a str) -> Option<Route<'a>> {
+        match path {
+            "/ping" => Some(Route::Ping),
+            "/invocations" => Some(Route::Invocations),
+            "/execution-parameters" => Some(Route::ExecutionParameters),
+            "/models" | "/models/" => Some(Route::Models),
+            _ => {
+                let rest = path.strip_prefix("/models/")?;
+                match rest.split_once('/') {
+                    None if !rest.is_empty() => Some(Route::Model(rest)),
+                    Some((name, "invoke")) if !name.is_empty() => Some(Route::Invoke(name)),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// The methods the route answers (the `Allow` header of a 405).
+    pub fn allow(self) -> &'static str {
+        match self {
+            Route::Ping | Route::ExecutionParameters => "GET",
+            Route::Invocations | Route::Invoke(_) => "POST",
+            Route::Models => "GET, POST",
+            Route::Model(_) => "GET, DELETE",
+        }
+    }
+}
+
+/// The 403 of a restricted API.
+pub fn restricted_error(header: &str) -> ApiError {
+    ApiError::new(
+        http::StatusCode::FORBIDDEN,
+        format!("This API is restricted, expecting header '{header}'"),
+    )
+}
+
+fn require<E>(
+    state: &AppState<E>,
+    category: Category,
+    headers: &http::HeaderMap,
+) -> Result<(), ApiError> {
+    match missing_header(&state.config.restrictions, category, headers) {
+        Some(header) => Err(restricted_error(header)),
+        None => Ok(()),
+    }
+}
+
+/// Answers one request.
+pub async fn handle<E: Engine>(
+    state: &AppState<E>,
+    request: Request<Incoming>,
+) -> Response<ResponseBody> {
+    dispatch(state, request)
+        .await
+        .unwrap_or_else(ApiError::into_response)
+}
+
+async fn dispatch<E: Engine>(
+    state: &AppState<E>,
+    request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path();
+    let route =
+        Route::parse(path).ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
+    let headers = &parts.headers;
+    let limit = state.config.max_body_bytes;
+    match (route, &parts.method) {
+        (Route::Ping, &Method::GET) => ping::ping(state, headers),
+        (Route::Invocations, &Method::POST) => {
+            require(state, Category::Inference, headers)?;
+            let invocation = Invocation::from_headers(headers);
+            let body = read_body(body, headers, limit).await?;
+            let model = &state.default_model;
+            match state.config.inference_type {
+                InferenceType::Infer => {
+                    invocations::infer(state, model, &invocation, body, ErrorStyle::ByCode).await
+                }
+                InferenceType::Generate => invocations::generate(state, model, body, false).await,
+                InferenceType::GenerateStream => {
+                    invocations::generate(state, model, body, true).await
+                }
+            }
+        }
+        (Route::ExecutionParameters, &Method::GET) => Ok(execution_parameters(state)),
+        (Route::Models, &Method::GET) => {
+            require(state, Category::ModelRepository, headers)?;
+            models::list(state, parts.uri.query())
+        }
+        (Route::Models, &Method::POST) => {
+            require(state, Category::ModelRepository, headers)?;
+            let invocation = Invocation::from_headers(headers);
+            let body = read_body(body, headers, limit).await?;
+            models::load(state, &invocation, body).await
+        }
+        (Route::Model(name), &Method::GET) => {
+            require(state, Category::ModelRepository, headers)?;
+            models::get(state, name)
+        }
+        (Route::Model(name), &Method::DELETE) => {
+            require(state, Category::ModelRepository, headers)?;
+            models::unload(state, name).await
+        }
+        (Route::Invoke(name), &Method::POST) => {
+            require(state, Category::Inference, headers)?;
+            let invocation = Invocation::from_headers(headers);
+            let body = read_body(body, headers, limit).await?;
+            models::invoke(state, name, &invocation, body).await
+        }
+        (route, _) => Err(ApiError::method_not_allowed(route.allow())),
+    }
+}
+
+/// `GET /execution-parameters`: the batch transform settings SageMaker asks for.
+fn execution_parameters<E>(state: &AppState<E>) -> Response<ResponseBody> {
+    let (concurrent, strategy, payload) = match &state.config.batch {
+        Some(batch) => (
+            batch.max_concurrent_transforms,
+            batch.batch_strategy.as_str(),
+            batch.max_payload_in_mb,
+        ),
+        None => (1, "MULTI_RECORD", 6),
+    };
+    let json = serde_json::json!({
+        "MaxConcurrentTransforms": concurrent,
+        "BatchStrategy": strategy,
+        "MaxPayloadInMB": payload,
+    });
+    let mut response = Response::new(ResponseBody::full(json.to_string()));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops accepting and lets
+/// in-flight requests finish for up to `grace`.
+pub async fn serve<E: Engine>(
+    listener: TcpListener,
+    state: Arc<AppState<E>>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of descriptors and the like: back off instead of spinning.
+                        tracing::warn!(%error, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = Arc::clone(&state);
+                let service = service_fn(move |request| {
+                    let state = Arc::clone(&state);
+                    async move { Ok::<_, Infallible>(handle(&state, request).await) }
+                });
+                let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%error, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: finishing in-flight requests");
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(grace) => tracing::warn!(?grace, "grace period over with requests still in flight"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(Route::parse("/ping"), Some(Route::Ping));
+        assert_eq!(Route::parse("/models/"), Some(Route::Models));
+        assert_eq!(Route::parse("/models/abc"), Some(Route::Model("abc")));
+        assert_eq!(
+            Route::parse("/models/abc/invoke"),
+            Some(Route::Invoke("abc"))
+        );
+        for unknown in [
+            "/",
+            "/ping/",
+            "/invocations/",
+            "/modelsfoo",
+            "/models/a/b",
+            "/models//invoke",
+            "/models/a/invoke/x",
+        ] {
+            assert_eq!(Route::parse(unknown), None, "{unknown}");
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The multi-model endpoint routes: `POST /models` (load), `GET /models` (list),
+//! `GET /models/{name}`, `DELETE /models/{name}` (unload) and `POST /models/{name}/invoke`.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, header};
+use serde_json::Value;
+
+use super::AppState;
+use super::body::ResponseBody;
+use super::error::ApiError;
+use super::invocation::Invocation;
+use super::invocations::{ErrorStyle, infer};
+use crate::engine::Engine;
+use crate::mme::registry::{LoadedModel, not_loaded};
+use crate::protocol::tensor_data::write_json_string;
+
+/// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`.
+pub async fn load<E: Engine>(
+    state: &AppState<E>,
+    invocation: &Invocation,
+    body: Bytes,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let json: Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!("failed to parse the request JSON buffer: {e}"))
+    })?;
+    let field = |key: &str| -> Result<String, ApiError> {
+        match json.get(key) {
+            Some(Value::String(value)) if !value.is_empty() => Ok(value.clone()),
+            Some(Value::String(_)) | None => Err(ApiError::bad_request(format!(
+                "'{key}' is required and must not be empty"
+            ))),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "'{key}' must be a string: attempt to access JSON non-string as string"
+            ))),
+        }
+    };
+    if !json.is_object() {
+        return Err(ApiError::bad_request(
+            "the load request must be a JSON object",
+        ));
+    }
+    let name = field("model_name")?;
+    let url = field("url")?;
+    state
+        .registry
+        .load(
+            &state.engine,
+            &name,
+            &url,
+            invocation.target_model.as_deref(),
+            &*state.is_oom,
+        )
+        .await?;
+    Ok(Response::new(ResponseBody::empty()))
+}
+
+/// `GET /models[?next_page_token=...]`: the ready models, a page at a time.
+pub fn list<E: Engine>(
+    state: &AppState<E>,
+    query: Option<&str>,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let token = query.and_then(|q| {
+        q.split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == "next_page_token")
+            .map(|(_, value)| value)
+    });
+    let (models, next) = state.registry.list(token, state.config.list_page_size);
+    let mut json = Vec::with_capacity(64 + models.len() * 96);
+    json.extend_from_slice(b"{\"models\":[");
+    for (index, model) in models.iter().enumerate() {
+        if index > 0 {
+            json.push(b',');
+        }
+        write_model(&mut json, model);
+    }
+    json.push(b']');
+    if let Some(next) = next {
+        json.extend_from_slice(b",\"nextPageToken\":");
+        write_json_string(&mut json, &next);
+    }
+    json.push(b'}');
+    Ok(json_response(json))
+}
+
+/// `GET /models/{name}`.
+pub fn get<E: Engine>(state: &AppState<E>, name: &str) -> Result<Response<ResponseBody>, ApiError> {
+    let model = state
+        .registry
+        .get(name)
+        .ok_or_else(|| ApiError::from(not_loaded(name)))?;
+    let mut json = Vec::with_capacity(128);
+    write_model(&mut json, &model);
+    Ok(json_response(json))
+}
+
+/// `DELETE /models/{name}`.
+pub async fn unload<E: Engine>(
+    state: &AppState<E>,
+    name: &str,
+) -> Result<Response<ResponseBody>, ApiError> {
+    state.registry.unload(&state.engine, name).await?;
+    Ok(Response::new(ResponseBody::empty()))
+}
+
+/// `POST /models/{name}/invoke`: inference on a model loaded through `/models`.
+pub async fn invoke<E: Engine>(
+    state: &AppState<E>,
+    name: &str,
+    invocation: &Invocation,
+    body: Bytes,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let model = state
+        .registry
+        .get(name)
+        .ok_or_else(|| ApiError::from(not_loaded(name)))?;
+    infer(
+        state,
+        &model.target,
+        invocation,
+        body,
+        ErrorStyle::MultiModel,
+    )
+    .await
+}
+
+fn write_model(out: &mut Vec<u8>, model: &LoadedModel) {
+    out.extend_from_slice(b"{\"modelName\":");
+    write_json_string(out, &model.name);
+    out.extend_from_slice(b",\"modelUrl\":");
+    write_json_string(out, &model.repository.to_string_lossy());
+    out.push(b'}');
+}
+
+fn json_response(json: Vec<u8>) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::full(json));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}

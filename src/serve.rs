@@ -1,0 +1,89 @@
+//! `trident serve`: configuration → Triton core → HTTP server, until SIGTERM.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::config::{Config, Mode};
+use crate::engine::triton::{self, ModelControl, Server, ServerConfig, TritonEngine};
+use crate::http::{self, AppState};
+
+/// Why serving stopped with an error.
+pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The Triton core's options for a trident configuration.
+pub fn core_config(config: &Config) -> ServerConfig {
+    let (repository, startup_models) = match &config.mode {
+        Mode::SingleModel {
+            repository,
+            default_model,
+        } => (repository.clone(), vec![default_model.clone()]),
+        Mode::MultiModel { repository, .. } => (repository.clone(), Vec::new()),
+    };
+    ServerConfig {
+        model_repositories: vec![repository],
+        model_control: ModelControl::Explicit { startup_models },
+        logging: config.core_logging.clone(),
+        backend_config: config.backend_config.clone(),
+        model_namespacing: config.model_namespacing,
+        buffer_manager_threads: config.buffer_manager_threads,
+        model_load_gpu_limits: config
+            .model_load_gpu_limit
+            .map(|fraction| gpu_ids().into_iter().map(|id| (id, fraction)).collect())
+            .unwrap_or_default(),
+        ..ServerConfig::default()
+    }
+}
+
+/// The GPUs of this machine, by their `/dev/nvidia<N>` device files.
+fn gpu_ids() -> Vec<i32> {
+    let mut ids: Vec<i32> = std::fs::read_dir("/dev")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter_map(|name| name.strip_prefix("nvidia")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains and stops the core.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    // Bind first: SageMaker expects connections to be accepted right away; they wait in the
+    // backlog while the core loads the model.
+    let listener = TcpListener::bind(config.listen).await?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    let triton = triton::library::load(config.triton_home.as_deref())?;
+    if let Mode::MultiModel { repository, .. } = &config.mode {
+        std::fs::create_dir_all(repository)?;
+    }
+    let core = core_config(&config);
+    let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
+    let grace = config.shutdown_grace;
+    let state = Arc::new(AppState::new(TritonEngine::new(server), config));
+    tracing::info!("serving");
+    http::serve(listener, Arc::clone(&state), shutdown_signal(), grace).await;
+    // Stopping the core waits for its own in-flight work; keep it off the async workers.
+    tokio::task::spawn_blocking(move || drop(state)).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt received"),
+    }
+}
