@@ -195,7 +195,11 @@ impl ModelRegistry {
             .await
             .map_err(|e| load_error(e, is_oom))?;
         if let Err(error) = engine.load_model(target).await {
-            // Nothing may leak: a failed load leaves no repository behind.
+            // Nothing may leak: a failed load leaves neither the model's entry in the engine
+            // (which would make the name ambiguous for the next load) nor its repository.
+            if let Err(e) = engine.unload_model(target).await {
+                tracing::debug!(error = %e, model = target, "unloading a failed model failed");
+            }
             if let Err(e) = engine.unregister_repository(&layout.repository).await {
                 tracing::warn!(error = %e, repository = %layout.repository.display(),
                     "unregistering the repository of a failed load failed");

@@ -1,6 +1,8 @@
 //! Shared helpers for tests that run the real Triton core.
 #![allow(dead_code)]
 
+pub mod http_client;
+
 use std::path::{Path, PathBuf};
 
 use trident::engine::triton::{self, Triton};

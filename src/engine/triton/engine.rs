@@ -61,7 +61,15 @@ impl Engine for TritonEngine {
     }
 
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError> {
-        Ok(self.server.model_transaction_policy(model, None)? == TransactionPolicy::Decoupled)
+        match self.server.model_transaction_policy(model, None) {
+            Ok(policy) => Ok(policy == TransactionPolicy::Decoupled),
+            // The 2.51 core calls an unknown model an invalid argument; SageMaker clients expect
+            // Triton's HTTP answer for it, 404.
+            Err(error) if !self.server.model_is_ready(model, None).unwrap_or(false) => {
+                Err(EngineError::new(ErrorCode::NotFound, error.message))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {
