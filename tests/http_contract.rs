@@ -660,7 +660,9 @@ fn bodies_over_the_limit_are_413(f: &Fixture) -> Result<(), Failed> {
 fn restricted_apis_need_their_header(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("restricted");
     let body = add_sub_json(&[1; 16], &[1; 16]).to_string();
-    let cases: [(&str, &str, &[u8], (&str, &str)); 5] = [
+    // (method, path, body, the header and value that open it)
+    type Case<'a> = (&'a str, &'a str, &'a [u8], (&'a str, &'a str));
+    let cases: [Case; 5] = [
         ("GET", "/ping", b"", ("x-health", "h1")),
         ("POST", "/invocations", body.as_bytes(), ("x-key", "k1")),
         ("GET", "/models", b"", ("x-admin", "let-me-in")),
