@@ -1,0 +1,184 @@
+//! `trident serve` as a process: the entry script's start-up checks (messages, exit code 1) and
+//! a SIGTERM under load that loses no accepted request.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::copy_model;
+use common::http_client::{get, post_json};
+
+fn trident() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trident"));
+    // Only what each test sets: no SageMaker variables from the environment running the tests.
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info");
+    command
+}
+
+fn serve_output(repository: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    trident()
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(repository)
+        .args(["--bind", "127.0.0.1", "--port", "0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run trident")
+}
+
+fn repository(folders: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for folder in folders {
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn start_up_checks_exit_1_with_the_entry_script_messages() {
+    let with_config = repository(&["m"]);
+    std::fs::write(with_config.path().join("config.pbtxt"), "").unwrap();
+    let cases: Vec<(tempfile::TempDir, Vec<(&str, &str)>, &str)> = vec![
+        (
+            with_config,
+            vec![],
+            "Model directory needs to contain the top level folder",
+        ),
+        (
+            repository(&[]),
+            vec![],
+            "No model found in model repository",
+        ),
+        (
+            repository(&["a", "b"]),
+            vec![],
+            "More than 1 model directory found in model repository",
+        ),
+        (
+            repository(&["a"]),
+            vec![("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME", "zzz")],
+            "Directory with provided SAGEMAKER_TRITON_DEFAULT_MODEL_NAME zzz does not exist",
+        ),
+        (
+            repository(&["a"]),
+            vec![("SAGEMAKER_TRITON_INFERENCE_TYPE", "classify")],
+            "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE",
+        ),
+        (
+            repository(&["a"]),
+            vec![("SAGEMAKER_TRITON_HTTP_RESTRICTED_API", "everything:k=v")],
+            "malformed restricted API",
+        ),
+    ];
+    for (dir, env, expected) in cases {
+        let output = serve_output(dir.path(), &[], &env);
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(1), "{env:?}: {printed}");
+        assert!(
+            printed.contains(expected),
+            "{env:?}: expected '{expected}' in {printed}"
+        );
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_ready(addr: SocketAddr, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("trident exited early: {status}");
+        }
+        if std::net::TcpStream::connect(addr).is_ok() && get(addr, "/ping").status == 200 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "trident not ready in time");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
+    let repo = tempfile::tempdir().unwrap();
+    copy_model("slow_echo", repo.path(), "slow_echo");
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = trident()
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(repo.path())
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    wait_ready(addr, &mut running.0);
+
+    let body = serde_json::json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [1500]}]});
+    let started = Instant::now();
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let requests: Vec<_> = (0..6)
+            .map(|_| scope.spawn(|| post_json(addr, "/invocations", &body).status))
+            .collect();
+        std::thread::sleep(Duration::from_millis(400));
+        let pid = running.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        requests.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert_eq!(
+        statuses, [200; 6],
+        "every request accepted before SIGTERM is answered"
+    );
+
+    let deadline = started + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "trident did not exit within 30 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still accepting after exit"
+    );
+}
