@@ -47,7 +47,9 @@ fn repository(folders: &[&str]) -> tempfile::TempDir {
 fn start_up_checks_exit_1_with_the_entry_script_messages() {
     let with_config = repository(&["m"]);
     std::fs::write(with_config.path().join("config.pbtxt"), "").unwrap();
-    let cases: Vec<(tempfile::TempDir, Vec<(&str, &str)>, &str)> = vec![
+    // (repository, environment, expected message)
+    type Case = (tempfile::TempDir, Vec<(&'static str, &'static str)>, &'static str);
+    let cases: Vec<Case> = vec![
         (
             with_config,
             vec![],
