@@ -48,7 +48,11 @@ fn start_up_checks_exit_1_with_the_entry_script_messages() {
     let with_config = repository(&["m"]);
     std::fs::write(with_config.path().join("config.pbtxt"), "").unwrap();
     // (repository, environment, expected message)
-    type Case = (tempfile::TempDir, Vec<(&'static str, &'static str)>, &'static str);
+    type Case = (
+        tempfile::TempDir,
+        Vec<(&'static str, &'static str)>,
+        &'static str,
+    );
     let cases: Vec<Case> = vec![
         (
             with_config,
@@ -182,5 +186,33 @@ fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
     assert!(
         std::net::TcpStream::connect(addr).is_err(),
         "still accepting after exit"
+    );
+}
+
+/// The README's first command serves `examples/models`; its curl line gets this answer.
+#[test]
+fn the_readme_example_serves_its_answer() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = trident()
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(&examples)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    wait_ready(addr, &mut running.0);
+    let body = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
+    let response = post_json(addr, "/invocations", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let json = response.json();
+    assert_eq!(json["model_name"], "affine");
+    assert_eq!(
+        json["outputs"][0]["data"],
+        serde_json::json!([3.0, 5.0, 7.0])
     );
 }
