@@ -109,6 +109,13 @@ pub struct ServeArgs {
     pub batch_strategy: String,
     #[arg(long, env = "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", default_value_t = 1)]
     pub max_concurrent_transforms: usize,
+    /// Port of the Prometheus metrics listener (default: the first free port of
+    /// `SAGEMAKER_SAFE_PORT_RANGE`; no metrics listener when neither is given).
+    #[arg(long, env = "TRIDENT_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
+    /// `lo-hi`: ports other listeners may use.
+    #[arg(long, env = "SAGEMAKER_SAFE_PORT_RANGE")]
+    pub safe_port_range: Option<String>,
     /// Seconds to finish in-flight requests after SIGTERM (SageMaker kills after 30).
     #[arg(long, default_value_t = 25)]
     pub shutdown_grace_secs: u64,
@@ -165,6 +172,8 @@ pub struct Config {
     pub list_page_size: usize,
     pub batch: Option<BatchSettings>,
     pub shutdown_grace: Duration,
+    /// Where Prometheus metrics are served, if anywhere.
+    pub metrics_port: Option<u16>,
     pub worker_threads: Option<usize>,
     pub core_logging: CoreLogging,
     pub backend_config: Vec<BackendSetting>,
@@ -262,8 +271,15 @@ impl ServeArgs {
         if let Some(args) = &self.additional_args {
             apply_additional_args(args, &mut backend_config, &mut core_logging)?;
         }
+        let metrics_port = crate::metrics::choose_port(
+            self.metrics_port,
+            self.safe_port_range.as_deref(),
+            self.port,
+        )
+        .map_err(ConfigError)?;
         Ok(Config {
             listen: SocketAddr::new(self.bind, self.port),
+            metrics_port,
             mode,
             ping_mode,
             inference_type,

@@ -11,6 +11,7 @@
 //! - [`http`]: the server SageMaker talks to: router, one module per route family, errors.
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
+//! - [`metrics`]: Prometheus metrics, served on their own port.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod metrics;
 pub mod mme;
 pub mod protocol;
 pub mod serve;

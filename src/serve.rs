@@ -63,7 +63,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let core = core_config(&config);
     let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
     let grace = config.shutdown_grace;
+    let metrics_port = config.metrics_port;
     let state = Arc::new(AppState::new(TritonEngine::new(server), config));
+    if let Some(port) = metrics_port {
+        let listener = TcpListener::bind((state.config.listen.ip(), port)).await?;
+        tracing::info!(address = %listener.local_addr()?, "serving metrics");
+        tokio::spawn(http::serve_metrics(listener, Arc::clone(&state)));
+    }
     tracing::info!("serving");
     http::serve(listener, Arc::clone(&state), shutdown_signal(), grace).await;
     // Stopping the core waits for its own in-flight work; keep it off the async workers.

@@ -146,6 +146,7 @@ fn base_config(mode: Mode) -> Config {
         list_page_size: 1000,
         batch: None,
         shutdown_grace: Duration::from_secs(5),
+        metrics_port: None,
         worker_threads: None,
         core_logging: CoreLogging::default(),
         backend_config: Vec::new(),

@@ -189,17 +189,20 @@ fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
     );
 }
 
-/// The README's first command serves `examples/models`; its curl line gets this answer.
+/// The README's first command serves `examples/models`; its curl line gets this answer, and the
+/// metrics port counts it.
 #[test]
 fn the_readme_example_serves_its_answer() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
     let port = free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let metrics_port = free_port();
     let child = trident()
         .arg("serve")
         .arg("--model-repository")
         .arg(&examples)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .env("SAGEMAKER_SAFE_PORT_RANGE", format!("{metrics_port}-{metrics_port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -230,6 +230,42 @@ pub async fn serve<E: Engine>(
     }
 }
 
+/// Serves `GET /metrics` (Prometheus text) on its own listener until the process ends.
+pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState<E>>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let state = Arc::clone(&state);
+        let service = service_fn(move |request: Request<Incoming>| {
+            let state = Arc::clone(&state);
+            async move {
+                let response = if request.uri().path() == "/metrics"
+                    && request.method() == Method::GET
+                {
+                    let mut response = Response::new(ResponseBody::full(state.metrics.render()));
+                    response.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    response
+                } else {
+                    ApiError::not_found("metrics are served at GET /metrics").into_response()
+                };
+                Ok::<_, Infallible>(response)
+            }
+        });
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "metrics connection ended with an error");
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

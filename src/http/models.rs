@@ -11,6 +11,7 @@ use super::error::ApiError;
 use super::invocation::Invocation;
 use super::invocations::{ErrorStyle, infer};
 use crate::engine::Engine;
+use crate::metrics::Outcome;
 use crate::mme::registry::{LoadedModel, not_loaded};
 use crate::protocol::tensor_data::write_json_string;
 
@@ -41,7 +42,7 @@ pub async fn load<E: Engine>(
     }
     let name = field("model_name")?;
     let url = field("url")?;
-    state
+    let loaded = state
         .registry
         .load(
             &state.engine,
@@ -50,7 +51,9 @@ pub async fn load<E: Engine>(
             invocation.target_model.as_deref(),
             &*state.is_oom,
         )
-        .await?;
+        .await;
+    state.metrics.model_loaded(outcome(&loaded));
+    loaded?;
     Ok(Response::new(ResponseBody::empty()))
 }
 
@@ -99,7 +102,9 @@ pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    state.registry.unload(&state.engine, name).await?;
+    let unloaded = state.registry.unload(&state.engine, name).await;
+    state.metrics.model_unloaded(outcome(&unloaded));
+    unloaded?;
     Ok(Response::new(ResponseBody::empty()))
 }
 
@@ -122,6 +127,14 @@ pub async fn invoke<E: Engine>(
         ErrorStyle::MultiModel,
     )
     .await
+}
+
+fn outcome<T, E>(result: &Result<T, E>) -> Outcome {
+    if result.is_ok() {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    }
 }
 
 fn write_model(out: &mut Vec<u8>, model: &LoadedModel) {

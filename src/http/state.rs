@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::{Config, Mode};
+use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
 
 /// The name `/invocations` uses when no default model is configured (as Triton's frontend).
@@ -19,6 +20,7 @@ pub struct AppState<E> {
     /// The model `/invocations` serves.
     pub default_model: String,
     pub is_oom: OomClassifier,
+    pub metrics: Metrics,
 }
 
 impl<E> AppState<E> {
@@ -37,6 +39,7 @@ impl<E> AppState<E> {
             registry: ModelRegistry::new(models_root, UnloadTiming::default()),
             default_model,
             is_oom: Arc::new(crate::mme::oom::is_out_of_memory),
+            metrics: Metrics::default(),
             config,
         }
     }

@@ -1,0 +1,258 @@
+//! Prometheus metrics: requests, errors and latency per route and model; model loads and
+//! unloads. Served as text on their own port (`GET /metrics`).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Latency histogram bucket bounds, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+
+#[derive(Default)]
+struct Series {
+    requests: u64,
+    errors: u64,
+    buckets: [u64; BUCKETS.len()],
+    latency_sum: f64,
+}
+
+/// A model management outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+/// The server's metrics.
+#[derive(Default)]
+pub struct Metrics {
+    series: Mutex<HashMap<(&'static str, String), Series>>,
+    statuses: Mutex<HashMap<(&'static str, u16), u64>>,
+    loads: Mutex<HashMap<Outcome, u64>>,
+    unloads: Mutex<HashMap<Outcome, u64>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Metrics {
+    /// Records one answered request.
+    pub fn observe(&self, route: &'static str, model: &str, status: u16, latency: Duration) {
+        let seconds = latency.as_secs_f64();
+        {
+            let mut series = lock(&self.series);
+            let entry = match series.get_mut(&(route, model.to_owned())) {
+                Some(entry) => entry,
+                None => series.entry((route, model.to_owned())).or_default(),
+            };
+            entry.requests += 1;
+            entry.errors += u64::from(status >= 400);
+            entry.latency_sum += seconds;
+            if let Some(bucket) = BUCKETS.iter().position(|&bound| seconds <= bound) {
+                entry.buckets[bucket] += 1;
+            }
+        }
+        *lock(&self.statuses).entry((route, status)).or_default() += 1;
+    }
+
+    pub fn model_loaded(&self, outcome: Outcome) {
+        *lock(&self.loads).entry(outcome).or_default() += 1;
+    }
+
+    pub fn model_unloaded(&self, outcome: Outcome) {
+        *lock(&self.unloads).entry(outcome).or_default() += 1;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let series = lock(&self.series);
+        let mut keys: Vec<_> = series.keys().collect();
+        keys.sort();
+        out.push_str("# HELP trident_requests_total Requests answered, by route and model.\n");
+        out.push_str("# TYPE trident_requests_total counter\n");
+        for key in &keys {
+            let _ = writeln!(
+                out,
+                "trident_requests_total{} {}",
+                labels(key),
+                series[*key].requests
+            );
+        }
+        out.push_str(
+            "# HELP trident_request_errors_total Requests answered with a 4xx or 5xx status.\n",
+        );
+        out.push_str("# TYPE trident_request_errors_total counter\n");
+        for key in &keys {
+            let _ = writeln!(
+                out,
+                "trident_request_errors_total{} {}",
+                labels(key),
+                series[*key].errors
+            );
+        }
+        out.push_str(
+            "# HELP trident_request_duration_seconds Time from request to response head.\n",
+        );
+        out.push_str("# TYPE trident_request_duration_seconds histogram\n");
+        for key in &keys {
+            let entry = &series[*key];
+            let base = labels(key);
+            let inner = &base[1..base.len() - 1];
+            let mut cumulative = 0;
+            for (bound, count) in BUCKETS.iter().zip(entry.buckets) {
+                cumulative += count;
+                let _ = writeln!(
+                    out,
+                    "trident_request_duration_seconds_bucket{{{inner},le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "trident_request_duration_seconds_bucket{{{inner},le=\"+Inf\"}} {}",
+                entry.requests
+            );
+            let _ = writeln!(
+                out,
+                "trident_request_duration_seconds_sum{base} {}",
+                entry.latency_sum
+            );
+            let _ = writeln!(
+                out,
+                "trident_request_duration_seconds_count{base} {}",
+                entry.requests
+            );
+        }
+        drop(series);
+        out.push_str("# HELP trident_responses_total Responses by route and status code.\n");
+        out.push_str("# TYPE trident_responses_total counter\n");
+        let statuses = lock(&self.statuses);
+        let mut codes: Vec<_> = statuses.iter().collect();
+        codes.sort();
+        for ((route, status), count) in codes {
+            let _ = writeln!(
+                out,
+                "trident_responses_total{{route=\"{route}\",status=\"{status}\"}} {count}"
+            );
+        }
+        drop(statuses);
+        for (name, help, map) in [
+            (
+                "trident_model_loads_total",
+                "Multi-model endpoint loads.",
+                &self.loads,
+            ),
+            (
+                "trident_model_unloads_total",
+                "Multi-model endpoint unloads.",
+                &self.unloads,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let map = lock(map);
+            for outcome in [Outcome::Success, Outcome::Failure] {
+                let label = if outcome == Outcome::Success {
+                    "success"
+                } else {
+                    "failure"
+                };
+                let _ = writeln!(
+                    out,
+                    "{name}{{outcome=\"{label}\"}} {}",
+                    map.get(&outcome).copied().unwrap_or(0)
+                );
+            }
+        }
+        out
+    }
+}
+
+fn labels((route, model): &(&'static str, String)) -> String {
+    let model: String = model
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            '\n' => vec!['\\', 'n'],
+            c => vec![c],
+        })
+        .collect();
+    format!("{{route=\"{route}\",model=\"{model}\"}}")
+}
+
+/// The metrics port: the flag's, else the first free port of `SAGEMAKER_SAFE_PORT_RANGE`
+/// (`lo-hi`) other than `main_port`; `None` when neither is given.
+pub fn choose_port(
+    flag: Option<u16>,
+    safe_range: Option<&str>,
+    main_port: u16,
+) -> Result<Option<u16>, String> {
+    if let Some(port) = flag {
+        return Ok(Some(port));
+    }
+    let Some(range) = safe_range.filter(|r| !r.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let (lo, hi) = range
+        .trim()
+        .split_once('-')
+        .and_then(|(lo, hi)| {
+            Some((
+                lo.trim().parse::<u16>().ok()?,
+                hi.trim().parse::<u16>().ok()?,
+            ))
+        })
+        .filter(|(lo, hi)| lo <= hi)
+        .ok_or_else(|| {
+            format!("ERROR: SAGEMAKER_SAFE_PORT_RANGE must be <low>-<high>, got '{range}'")
+        })?;
+    (lo..=hi)
+        .filter(|&port| port != main_port)
+        .find(|&port| std::net::TcpListener::bind(("0.0.0.0", port)).is_ok())
+        .map(Some)
+        .ok_or_else(|| format!("ERROR: no free port in SAGEMAKER_SAFE_PORT_RANGE {range}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let metrics = Metrics::default();
+        metrics.observe("invocations", "add_sub", 200, Duration::from_millis(3));
+        metrics.observe("invocations", "add_sub", 400, Duration::from_millis(30));
+        metrics.model_loaded(Outcome::Success);
+        let text = metrics.render();
+        assert!(text.contains("trident_requests_total{route=\"invocations\",model=\"add_sub\"} 2"));
+        assert!(
+            text.contains(
+                "trident_request_errors_total{route=\"invocations\",model=\"add_sub\"} 1"
+            )
+        );
+        assert!(text.contains("trident_request_duration_seconds_bucket{route=\"invocations\",model=\"add_sub\",le=\"0.005\"} 1"));
+        assert!(text.contains("trident_request_duration_seconds_bucket{route=\"invocations\",model=\"add_sub\",le=\"+Inf\"} 2"));
+        assert!(text.contains("trident_responses_total{route=\"invocations\",status=\"400\"} 1"));
+        assert!(text.contains("trident_model_loads_total{outcome=\"success\"} 1"));
+        assert!(text.contains("trident_model_unloads_total{outcome=\"failure\"} 0"));
+    }
+
+    #[test]
+    fn port_choice() {
+        assert_eq!(choose_port(Some(9000), Some("1-2"), 8080), Ok(Some(9000)));
+        assert_eq!(choose_port(None, None, 8080), Ok(None));
+        assert!(choose_port(None, Some("abc"), 8080).is_err());
+        assert!(choose_port(None, Some("10-5"), 8080).is_err());
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let chosen = choose_port(None, Some(&format!("{free}-{free}")), 8080);
+        assert!(matches!(chosen, Ok(Some(p)) if p == free) || chosen.is_err());
+    }
+}
