@@ -215,7 +215,7 @@ impl ServeArgs {
             "generate_stream" => InferenceType::GenerateStream,
             other => {
                 return Err(ConfigError(format!(
-                    "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}'. Must be one of: infer, generate, generate_stream"
+                    "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}'\n       Must be one of: infer, generate, generate_stream"
                 )));
             }
         };
@@ -232,6 +232,16 @@ impl ServeArgs {
             (None, false, Some(mode)) => ping("SAGEMAKER_TRITON_PING_MODE", mode)?,
             (None, false, None) => PingMode::Ready,
         };
+        if multi_model {
+            tracing::info!(
+                "Triton is running in SageMaker MME mode. Using Triton ping mode: \"{}\"",
+                if ping_mode == PingMode::Live {
+                    "live"
+                } else {
+                    "ready"
+                }
+            );
+        }
         let restrictions = parse_restrictions(self.restricted_api.iter().map(String::as_str))
             .map_err(ConfigError)?;
         let batch = flag(&self.batch).then(|| BatchSettings {

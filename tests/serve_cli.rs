@@ -202,7 +202,10 @@ fn the_readme_example_serves_its_answer() {
         .arg("--model-repository")
         .arg(&examples)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .env("SAGEMAKER_SAFE_PORT_RANGE", format!("{metrics_port}-{metrics_port}"))
+        .env(
+            "SAGEMAKER_SAFE_PORT_RANGE",
+            format!("{metrics_port}-{metrics_port}"),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
