@@ -25,7 +25,6 @@ const FUNCTIONS: &[&str] = &[
     "TRITONSERVER_MessageDelete",
     "TRITONSERVER_MessageSerializeToJson",
     "TRITONSERVER_ResponseAllocatorNew",
-    "TRITONSERVER_ResponseAllocatorDelete",
     "TRITONSERVER_ServerOptionsNew",
     "TRITONSERVER_ServerOptionsDelete",
     "TRITONSERVER_ServerOptionsSetServerId",
