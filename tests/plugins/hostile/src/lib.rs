@@ -1,0 +1,89 @@
+//! A request adapter that misbehaves in the way its `mode` config says:
+//! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
+//! data disagrees with its shape, `snoop` tries to read a file and the environment and reports
+//! what it got, `chatty` writes to stdout and stderr and then behaves.
+
+wit_bindgen::generate!({ world: "adapter-plugin", path: "../../../wit" });
+
+use exports::trident::plugin::lifecycle::Guest as Lifecycle;
+use exports::trident::plugin::request_adapter::{Adapted, Guest as RequestAdapter, TensorRequest};
+use exports::trident::plugin::response_adapter::{Guest as ResponseAdapter, InferenceResult};
+use trident::plugin::host::config;
+use trident::plugin::types::{Datatype, Invocation, PluginError, Reply, Tensor};
+
+struct Plugin;
+
+fn ones(rows: i64) -> Tensor {
+    Tensor {
+        name: "INPUT0".into(),
+        datatype: Datatype::Fp32,
+        shape: vec![rows, 1],
+        data: (0..rows).flat_map(|_| 1.0f32.to_le_bytes()).collect(),
+    }
+}
+
+fn misbehave() -> Result<(), PluginError> {
+    match config("mode").as_deref() {
+        Some("loop") => {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        Some("hog") => {
+            let mut hoard: Vec<u8> = Vec::new();
+            hoard.resize(1 << 30, 1);
+            Err(PluginError::Internal(format!("allocated {} bytes", hoard.len())))
+        }
+        Some("trap") => panic!("hostile plugin panics on purpose"),
+        Some("snoop") => {
+            let file = std::fs::read("/etc/passwd").map(|b| b.len());
+            let env: Vec<(String, String)> = std::env::vars().collect();
+            let cwd = std::env::current_dir();
+            Err(PluginError::Internal(format!(
+                "snoop: file={file:?} env={} cwd={cwd:?}",
+                env.len()
+            )))
+        }
+        Some("chatty") => {
+            println!("hello from the plugin's stdout");
+            eprintln!("hello from the plugin's stderr");
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+impl RequestAdapter for Plugin {
+    fn adapt_request(_invocation: Invocation) -> Result<Adapted, PluginError> {
+        misbehave()?;
+        let mut tensor = ones(2);
+        if config("mode").as_deref() == Some("bad-tensor") {
+            tensor.shape = vec![3, 7];
+        }
+        Ok(Adapted::Tensors(TensorRequest { inputs: vec![tensor], outputs: Vec::new() }))
+    }
+}
+
+impl ResponseAdapter for Plugin {
+    fn adapt_response(_invocation: Invocation, inference: InferenceResult) -> Result<Reply, PluginError> {
+        misbehave()?;
+        Ok(Reply {
+            status: 200,
+            content_type: "text/plain".into(),
+            headers: Vec::new(),
+            body: format!("{} outputs", inference.outputs.len()).into_bytes(),
+        })
+    }
+}
+
+impl Lifecycle for Plugin {
+    fn check_config() -> Result<(), String> {
+        match config("mode").as_deref() {
+            Some("refuse-config") => Err("mode refuse-config refuses every configuration".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+export!(Plugin);
