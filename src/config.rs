@@ -116,6 +116,9 @@ pub struct ServeArgs {
     /// `lo-hi`: ports other listeners may use.
     #[arg(long, env = "SAGEMAKER_SAFE_PORT_RANGE")]
     pub safe_port_range: Option<String>,
+    /// The plugin manifest (TOML) to load WebAssembly plugins from.
+    #[arg(long, env = "SAGEMAKER_TRITON_PLUGINS")]
+    pub plugins: Option<PathBuf>,
     /// Seconds to finish in-flight requests after SIGTERM (SageMaker kills after 30).
     #[arg(long, default_value_t = 25)]
     pub shutdown_grace_secs: u64,
@@ -174,6 +177,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Where Prometheus metrics are served, if anywhere.
     pub metrics_port: Option<u16>,
+    /// The plugin manifest, if any.
+    pub plugins: Option<PathBuf>,
     pub worker_threads: Option<usize>,
     pub core_logging: CoreLogging,
     pub backend_config: Vec<BackendSetting>,
@@ -290,6 +295,7 @@ impl ServeArgs {
         Ok(Config {
             listen: SocketAddr::new(self.bind, self.port),
             metrics_port,
+            plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
             mode,
             ping_mode,
             inference_type,

@@ -21,5 +21,6 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod mme;
+pub mod plugins;
 pub mod protocol;
 pub mod serve;

@@ -26,11 +26,15 @@ pub enum Outcome {
     Failure,
 }
 
+/// (plugin, hook, variant, outcome)
+type PluginKey = (String, &'static str, String, &'static str);
+
 /// The server's metrics.
 #[derive(Default)]
 pub struct Metrics {
     series: Mutex<HashMap<(&'static str, String), Series>>,
     statuses: Mutex<HashMap<(&'static str, u16), u64>>,
+    plugin_calls: Mutex<HashMap<PluginKey, (u64, f64)>>,
     loads: Mutex<HashMap<Outcome, u64>>,
     unloads: Mutex<HashMap<Outcome, u64>>,
 }
@@ -57,6 +61,24 @@ impl Metrics {
             }
         }
         *lock(&self.statuses).entry((route, status)).or_default() += 1;
+    }
+
+    /// Records one plugin call: `hook` is `request` or `response`; `outcome` is `ok`, `error`
+    /// (the plugin refused), `trap`, `timeout` or `memory`.
+    pub fn observe_plugin(
+        &self,
+        plugin: &str,
+        hook: &'static str,
+        variant: &str,
+        outcome: &'static str,
+        latency: Duration,
+    ) {
+        let mut calls = lock(&self.plugin_calls);
+        let entry = calls
+            .entry((plugin.to_owned(), hook, variant.to_owned(), outcome))
+            .or_insert((0, 0.0));
+        entry.0 += 1;
+        entry.1 += latency.as_secs_f64();
     }
 
     pub fn model_loaded(&self, outcome: Outcome) {
@@ -140,6 +162,30 @@ impl Metrics {
             );
         }
         drop(statuses);
+        out.push_str("# HELP trident_plugin_calls_total Plugin calls by plugin, hook, variant and outcome.\n");
+        out.push_str("# TYPE trident_plugin_calls_total counter\n");
+        let calls = lock(&self.plugin_calls);
+        let mut keys: Vec<_> = calls.keys().collect();
+        keys.sort();
+        for key in &keys {
+            let (plugin, hook, variant, outcome) = key;
+            let _ = writeln!(
+                out,
+                "trident_plugin_calls_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
+                calls[*key].0
+            );
+        }
+        out.push_str("# HELP trident_plugin_call_seconds_total Time spent in plugin calls.\n");
+        out.push_str("# TYPE trident_plugin_call_seconds_total counter\n");
+        for key in &keys {
+            let (plugin, hook, variant, outcome) = key;
+            let _ = writeln!(
+                out,
+                "trident_plugin_call_seconds_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
+                calls[*key].1
+            );
+        }
+        drop(calls);
         for (name, help, map) in [
             (
                 "trident_model_loads_total",

@@ -7,6 +7,8 @@ use tokio::net::TcpListener;
 use crate::config::{Config, Mode};
 use crate::engine::triton::{self, ModelControl, Server, ServerConfig, TritonEngine};
 use crate::http::{self, AppState};
+use crate::plugins::PluginHost;
+use crate::plugins::manifest::Manifest;
 
 /// Why serving stopped with an error.
 pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
@@ -54,6 +56,15 @@ fn gpu_ids() -> Vec<i32> {
 pub async fn run(config: Config) -> Result<(), ServeError> {
     // Bind first: SageMaker expects connections to be accepted right away; they wait in the
     // backlog while the core loads the model.
+    let plugins = match &config.plugins {
+        Some(path) => {
+            let manifest = Manifest::load(path)?;
+            let host = PluginHost::load(&manifest).await?;
+            tracing::info!(manifest = %path.display(), plugins = host.plugins().count(), "plugins loaded");
+            Some(Arc::new(host))
+        }
+        None => None,
+    };
     let listener = TcpListener::bind(config.listen).await?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     let triton = triton::library::load(config.triton_home.as_deref())?;
@@ -64,7 +75,9 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
     let grace = config.shutdown_grace;
     let metrics_port = config.metrics_port;
-    let state = Arc::new(AppState::new(TritonEngine::new(server), config));
+    let mut state = AppState::new(TritonEngine::new(server), config);
+    state.plugins = plugins;
+    let state = Arc::new(state);
     if let Some(port) = metrics_port {
         let listener = TcpListener::bind((state.config.listen.ip(), port)).await?;
         tracing::info!(address = %listener.local_addr()?, "serving metrics");

@@ -147,6 +147,7 @@ fn base_config(mode: Mode) -> Config {
         batch: None,
         shutdown_grace: Duration::from_secs(5),
         metrics_port: None,
+        plugins: None,
         worker_threads: None,
         core_logging: CoreLogging::default(),
         backend_config: Vec::new(),

@@ -57,13 +57,37 @@ impl ApiError {
         ApiError::new(status, error.message)
     }
 
-    /// 400, or 507 when the message looks like out-of-memory (SageMaker's MME convention).
-    pub fn bad_request_or_oom(message: String, is_oom: impl Fn(&str) -> bool) -> ApiError {
-        if is_oom(&message) {
+    /// 400, or 507 when the message was judged out-of-memory (SageMaker's MME convention).
+    pub fn bad_request_or_oom(message: String, out_of_memory: bool) -> ApiError {
+        if out_of_memory {
             ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message)
         } else {
             ApiError::bad_request(message)
         }
+    }
+
+    /// A plugin's own error: 400, 415 or 500.
+    pub fn from_plugin(plugin: &str, error: crate::plugins::PluginError) -> ApiError {
+        use crate::plugins::PluginError;
+        match error {
+            PluginError::BadRequest(m) => ApiError::bad_request(m),
+            PluginError::UnsupportedMediaType(m) => {
+                ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, m)
+            }
+            PluginError::Internal(m) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("plugin '{plugin}': {m}"),
+            ),
+        }
+    }
+
+    /// A plugin that trapped, ran out of time (504) or memory.
+    pub fn from_call_failure(failure: crate::plugins::CallFailure) -> ApiError {
+        let status = match failure {
+            crate::plugins::CallFailure::Deadline { .. } => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, failure.to_string())
     }
 
     /// The error as a response.
@@ -110,6 +134,7 @@ impl From<MmeError> for ApiError {
             MmeError::Conflict(_) => StatusCode::CONFLICT,
             MmeError::OutOfMemory(_) => StatusCode::INSUFFICIENT_STORAGE,
             MmeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            MmeError::Engine(_) => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.to_string())
     }

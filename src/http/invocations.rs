@@ -10,10 +10,15 @@ use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
 use super::invocation::Invocation;
-use crate::engine::{Engine, EngineError};
+use std::time::Instant;
+
+use crate::engine::{Engine, EngineError, InferRequest};
+use crate::plugins::host::{Adapted, InferenceResult};
+use crate::plugins::{CallFailure, PluginError, Reply, Selection, convert};
 use crate::protocol::binary_header::json_header_size;
 use crate::protocol::generate::{decode_generate_request, encode_generate_response, input_specs};
 use crate::protocol::sse::{EVENT_STREAM, error_event, event};
+use crate::protocol::v2_request::OutputEncoding;
 use crate::protocol::v2_request::decode_infer_request;
 use crate::protocol::v2_response::encode_infer_response;
 
@@ -30,53 +35,161 @@ const DECOUPLED_REFUSED: &str =
     "HTTP end point doesn't support models with decoupled transaction policy";
 
 impl<E: Engine> AppState<E> {
-    fn refuse(&self, error: EngineError, style: ErrorStyle) -> ApiError {
+    async fn refuse(&self, error: EngineError, style: ErrorStyle) -> ApiError {
         match style {
             ErrorStyle::ByCode => ApiError::from_engine(error),
-            ErrorStyle::MultiModel => ApiError::bad_request_or_oom(error.message, &*self.is_oom),
+            ErrorStyle::MultiModel => {
+                let oom = self.is_out_of_memory(&error.message).await;
+                ApiError::bad_request_or_oom(error.message, oom)
+            }
         }
     }
 
     /// Errors the model returns while executing: 400, or 507 when out-of-memory.
-    fn model_failed(&self, error: EngineError) -> ApiError {
-        ApiError::bad_request_or_oom(error.message, &*self.is_oom)
+    async fn model_failed(&self, error: EngineError) -> ApiError {
+        let oom = self.is_out_of_memory(&error.message).await;
+        ApiError::bad_request_or_oom(error.message, oom)
     }
 }
 
-/// One KServe v2 inference on `model`.
+/// The header naming the A/B variant that served a request.
+pub const VARIANT_HEADER: &str = "x-trident-variant";
+
+/// One KServe v2 inference on `model`, through the model's payload plugins when it has any.
 pub async fn infer<E: Engine>(
     state: &AppState<E>,
+    route: &str,
     model: &str,
     invocation: &Invocation,
     body: Bytes,
     style: ErrorStyle,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let protocol = |e: crate::protocol::ProtocolError| match style {
+    let selection = state.plugins.as_ref().and_then(|plugins| {
+        plugins.select(
+            model,
+            invocation.target_variant.as_deref(),
+            invocation.inference_id.as_deref(),
+        )
+    });
+    let variant = selection.as_ref().and_then(|s| s.variant.clone());
+    let mut response = infer_with(state, route, model, invocation, body, style, selection).await;
+    if let Some(variant) = variant
+        && let Ok(value) = HeaderValue::from_str(&variant)
+    {
+        let headers = match &mut response {
+            Ok(response) => response.headers_mut(),
+            Err(_) => return response,
+        };
+        headers.insert(VARIANT_HEADER, value);
+    }
+    response
+}
+
+async fn infer_with<E: Engine>(
+    state: &AppState<E>,
+    route: &str,
+    model: &str,
+    invocation: &Invocation,
+    body: Bytes,
+    style: ErrorStyle,
+    selection: Option<Selection>,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let protocol = async |e: crate::protocol::ProtocolError| match style {
         ErrorStyle::ByCode => ApiError::from(e),
-        ErrorStyle::MultiModel => ApiError::bad_request_or_oom(e.to_string(), &*state.is_oom),
+        ErrorStyle::MultiModel => {
+            let message = e.to_string();
+            let oom = state.is_out_of_memory(&message).await;
+            ApiError::bad_request_or_oom(message, oom)
+        }
     };
-    let json_len = json_header_size(
-        invocation.content_type.as_deref().map(str::as_bytes),
-        body.len(),
-    )
-    .map_err(protocol)?;
-    let (request, encoding) = decode_infer_request(model, &body, json_len).map_err(protocol)?;
+    let (selection, plugins) = match (selection, &state.plugins) {
+        (Some(selection), Some(plugins)) => (selection, Some(plugins)),
+        _ => (
+            Selection {
+                variant: None,
+                request: None,
+                response: None,
+            },
+            None,
+        ),
+    };
+    let request_plugin = selection
+        .request
+        .filter(|p| p.serves_content_type(invocation.content_type.as_deref()));
+    // A response adapter answers requests its request adapter took, or requests whose Accept
+    // names what it writes; a plain v2 request keeps its v2 answer.
+    let response_plugin = selection.response.filter(|p| {
+        if request_plugin.is_some() {
+            p.serves_accept(invocation.accept.as_deref())
+        } else {
+            p.claims_accept(invocation.accept.as_deref())
+        }
+    });
+    let variant = selection.variant.as_deref().unwrap_or("");
+    let wit_invocation = (request_plugin.is_some() || response_plugin.is_some())
+        .then(|| convert::invocation_to_wit(route, model, invocation, &body));
+
+    let (request, encoding) = match (&request_plugin, plugins, &wit_invocation) {
+        (Some(plugin), Some(plugins), Some(wit)) => {
+            let started = Instant::now();
+            let adapted = plugins.adapt_request(plugin, wit).await;
+            state.metrics.observe_plugin(
+                &plugin.name,
+                "request",
+                variant,
+                outcome(&adapted),
+                started.elapsed(),
+            );
+            match adapted
+                .map_err(ApiError::from_call_failure)?
+                .map_err(|e| ApiError::from_plugin(&plugin.name, e))?
+            {
+                Adapted::Tensors(tensors) => {
+                    let mut request = InferRequest::new(model);
+                    request.inputs = tensors
+                        .inputs
+                        .into_iter()
+                        .map(convert::input_from_wit)
+                        .collect();
+                    request.requested_outputs = tensors.outputs;
+                    (request, OutputEncoding::default())
+                }
+                Adapted::V2Json(json) => {
+                    match decode_infer_request(model, &Bytes::from(json), None) {
+                        Ok(decoded) => decoded,
+                        Err(e) => return Err(protocol(e).await),
+                    }
+                }
+            }
+        }
+        _ => {
+            let decoded = json_header_size(
+                invocation.content_type.as_deref().map(str::as_bytes),
+                body.len(),
+            )
+            .and_then(|json_len| decode_infer_request(model, &body, json_len));
+            match decoded {
+                Ok(decoded) => decoded,
+                Err(e) => return Err(protocol(e).await),
+            }
+        }
+    };
     match state.engine.is_decoupled(model) {
         Ok(false) => {}
         Ok(true) => {
             let refused =
                 EngineError::new(crate::engine::ErrorCode::Unsupported, DECOUPLED_REFUSED);
-            return Err(state.refuse(refused, style));
+            return Err(state.refuse(refused, style).await);
         }
-        Err(error) => return Err(state.refuse(error, style)),
+        Err(error) => return Err(state.refuse(error, style).await),
     }
-    let mut responses = state
-        .engine
-        .infer(request)
-        .map_err(|e| state.refuse(e, style))?;
+    let mut responses = match state.engine.infer(request) {
+        Ok(responses) => responses,
+        Err(error) => return Err(state.refuse(error, style).await),
+    };
     let response = match responses.next().await {
         Some(Ok(response)) => response,
-        Some(Err(error)) => return Err(state.model_failed(error)),
+        Some(Err(error)) => return Err(state.model_failed(error).await),
         None => {
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -84,13 +197,87 @@ pub async fn infer<E: Engine>(
             ));
         }
     };
-    let encoded = encode_infer_response(&response, &encoding).map_err(protocol)?;
+
+    if let (Some(plugin), Some(plugins), Some(wit)) = (&response_plugin, plugins, &wit_invocation) {
+        let result = InferenceResult {
+            model_name: response.model_name.clone(),
+            model_version: response.model_version.to_string(),
+            outputs: response
+                .outputs
+                .iter()
+                .map(convert::output_to_wit)
+                .collect(),
+        };
+        let started = Instant::now();
+        let reply = plugins.adapt_response(plugin, wit, &result).await;
+        state.metrics.observe_plugin(
+            &plugin.name,
+            "response",
+            variant,
+            outcome(&reply),
+            started.elapsed(),
+        );
+        let reply = reply
+            .map_err(ApiError::from_call_failure)?
+            .map_err(|e| ApiError::from_plugin(&plugin.name, e))?;
+        return reply_response(&plugin.name, reply);
+    }
+
+    let encoded = match encode_infer_response(&response, &encoding) {
+        Ok(encoded) => encoded,
+        Err(e) => return Err(protocol(e).await),
+    };
     let mut http = Response::new(ResponseBody::parts(encoded.parts));
     http.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_str(&encoded.content_type).expect("content types are ASCII"),
     );
     Ok(http)
+}
+
+/// A plugin call's outcome, for metrics.
+fn outcome<T>(result: &Result<Result<T, PluginError>, CallFailure>) -> &'static str {
+    match result {
+        Ok(Ok(_)) => "ok",
+        Ok(Err(_)) => "error",
+        Err(CallFailure::Deadline { .. }) => "timeout",
+        Err(CallFailure::Memory { .. }) => "memory",
+        Err(CallFailure::Trap { .. }) => "trap",
+    }
+}
+
+/// A response adapter's reply as an HTTP response; what HTTP cannot carry is refused as a plugin
+/// fault (500).
+fn reply_response(plugin: &str, reply: Reply) -> Result<Response<ResponseBody>, ApiError> {
+    let fault = |what: String| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("plugin '{plugin}' {what}"),
+        )
+    };
+    let status = StatusCode::from_u16(reply.status)
+        .ok()
+        .filter(|s| s.as_u16() >= 200)
+        .ok_or_else(|| fault(format!("replied with an invalid status {}", reply.status)))?;
+    let mut response = Response::new(ResponseBody::full(reply.body));
+    *response.status_mut() = status;
+    let content_type = HeaderValue::from_str(&reply.content_type)
+        .map_err(|_| fault("replied with an invalid content type".into()))?;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
+    for h in reply.headers {
+        let name = http::HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| fault(format!("replied with an invalid header name '{}'", h.name)))?;
+        let value = HeaderValue::from_str(&h.value).map_err(|_| {
+            fault(format!(
+                "replied with an invalid value for header '{}'",
+                h.name
+            ))
+        })?;
+        response.headers_mut().append(name, value);
+    }
+    Ok(response)
 }
 
 /// Triton's generate extension on `model`; with `stream`, server-sent events as responses come.

@@ -119,7 +119,15 @@ async fn dispatch<E: Engine>(
             let model = &state.default_model;
             match state.config.inference_type {
                 InferenceType::Infer => {
-                    invocations::infer(state, model, &invocation, body, ErrorStyle::ByCode).await
+                    invocations::infer(
+                        state,
+                        "/invocations",
+                        model,
+                        &invocation,
+                        body,
+                        ErrorStyle::ByCode,
+                    )
+                    .await
                 }
                 InferenceType::Generate => invocations::generate(state, model, body, false).await,
                 InferenceType::GenerateStream => {

@@ -11,8 +11,9 @@ use super::error::ApiError;
 use super::invocation::Invocation;
 use super::invocations::{ErrorStyle, infer};
 use crate::engine::Engine;
+use crate::engine::ErrorCode;
 use crate::metrics::Outcome;
-use crate::mme::registry::{LoadedModel, not_loaded};
+use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
 use crate::protocol::tensor_data::write_json_string;
 
 /// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`.
@@ -49,12 +50,20 @@ pub async fn load<E: Engine>(
             &name,
             &url,
             invocation.target_model.as_deref(),
-            &*state.is_oom,
         )
         .await;
     state.metrics.model_loaded(outcome(&loaded));
-    loaded?;
-    Ok(Response::new(ResponseBody::empty()))
+    match loaded {
+        Ok(()) => Ok(Response::new(ResponseBody::empty())),
+        Err(MmeError::Engine(error)) if error.code == ErrorCode::AlreadyExists => {
+            Err(ApiError::new(http::StatusCode::CONFLICT, error.message))
+        }
+        Err(MmeError::Engine(error)) => {
+            let oom = state.is_out_of_memory(&error.message).await;
+            Err(ApiError::bad_request_or_oom(error.message, oom))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `GET /models[?next_page_token=...]`: the ready models, a page at a time.
@@ -119,8 +128,10 @@ pub async fn invoke<E: Engine>(
         .registry
         .get(name)
         .ok_or_else(|| ApiError::from(not_loaded(name)))?;
+    let route = "/models/{name}/invoke";
     infer(
         state,
+        route,
         &model.target,
         invocation,
         body,

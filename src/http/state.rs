@@ -5,12 +5,10 @@ use std::sync::Arc;
 use crate::config::{Config, Mode};
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
+use crate::plugins::PluginHost;
 
 /// The name `/invocations` uses when no default model is configured (as Triton's frontend).
 pub const UNSPECIFIED_MODEL: &str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME";
-
-/// Decides whether an engine error message means out-of-memory (507).
-pub type OomClassifier = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Shared state of the HTTP server.
 pub struct AppState<E> {
@@ -19,11 +17,23 @@ pub struct AppState<E> {
     pub registry: ModelRegistry,
     /// The model `/invocations` serves.
     pub default_model: String,
-    pub is_oom: OomClassifier,
+    /// Loaded WebAssembly plugins, if a manifest was given.
+    pub plugins: Option<Arc<PluginHost>>,
     pub metrics: Metrics,
 }
 
 impl<E> AppState<E> {
+    /// Whether an engine error message means out-of-memory: the OOM plugin's verdict when one
+    /// is configured (and answers), else the built-in list.
+    pub async fn is_out_of_memory(&self, message: &str) -> bool {
+        if let Some(plugins) = &self.plugins
+            && let Some(verdict) = plugins.is_out_of_memory(message).await
+        {
+            return verdict;
+        }
+        crate::mme::oom::is_out_of_memory(message)
+    }
+
     pub fn new(engine: E, config: Config) -> AppState<E> {
         let (default_model, models_root) = match &config.mode {
             Mode::SingleModel { default_model, .. } => (
@@ -38,7 +48,7 @@ impl<E> AppState<E> {
             engine,
             registry: ModelRegistry::new(models_root, UnloadTiming::default()),
             default_model,
-            is_oom: Arc::new(crate::mme::oom::is_out_of_memory),
+            plugins: None,
             metrics: Metrics::default(),
             config,
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::find_model;
 use super::url::validate;
-use crate::engine::{Engine, EngineError, ErrorCode};
+use crate::engine::{Engine, EngineError};
 
 /// A loaded model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,9 @@ pub enum MmeError {
     /// 500
     #[error("{0}")]
     Internal(String),
+    /// The engine refused a load: 409 when the name exists, 507 when out-of-memory, else 400.
+    #[error("{0}")]
+    Engine(EngineError),
 }
 
 /// Timing of the unload wait.
@@ -129,14 +132,12 @@ impl ModelRegistry {
     }
 
     /// Loads the model at `url` as `name`, served by the engine as `target` (or `name`).
-    /// `is_oom` decides which engine errors are out-of-memory.
     pub async fn load<E: Engine>(
         &self,
         engine: &E,
         name: &str,
         url: &str,
         target: Option<&str>,
-        is_oom: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<(), MmeError> {
         let target = target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned();
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
@@ -159,9 +160,7 @@ impl ModelRegistry {
                 },
             );
         }
-        let outcome = self
-            .load_reserved(engine, &checked.path, &target, is_oom)
-            .await;
+        let outcome = self.load_reserved(engine, &checked.path, &target).await;
         let mut slots = self.slots();
         match outcome {
             Ok(repository) => {
@@ -187,13 +186,12 @@ impl ModelRegistry {
         engine: &E,
         url: &Path,
         target: &str,
-        is_oom: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<PathBuf, MmeError> {
         let layout = find_model(url).map_err(|e| MmeError::BadRequest(e.0))?;
         engine
             .register_repository(&layout.repository, &layout.folder, target)
             .await
-            .map_err(|e| load_error(e, is_oom))?;
+            .map_err(MmeError::Engine)?;
         if let Err(error) = engine.load_model(target).await {
             // Nothing may leak: a failed load leaves neither the model's entry in the engine
             // (which would make the name ambiguous for the next load) nor its repository.
@@ -204,7 +202,7 @@ impl ModelRegistry {
                 tracing::warn!(error = %e, repository = %layout.repository.display(),
                     "unregistering the repository of a failed load failed");
             }
-            return Err(load_error(error, is_oom));
+            return Err(MmeError::Engine(error));
         }
         tracing::info!(model = target, repository = %layout.repository.display(), "model loaded");
         Ok(layout.repository)
@@ -263,16 +261,6 @@ impl ModelRegistry {
 /// The 404 for a name that is not loaded.
 pub fn not_loaded(name: &str) -> MmeError {
     MmeError::NotFound(format!("Model {name} is not loaded."))
-}
-
-fn load_error(error: EngineError, is_oom: &(dyn Fn(&str) -> bool + Sync)) -> MmeError {
-    if error.code == ErrorCode::AlreadyExists {
-        MmeError::Conflict(error.message)
-    } else if is_oom(&error.message) {
-        MmeError::OutOfMemory(error.message)
-    } else {
-        MmeError::BadRequest(error.message)
-    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http_client;
+pub mod plugins;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,85 @@
+//! Between the engine's types and the plugin interface's types.
+
+use bytes::Bytes;
+
+use super::bindings::types::{Datatype, Header, Invocation, Tensor};
+use crate::engine::{DataType, InputTensor, OutputTensor};
+use crate::http::invocation::Invocation as HttpInvocation;
+
+pub fn datatype_to_wit(dtype: DataType) -> Datatype {
+    match dtype {
+        DataType::Bool => Datatype::Boolean,
+        DataType::Uint8 => Datatype::Uint8,
+        DataType::Uint16 => Datatype::Uint16,
+        DataType::Uint32 => Datatype::Uint32,
+        DataType::Uint64 => Datatype::Uint64,
+        DataType::Int8 => Datatype::Int8,
+        DataType::Int16 => Datatype::Int16,
+        DataType::Int32 => Datatype::Int32,
+        DataType::Int64 => Datatype::Int64,
+        DataType::Fp16 => Datatype::Fp16,
+        DataType::Fp32 => Datatype::Fp32,
+        DataType::Fp64 => Datatype::Fp64,
+        DataType::Bytes => Datatype::Bytes,
+        DataType::Bf16 => Datatype::Bf16,
+    }
+}
+
+pub fn datatype_from_wit(dtype: Datatype) -> DataType {
+    DataType::ALL
+        .into_iter()
+        .find(|&d| datatype_to_wit(d) == dtype)
+        .expect("every WIT datatype has an engine datatype")
+}
+
+/// A tensor from a plugin, as an engine input.
+pub fn input_from_wit(tensor: Tensor) -> InputTensor {
+    InputTensor {
+        name: tensor.name,
+        datatype: datatype_from_wit(tensor.datatype),
+        shape: tensor.shape,
+        data: Bytes::from(tensor.data),
+    }
+}
+
+/// An engine output, for a plugin.
+pub fn output_to_wit(tensor: &OutputTensor) -> Tensor {
+    Tensor {
+        name: tensor.name.clone(),
+        datatype: datatype_to_wit(tensor.datatype),
+        shape: tensor.shape.clone(),
+        data: tensor.data.to_vec(),
+    }
+}
+
+/// The invocation a plugin sees.
+pub fn invocation_to_wit(
+    route: &str,
+    model: &str,
+    invocation: &HttpInvocation,
+    body: &[u8],
+) -> Invocation {
+    Invocation {
+        route: route.to_owned(),
+        model: model.to_owned(),
+        content_type: invocation.content_type.clone(),
+        accept: invocation.accept.clone(),
+        custom_attributes: invocation.custom_attributes.clone(),
+        target_variant: invocation.target_variant.clone(),
+        inference_id: invocation.inference_id.clone(),
+        headers: Vec::<Header>::new(),
+        body: body.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datatypes_round_trip() {
+        for dtype in DataType::ALL {
+            assert_eq!(datatype_from_wit(datatype_to_wit(dtype)), dtype);
+        }
+    }
+}

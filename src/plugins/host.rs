@@ -1,0 +1,400 @@
+//! Loaded plugins and the calls into them. Each plugin is read, checked against its digest (and
+//! signature when required), compiled once and pre-instantiated at load; every call instantiates
+//! it afresh in a new limited store, so no state survives from one request to the next.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::bindings::types::{Invocation, PluginError, Reply};
+use super::bindings::{oom, request, response};
+use super::manifest::{Manifest, PluginSpec};
+use super::runtime::{CallFailure, CallStore, Limits, PluginState, Runtime};
+use super::variants::{Weighted, choose};
+
+pub use super::bindings::request::exports::trident::plugin::request_adapter::{
+    Adapted, TensorRequest,
+};
+pub use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
+
+/// A plugin, compiled and pre-instantiated.
+pub struct LoadedPlugin {
+    pub name: Arc<str>,
+    limits: Limits,
+    content_types: Vec<String>,
+    accept: Vec<String>,
+    request: Option<request::RequestAdapterPluginPre<PluginState>>,
+    response: Option<response::ResponseAdapterPluginPre<PluginState>>,
+    oom: Option<oom::OomPluginPre<PluginState>>,
+}
+
+fn media_matches(list: &[String], value: Option<&str>) -> bool {
+    if list.is_empty() {
+        return true;
+    }
+    let value = value
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    list.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        entry == "*/*" || value == entry || value.starts_with(&entry)
+    })
+}
+
+impl LoadedPlugin {
+    /// Whether this request adapter takes a body of `content_type`.
+    pub fn serves_content_type(&self, content_type: Option<&str>) -> bool {
+        self.request.is_some() && media_matches(&self.content_types, content_type)
+    }
+
+    /// Whether this response adapter's `accept` list explicitly names `accept`.
+    pub fn claims_accept(&self, accept: Option<&str>) -> bool {
+        self.response.is_some()
+            && !self.accept.is_empty()
+            && accept.is_some()
+            && media_matches(&self.accept, accept)
+    }
+
+    /// Whether this response adapter answers a request that accepts `accept`.
+    pub fn serves_accept(&self, accept: Option<&str>) -> bool {
+        self.response.is_some() && (accept.is_none() || media_matches(&self.accept, accept))
+    }
+}
+
+/// The adapters chosen for one request.
+#[derive(Clone)]
+pub struct Selection {
+    /// The A/B variant, when the model has variants.
+    pub variant: Option<String>,
+    pub request: Option<Arc<LoadedPlugin>>,
+    pub response: Option<Arc<LoadedPlugin>>,
+}
+
+#[derive(Clone)]
+struct Arm {
+    request: Option<Arc<LoadedPlugin>>,
+    response: Option<Arc<LoadedPlugin>>,
+}
+
+enum Routing {
+    Single(Arm),
+    Variants {
+        weights: Vec<Weighted>,
+        arms: Vec<Arm>,
+    },
+}
+
+/// Every plugin of a manifest, ready to call.
+pub struct PluginHost {
+    runtime: Runtime,
+    plugins: BTreeMap<String, Arc<LoadedPlugin>>,
+    models: BTreeMap<String, Routing>,
+    oom: Option<Arc<LoadedPlugin>>,
+    requests: AtomicU64,
+}
+
+/// A plugin that cannot be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin '{plugin}': {message}")]
+pub struct LoadError {
+    pub plugin: String,
+    pub message: String,
+}
+
+/// The lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl PluginHost {
+    /// Loads every plugin of `manifest`: digest, signature, compilation, pre-instantiation and
+    /// the plugin's own configuration check. Any failure refuses the whole manifest.
+    pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
+        let runtime = Runtime::new().map_err(|e| LoadError {
+            plugin: "*".into(),
+            message: format!("cannot start the WebAssembly runtime: {e}"),
+        })?;
+        let mut plugins = BTreeMap::new();
+        for (name, spec) in &manifest.plugins {
+            let fail = |message: String| LoadError {
+                plugin: name.clone(),
+                message,
+            };
+            let loaded = load_one(&runtime, manifest, name, spec)
+                .await
+                .map_err(fail)?;
+            plugins.insert(name.clone(), Arc::new(loaded));
+        }
+        let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
+        let mut models = BTreeMap::new();
+        for (model, spec) in &manifest.models {
+            let check = |arm: &Arm| -> Result<(), LoadError> {
+                for (plugin, role, ok) in [
+                    (
+                        &arm.request,
+                        "request adapter",
+                        arm.request.as_ref().is_none_or(|p| p.request.is_some()),
+                    ),
+                    (
+                        &arm.response,
+                        "response adapter",
+                        arm.response.as_ref().is_none_or(|p| p.response.is_some()),
+                    ),
+                ] {
+                    if !ok {
+                        let name = plugin
+                            .as_ref()
+                            .map(|p| p.name.to_string())
+                            .unwrap_or_default();
+                        return Err(LoadError {
+                            plugin: name,
+                            message: format!(
+                                "model '{model}' uses it as a {role}, which it does not export"
+                            ),
+                        });
+                    }
+                }
+                Ok(())
+            };
+            let routing = if spec.variants.is_empty() {
+                let arm = Arm {
+                    request: get(&spec.request),
+                    response: get(&spec.response),
+                };
+                check(&arm)?;
+                Routing::Single(arm)
+            } else {
+                let mut arms = Vec::new();
+                for variant in &spec.variants {
+                    let arm = Arm {
+                        request: get(&variant.request),
+                        response: get(&variant.response),
+                    };
+                    check(&arm)?;
+                    arms.push(arm);
+                }
+                let weights = spec
+                    .variants
+                    .iter()
+                    .map(|v| Weighted {
+                        name: v.name.clone(),
+                        weight: v.weight,
+                    })
+                    .collect();
+                Routing::Variants { weights, arms }
+            };
+            models.insert(model.clone(), routing);
+        }
+        let oom = get(&manifest.oom);
+        if let Some(plugin) = &oom
+            && plugin.oom.is_none()
+        {
+            return Err(LoadError {
+                plugin: plugin.name.to_string(),
+                message: "named as the oom policy but does not export oom-classifier".into(),
+            });
+        }
+        Ok(PluginHost {
+            runtime,
+            plugins,
+            models,
+            oom,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The loaded plugins, by name.
+    pub fn plugins(&self) -> impl Iterator<Item = &Arc<LoadedPlugin>> {
+        self.plugins.values()
+    }
+
+    /// The adapters for a request to `model` (its own entry, else `*`), choosing a variant when
+    /// the model has several.
+    pub fn select(
+        &self,
+        model: &str,
+        target_variant: Option<&str>,
+        inference_id: Option<&str>,
+    ) -> Option<Selection> {
+        let routing = self.models.get(model).or_else(|| self.models.get("*"))?;
+        Some(match routing {
+            Routing::Single(arm) => Selection {
+                variant: None,
+                request: arm.request.clone(),
+                response: arm.response.clone(),
+            },
+            Routing::Variants { weights, arms } => {
+                // A cheap, well-spread sequence for requests without an inference id.
+                let random = self
+                    .requests
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let index = choose(weights, target_variant, inference_id, random >> 11);
+                Selection {
+                    variant: Some(weights[index].name.clone()),
+                    request: arms[index].request.clone(),
+                    response: arms[index].response.clone(),
+                }
+            }
+        })
+    }
+
+    /// Calls a request adapter.
+    pub async fn adapt_request(
+        &self,
+        plugin: &LoadedPlugin,
+        invocation: &Invocation,
+    ) -> Result<Result<Adapted, PluginError>, CallFailure> {
+        let pre = plugin
+            .request
+            .as_ref()
+            .expect("selected request adapters export request-adapter");
+        let mut call = CallStore::new(&self.runtime, &plugin.limits);
+        let result = async {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_request_adapter()
+                .call_adapt_request(&mut call.store, invocation)
+                .await
+        }
+        .await;
+        call.finish(result)
+    }
+
+    /// Calls a response adapter.
+    pub async fn adapt_response(
+        &self,
+        plugin: &LoadedPlugin,
+        invocation: &Invocation,
+        result: &InferenceResult,
+    ) -> Result<Result<Reply, PluginError>, CallFailure> {
+        let pre = plugin
+            .response
+            .as_ref()
+            .expect("selected response adapters export response-adapter");
+        let mut call = CallStore::new(&self.runtime, &plugin.limits);
+        let outcome = async {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_response_adapter()
+                .call_adapt_response(&mut call.store, invocation, result)
+                .await
+        }
+        .await;
+        call.finish(outcome)
+    }
+
+    /// The configured OOM policy's verdict on an engine error message; `None` when no OOM
+    /// plugin is configured or it failed (the caller then uses the built-in list).
+    pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
+        let plugin = self.oom.as_ref()?;
+        let pre = plugin.oom.as_ref()?;
+        let mut call = CallStore::new(&self.runtime, &plugin.limits);
+        let outcome = async {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_oom_classifier()
+                .call_is_out_of_memory(&mut call.store, message)
+                .await
+        }
+        .await;
+        match call.finish(outcome) {
+            Ok(verdict) => Some(verdict),
+            Err(error) => {
+                tracing::warn!(%error, "the OOM plugin failed; using the built-in list");
+                None
+            }
+        }
+    }
+}
+
+async fn load_one(
+    runtime: &Runtime,
+    manifest: &Manifest,
+    name: &str,
+    spec: &PluginSpec,
+) -> Result<LoadedPlugin, String> {
+    let bytes = std::fs::read(&spec.path)
+        .map_err(|e| format!("cannot read {}: {e}", spec.path.display()))?;
+    let digest = sha256_hex(&bytes);
+    if !digest.eq_ignore_ascii_case(&spec.sha256) {
+        return Err(format!(
+            "sha256 mismatch for {}: the manifest pins {}, the file is {digest}",
+            spec.path.display(),
+            spec.sha256
+        ));
+    }
+    if manifest.require_signatures {
+        super::signing::verify_plugin(
+            &bytes,
+            &spec.path,
+            spec.signature.as_deref(),
+            &manifest.trusted_keys,
+        )?;
+    }
+    let component = Component::new(&runtime.engine, &bytes)
+        .map_err(|e| format!("not a valid component: {e}"))?;
+    let pre = runtime
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("imports something trident does not offer: {e}"))?;
+    let plugin = LoadedPlugin {
+        name: Arc::from(name),
+        limits: Limits {
+            plugin: Arc::from(name),
+            config: Arc::new(spec.config_strings()),
+            memory_limit_mb: spec.memory_limit_mb,
+            time_limit_ms: spec.time_limit_ms,
+        },
+        content_types: spec.content_types.clone(),
+        accept: spec.accept.clone(),
+        request: request::RequestAdapterPluginPre::new(pre.clone()).ok(),
+        response: response::ResponseAdapterPluginPre::new(pre.clone()).ok(),
+        oom: oom::OomPluginPre::new(pre).ok(),
+    };
+    if plugin.request.is_none() && plugin.response.is_none() && plugin.oom.is_none() {
+        return Err("exports none of request-adapter, response-adapter, oom-classifier".into());
+    }
+    check_config(runtime, &plugin).await?;
+    tracing::info!(plugin = name, sha256 = %digest, "plugin loaded");
+    Ok(plugin)
+}
+
+/// Runs the plugin's own configuration check once.
+async fn check_config(runtime: &Runtime, plugin: &LoadedPlugin) -> Result<(), String> {
+    let mut call = CallStore::new(runtime, &plugin.limits);
+    let outcome = async {
+        if let Some(pre) = &plugin.request {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_lifecycle()
+                .call_check_config(&mut call.store)
+                .await
+        } else if let Some(pre) = &plugin.response {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_lifecycle()
+                .call_check_config(&mut call.store)
+                .await
+        } else if let Some(pre) = &plugin.oom {
+            let instance = pre.instantiate_async(&mut call.store).await?;
+            instance
+                .trident_plugin_lifecycle()
+                .call_check_config(&mut call.store)
+                .await
+        } else {
+            Ok(Ok(()))
+        }
+    }
+    .await;
+    call.finish(outcome)
+        .map_err(|e| e.to_string())?
+        .map_err(|message| format!("refuses its configuration: {message}"))
+}

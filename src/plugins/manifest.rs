@@ -1,0 +1,277 @@
+//! The plugin manifest (TOML): which WebAssembly plugins to load, pinned by digest, with their
+//! limits and configuration, and which models use them. Unknown keys are refused by name.
+//!
+//! ```toml
+//! require_signatures = false          # true: every plugin needs a trusted ed25519 signature
+//! trusted_keys = []                   # hex public keys
+//! oom = "oom"                         # the plugin deciding which errors are out-of-memory
+//!
+//! [plugins.csv]
+//! path = "csv_request.wasm"           # relative to the manifest
+//! sha256 = "<64 hex digits>"
+//! memory_limit_mb = 64
+//! time_limit_ms = 100
+//! content_types = ["text/csv"]        # request adapters: Content-Types it serves (empty: all)
+//! accept = []                         # response adapters: Accept values it serves (empty: all)
+//! config = { input = "INPUT0", datatype = "FP32" }
+//!
+//! [models.add_sub]                    # a model name, or "*" for every model
+//! request = "csv"
+//! response = "csv_out"
+//! # or, for an A/B test, weighted variants instead of request/response:
+//! # variants = [ { name = "a", weight = 90, request = "csv" }, { name = "b", weight = 10, request = "csv2" } ]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default linear memory limit per call.
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
+/// Default time limit per call.
+pub const DEFAULT_TIME_LIMIT_MS: u64 = 100;
+
+/// A parsed, checked manifest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    #[serde(default)]
+    pub require_signatures: bool,
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    #[serde(default)]
+    pub oom: Option<String>,
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginSpec>,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelPlugins>,
+}
+
+/// One plugin.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    pub path: PathBuf,
+    pub sha256: String,
+    /// Hex ed25519 signature of the `.wasm` file; by default read from `<path>.sig` when present.
+    #[serde(default)]
+    pub signature: Option<String>,
+    #[serde(default = "default_memory")]
+    pub memory_limit_mb: u64,
+    #[serde(default = "default_time")]
+    pub time_limit_ms: u64,
+    #[serde(default)]
+    pub content_types: Vec<String>,
+    #[serde(default)]
+    pub accept: Vec<String>,
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+}
+
+fn default_memory() -> u64 {
+    DEFAULT_MEMORY_LIMIT_MB
+}
+
+fn default_time() -> u64 {
+    DEFAULT_TIME_LIMIT_MS
+}
+
+/// The adapters of one model: a single pair, or weighted variants.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPlugins {
+    #[serde(default)]
+    pub request: Option<String>,
+    #[serde(default)]
+    pub response: Option<String>,
+    #[serde(default)]
+    pub variants: Vec<VariantSpec>,
+}
+
+/// One arm of an A/B test.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub name: String,
+    pub weight: u32,
+    #[serde(default)]
+    pub request: Option<String>,
+    #[serde(default)]
+    pub response: Option<String>,
+}
+
+/// A manifest that cannot be used, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin manifest {path}: {message}")]
+pub struct ManifestError {
+    pub path: String,
+    pub message: String,
+}
+
+impl PluginSpec {
+    /// The configuration as strings, as the plugins read it.
+    pub fn config_strings(&self) -> BTreeMap<String, String> {
+        self.config
+            .iter()
+            .map(|(key, value)| {
+                let text = match value {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (key.clone(), text)
+            })
+            .collect()
+    }
+}
+
+impl Manifest {
+    /// Reads and checks a manifest file; plugin paths are resolved against its folder.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let fail = |message: String| ManifestError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+        let mut manifest = Manifest::parse(&text).map_err(fail)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for spec in manifest.plugins.values_mut() {
+            if spec.path.is_relative() {
+                spec.path = base.join(&spec.path);
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Parses and checks manifest text.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        manifest.check()?;
+        Ok(manifest)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, spec) in &self.plugins {
+            if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("plugin '{name}': sha256 must be 64 hex digits"));
+            }
+            if spec.memory_limit_mb == 0 || spec.time_limit_ms == 0 {
+                return Err(format!("plugin '{name}': limits must be above zero"));
+            }
+        }
+        let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
+            match plugin {
+                Some(p) if !self.plugins.contains_key(p) => Err(format!(
+                    "model '{model}': {role} plugin '{p}' is not in [plugins]"
+                )),
+                _ => Ok(()),
+            }
+        };
+        known("oom", "*", &self.oom)?;
+        for (model, plugins) in &self.models {
+            known("request", model, &plugins.request)?;
+            known("response", model, &plugins.response)?;
+            if plugins.variants.is_empty() {
+                continue;
+            }
+            if plugins.request.is_some() || plugins.response.is_some() {
+                return Err(format!(
+                    "model '{model}': give either request/response or variants, not both"
+                ));
+            }
+            let mut names: Vec<&str> = Vec::new();
+            for variant in &plugins.variants {
+                known("request", model, &variant.request)?;
+                known("response", model, &variant.response)?;
+                if variant.weight == 0 {
+                    return Err(format!(
+                        "model '{model}': variant '{}' has weight 0",
+                        variant.name
+                    ));
+                }
+                if names.contains(&variant.name.as_str()) {
+                    return Err(format!(
+                        "model '{model}': variant '{}' is listed twice",
+                        variant.name
+                    ));
+                }
+                names.push(&variant.name);
+            }
+        }
+        if self.require_signatures && self.trusted_keys.is_empty() {
+            return Err("require_signatures is set but trusted_keys is empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn manifest(extra: &str) -> Result<Manifest, String> {
+        Manifest::parse(&format!(
+            "[plugins.csv]\npath = \"csv.wasm\"\nsha256 = \"{DIGEST}\"\nconfig = {{ input = \"X\", rows = 3 }}\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn a_complete_manifest_parses_with_defaults() {
+        let m = manifest("[models.add_sub]\nrequest = \"csv\"\n").unwrap();
+        let csv = &m.plugins["csv"];
+        assert_eq!(csv.memory_limit_mb, DEFAULT_MEMORY_LIMIT_MB);
+        assert_eq!(csv.time_limit_ms, DEFAULT_TIME_LIMIT_MS);
+        assert_eq!(csv.config_strings()["input"], "X");
+        assert_eq!(csv.config_strings()["rows"], "3");
+        assert_eq!(m.models["add_sub"].request.as_deref(), Some("csv"));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let error =
+            manifest("[models.m]\nrequest = \"csv\"\nresponse_plugin = \"x\"\n").unwrap_err();
+        assert!(error.contains("response_plugin"), "{error}");
+        let error = Manifest::parse("verbose = true\n").unwrap_err();
+        assert!(error.contains("verbose"), "{error}");
+        let error = manifest("").and_then(|_| {
+            Manifest::parse(&format!(
+                "[plugins.x]\npath = \"a\"\nsha256 = \"{DIGEST}\"\nmemory = 5\n"
+            ))
+        });
+        assert!(error.unwrap_err().contains("memory"));
+    }
+
+    #[test]
+    fn inconsistent_manifests_are_refused() {
+        for (extra, expected) in [
+            (
+                "[models.m]\nrequest = \"nope\"\n",
+                "'nope' is not in [plugins]",
+            ),
+            (
+                "[models.m]\nrequest = \"csv\"\nvariants = [{ name = \"a\", weight = 1 }]\n",
+                "not both",
+            ),
+            (
+                "[models.m]\nvariants = [{ name = \"a\", weight = 0 }]\n",
+                "weight 0",
+            ),
+            (
+                "[models.m]\nvariants = [{ name = \"a\", weight = 1 }, { name = \"a\", weight = 1 }]\n",
+                "twice",
+            ),
+        ] {
+            let error = manifest(extra).unwrap_err();
+            assert!(error.contains(expected), "{extra}: {error}");
+        }
+        let error = Manifest::parse("require_signatures = true\n").unwrap_err();
+        assert!(error.contains("trusted_keys"), "{error}");
+        let error = Manifest::parse("oom = \"nope\"\n").unwrap_err();
+        assert!(error.contains("'nope'"), "{error}");
+        let error = Manifest::parse("[plugins.x]\npath = \"a\"\nsha256 = \"abc\"\n").unwrap_err();
+        assert!(error.contains("64 hex digits"));
+    }
+}

@@ -1,0 +1,20 @@
+//! WebAssembly plugins: payload adapters, the out-of-memory policy and A/B variants, defined by
+//! `wit/plugin.wit` and run by wasmtime as sandboxed components.
+//!
+//! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
+//! - [`runtime`]: the engine, the linker and the per-call store with its limits;
+//! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
+//! - [`variants`]: choosing an A/B variant;
+//! - `bindings`, `convert`: generated bindings and type conversions.
+
+mod bindings;
+pub mod convert;
+pub mod host;
+pub mod manifest;
+pub mod runtime;
+pub mod signing;
+pub mod variants;
+
+pub use bindings::types::{PluginError, Reply};
+pub use host::{PluginHost, Selection};
+pub use runtime::CallFailure;

@@ -1,0 +1,232 @@
+//! The wasmtime side of plugins: one `Engine` (component model, async, epoch interruption) with
+//! a ticker thread; a `Linker` offering WASI with no ambient capabilities plus trident's `host`
+//! interface; and per call a fresh `Store` with a memory limiter, an epoch deadline and captured
+//! stdout/stderr.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::host;
+
+/// How often the epoch advances: the granularity of time limits and of yields to tokio.
+const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// Bytes of guest stdout or stderr kept per call (more traps the guest).
+const OUTPUT_CAPACITY: usize = 256 * 1024;
+
+/// The shared wasmtime engine and linker.
+pub struct Runtime {
+    pub(super) engine: Engine,
+    pub(super) linker: Linker<PluginState>,
+}
+
+impl Runtime {
+    pub fn new() -> wasmtime::Result<Runtime> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("trident-plugin-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+        Ok(Runtime { engine, linker })
+    }
+}
+
+/// Why a call failed, as trident tells clients.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// The guest ran past its time limit.
+    #[error("plugin '{plugin}' exceeded its time limit of {limit_ms} ms")]
+    Deadline { plugin: String, limit_ms: u64 },
+    /// The guest asked for more memory than its limit.
+    #[error("plugin '{plugin}' exceeded its memory limit of {limit_mb} MiB")]
+    Memory { plugin: String, limit_mb: u64 },
+    /// The guest trapped (a panic, an illegal operation).
+    #[error("plugin '{plugin}' failed: {detail}")]
+    Trap { plugin: String, detail: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+struct DeadlineExceeded;
+
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded")]
+struct MemoryLimitExceeded;
+
+/// The data of one call's store.
+pub struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    plugin: Arc<str>,
+    config: Arc<BTreeMap<String, String>>,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl host::Host for PluginState {
+    fn config(&mut self, key: String) -> Option<String> {
+        self.config.get(&key).cloned()
+    }
+
+    fn log(&mut self, level: host::Level, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            host::Level::Debug => tracing::debug!(plugin, "{message}"),
+            host::Level::Info => tracing::info!(plugin, "{message}"),
+            host::Level::Warn => tracing::warn!(plugin, "{message}"),
+            host::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+struct MemoryLimiter {
+    limit_bytes: usize,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            return Err(MemoryLimitExceeded.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// What one plugin needs to run a call.
+#[derive(Clone)]
+pub struct Limits {
+    pub plugin: Arc<str>,
+    pub config: Arc<BTreeMap<String, String>>,
+    pub memory_limit_mb: u64,
+    pub time_limit_ms: u64,
+}
+
+/// One call's store and its captured output.
+pub struct CallStore {
+    pub store: Store<PluginState>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    limits: Limits,
+}
+
+impl CallStore {
+    /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
+    /// and time limited.
+    pub fn new(runtime: &Runtime, limits: &Limits) -> CallStore {
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_ip_name_lookup(false)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .build();
+        let state = PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit_bytes: usize::try_from(limits.memory_limit_mb.saturating_mul(1 << 20))
+                    .unwrap_or(usize::MAX),
+            },
+            plugin: Arc::clone(&limits.plugin),
+            config: Arc::clone(&limits.config),
+        };
+        let mut store = Store::new(&runtime.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = Instant::now() + Duration::from_millis(limits.time_limit_ms);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        CallStore {
+            store,
+            stdout,
+            stderr,
+            limits: limits.clone(),
+        }
+    }
+
+    /// Ends the call: logs what the guest printed and classifies a failure.
+    pub fn finish<T>(self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
+        let plugin = &*self.limits.plugin;
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let contents = pipe.contents();
+            for line in String::from_utf8_lossy(&contents)
+                .lines()
+                .filter(|l| !l.is_empty())
+            {
+                tracing::info!(plugin, stream, "{line}");
+            }
+        }
+        result.map_err(|error| {
+            let plugin = plugin.to_owned();
+            if error.downcast_ref::<DeadlineExceeded>().is_some() {
+                CallFailure::Deadline {
+                    plugin,
+                    limit_ms: self.limits.time_limit_ms,
+                }
+            } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
+                CallFailure::Memory {
+                    plugin,
+                    limit_mb: self.limits.memory_limit_mb,
+                }
+            } else {
+                let detail = match error.downcast_ref::<wasmtime::Trap>() {
+                    Some(trap) => trap.to_string(),
+                    None => format!("{error:#}")
+                        .lines()
+                        .next()
+                        .unwrap_or("trap")
+                        .to_owned(),
+                };
+                tracing::warn!(plugin, error = format!("{error:?}"), "plugin call failed");
+                CallFailure::Trap { plugin, detail }
+            }
+        })
+    }
+}

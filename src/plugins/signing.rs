@@ -1,0 +1,84 @@
+//! Vetted plugins: ed25519 signatures over a plugin's bytes, checked against trusted keys.
+
+use std::path::Path;
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+
+/// Checks that `bytes` carry a valid signature from one of `trusted_keys` (hex public keys).
+/// The signature is `signature` (hex) or the contents of `<path>.sig`.
+pub fn verify_plugin(
+    bytes: &[u8],
+    path: &Path,
+    signature: Option<&str>,
+    trusted_keys: &[String],
+) -> Result<(), String> {
+    let text = match signature {
+        Some(text) => text.to_owned(),
+        None => {
+            let sig_path = path.with_extension("wasm.sig");
+            std::fs::read_to_string(&sig_path).map_err(|_| {
+                format!(
+                    "is not signed (no signature in the manifest and no {})",
+                    sig_path.display()
+                )
+            })?
+        }
+    };
+    let signature = parse_signature(text.trim())?;
+    for key in trusted_keys {
+        let key = parse_public_key(key)?;
+        if key.verify(bytes, &signature).is_ok() {
+            return Ok(());
+        }
+    }
+    Err("its signature is not from a trusted key".into())
+}
+
+fn decode<const N: usize>(what: &str, text: &str) -> Result<[u8; N], String> {
+    let bytes = hex::decode(text.trim()).map_err(|_| format!("{what} is not hex"))?;
+    bytes
+        .try_into()
+        .map_err(|_| format!("{what} must be {N} bytes"))
+}
+
+pub fn parse_signature(text: &str) -> Result<Signature, String> {
+    Ok(Signature::from_bytes(&decode::<64>("signature", text)?))
+}
+
+pub fn parse_public_key(text: &str) -> Result<VerifyingKey, String> {
+    VerifyingKey::from_bytes(&decode::<32>("public key", text)?)
+        .map_err(|e| format!("invalid public key: {e}"))
+}
+
+/// Signs `bytes` with a hex secret key; returns the hex signature.
+pub fn sign(bytes: &[u8], secret_key_hex: &str) -> Result<String, String> {
+    let key = SigningKey::from_bytes(&decode::<32>("secret key", secret_key_hex)?);
+    Ok(hex::encode(key.sign(bytes).to_bytes()))
+}
+
+/// The hex public key of a hex secret key.
+pub fn public_key(secret_key_hex: &str) -> Result<String, String> {
+    let key = SigningKey::from_bytes(&decode::<32>("secret key", secret_key_hex)?);
+    Ok(hex::encode(key.verifying_key().to_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+    #[test]
+    fn sign_then_verify() {
+        let public = [public_key(SECRET).unwrap()];
+        let signature = sign(b"plugin bytes", SECRET).unwrap();
+        let path = Path::new("/nonexistent/p.wasm");
+        assert!(verify_plugin(b"plugin bytes", path, Some(&signature), &public).is_ok());
+        let tampered = verify_plugin(b"plugin bytez", path, Some(&signature), &public);
+        assert!(tampered.unwrap_err().contains("not from a trusted key"));
+        let other = public_key(&"11".repeat(32)).unwrap();
+        assert!(verify_plugin(b"plugin bytes", path, Some(&signature), &[other]).is_err());
+        let unsigned = verify_plugin(b"plugin bytes", path, None, &public).unwrap_err();
+        assert!(unsigned.contains("is not signed"), "{unsigned}");
+    }
+}

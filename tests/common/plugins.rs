@@ -1,0 +1,39 @@
+//! Builds the WebAssembly guests (example plugins and hostile fixtures) from source for
+//! wasm32-wasip2, once per test process.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The folder holding every built `.wasm`.
+pub fn built_guests() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = root.join("target/plugins");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        for manifest in ["plugins/Cargo.toml", "tests/plugins/Cargo.toml"] {
+            let status = Command::new(&cargo)
+                .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+                .arg(root.join(manifest))
+                .arg("--target-dir")
+                .arg(&target)
+                .status()
+                .expect("run cargo to build the guests");
+            assert!(status.success(), "building {manifest} for wasm32-wasip2 failed (is the target installed? rustup target add wasm32-wasip2)");
+        }
+        target.join("wasm32-wasip2/release")
+    })
+}
+
+/// The path of a built guest, e.g. `csv_request`.
+pub fn guest(name: &str) -> PathBuf {
+    let path = built_guests().join(format!("{name}.wasm"));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+/// The sha256 of a built guest, as the manifest pins it.
+pub fn digest(name: &str) -> String {
+    trident::plugins::host::sha256_hex(&std::fs::read(guest(name)).unwrap())
+}

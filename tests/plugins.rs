@@ -1,0 +1,740 @@
+//! WebAssembly plugins end to end: real compiled guests, real Triton, real HTTP on 127.0.0.1.
+//! Example adapters, A/B variants, the OOM policy, and hostile guests written to break the rules.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::json;
+use trident::config::{Config, InferenceType, Mode, PingMode};
+use trident::engine::triton::{
+    BackendSetting, CoreLogging, ModelControl, Server, ServerConfig, TritonEngine,
+};
+use trident::http::{self, AppState};
+use trident::plugins::PluginHost;
+use trident::plugins::manifest::Manifest;
+
+use common::http_client::{get, request};
+use common::plugins::{digest, guest};
+use common::{models_dir, triton};
+
+struct Fixture {
+    runtime: tokio::runtime::Runtime,
+    servers: HashMap<&'static str, (SocketAddr, Arc<AppState<TritonEngine>>)>,
+    manifests: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn at(&self, name: &str) -> SocketAddr {
+        self.servers[name].0
+    }
+}
+
+type Check = fn(&Fixture) -> Result<(), Failed>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+fn main() -> std::process::ExitCode {
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1);
+    let fixture = Arc::new(start());
+    let checks: &[(&str, Check)] = &[
+        ("csv_in_csv_out", csv_in_csv_out),
+        ("csv_in_json_out", csv_in_json_out),
+        (
+            "v2_requests_bypass_the_adapters",
+            v2_requests_bypass_the_adapters,
+        ),
+        (
+            "bad_csv_is_400_from_the_plugin",
+            bad_csv_is_400_from_the_plugin,
+        ),
+        ("json_lines_and_instances", json_lines_and_instances),
+        (
+            "ab_split_stickiness_header_and_metrics",
+            ab_split_stickiness_header_and_metrics,
+        ),
+        (
+            "oom_plugin_agrees_with_the_built_in_list",
+            oom_plugin_agrees_with_the_built_in_list,
+        ),
+        ("hostile_loop_is_interrupted", hostile_loop_is_interrupted),
+        ("hostile_hog_is_refused", hostile_hog_is_refused),
+        ("hostile_trap_is_a_500", hostile_trap_is_a_500),
+        (
+            "hostile_bad_tensor_is_a_clean_error",
+            hostile_bad_tensor_is_a_clean_error,
+        ),
+        (
+            "hostile_snoop_sees_no_files_or_environment",
+            hostile_snoop_sees_no_files_or_environment,
+        ),
+        ("chatty_output_is_captured", chatty_output_is_captured),
+        (
+            "load_refuses_bad_digests_signatures_keys_and_configs",
+            load_refuses_bad_digests_signatures_keys_and_configs,
+        ),
+    ];
+    let trials = checks
+        .iter()
+        .map(|&(name, check)| {
+            let fixture = Arc::clone(&fixture);
+            Trial::test(name, move || check(&fixture))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(fixture);
+    conclusion.exit_code()
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models")
+}
+
+fn config() -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        mode: Mode::SingleModel {
+            repository: examples_dir(),
+            default_model: "affine".into(),
+        },
+        ping_mode: PingMode::Ready,
+        inference_type: InferenceType::Infer,
+        restrictions: Vec::new(),
+        max_body_bytes: trident::config::DEFAULT_MAX_BODY_BYTES,
+        list_page_size: 1000,
+        batch: None,
+        shutdown_grace: Duration::from_secs(1),
+        metrics_port: None,
+        plugins: None,
+        worker_threads: None,
+        core_logging: CoreLogging::default(),
+        backend_config: Vec::new(),
+        buffer_manager_threads: None,
+        model_load_gpu_limit: None,
+        model_namespacing: true,
+        triton_home: None,
+    }
+}
+
+/// A `[plugins.<name>]` table for a built guest.
+fn plugin(name: &str, wasm: &str, extra: &str) -> String {
+    format!(
+        "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{}\"\n{extra}\n",
+        guest(wasm).display(),
+        digest(wasm)
+    )
+}
+
+fn hostile(mode: &str, extra: &str) -> String {
+    plugin(
+        mode.replace('-', "_").as_str(),
+        "hostile",
+        &format!("config = {{ mode = \"{mode}\" }}\n{extra}"),
+    )
+}
+
+fn manifests() -> Vec<(&'static str, String)> {
+    let csv = plugin(
+        "csv",
+        "csv_request",
+        "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
+    );
+    let out = plugin(
+        "out",
+        "csv_json_response",
+        "accept = [\"text/csv\", \"application/json\", \"application/jsonlines\"]",
+    );
+    let jsonl = plugin(
+        "jsonl",
+        "jsonl_request",
+        "content_types = [\"application/jsonlines\", \"application/json\"]",
+    );
+    let oom = plugin("oom", "oom_default", "");
+    let hostiles = ["loop", "hog", "trap", "bad-tensor", "snoop", "chatty"];
+    let mut hostile_manifest: String = hostiles
+        .iter()
+        .map(|mode| match *mode {
+            "loop" => hostile(mode, "time_limit_ms = 200"),
+            "hog" => hostile(mode, "memory_limit_mb = 32"),
+            _ => hostile(mode, ""),
+        })
+        .collect();
+    hostile_manifest.push_str("[models.affine]\nvariants = [\n");
+    for mode in hostiles {
+        let name = mode.replace('-', "_");
+        hostile_manifest.push_str(&format!(
+            "  {{ name = \"{mode}\", weight = 1, request = \"{name}\" }},\n"
+        ));
+    }
+    hostile_manifest.push_str("]\n");
+    vec![
+        (
+            "csv",
+            format!("{csv}{out}[models.affine]\nrequest = \"csv\"\nresponse = \"out\"\n"),
+        ),
+        (
+            "jsonl",
+            format!("{jsonl}{out}[models.affine]\nrequest = \"jsonl\"\nresponse = \"out\"\n"),
+        ),
+        (
+            "ab",
+            format!(
+                "{csv}{out}[models.affine]\nvariants = [\n  {{ name = \"a\", weight = 30, request = \"csv\", response = \"out\" }},\n  {{ name = \"b\", weight = 70, request = \"csv\", response = \"out\" }},\n]\n"
+            ),
+        ),
+        ("oom", format!("oom = \"oom\"\n{oom}")),
+        ("hostile", hostile_manifest),
+    ]
+}
+
+fn start() -> Fixture {
+    let triton = triton();
+    let core = ServerConfig {
+        model_repositories: vec![examples_dir(), models_dir()],
+        model_control: ModelControl::Explicit {
+            startup_models: vec!["affine".into()],
+        },
+        backend_config: vec![BackendSetting::new(
+            "python",
+            "shm-default-byte-size",
+            16 * 1024 * 1024,
+        )],
+        model_namespacing: true,
+        exit_timeout: Duration::from_secs(10),
+        ..ServerConfig::default()
+    };
+    let engine = TritonEngine::new(Server::start(triton, &core).expect("the Triton core starts"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let manifest_dir = tempfile::tempdir().unwrap();
+    let mut servers = HashMap::new();
+    for (name, text) in manifests() {
+        let path = manifest_dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let manifest = Manifest::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let host = runtime
+            .block_on(PluginHost::load(&manifest))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut state = AppState::new(engine.clone(), config());
+        state.plugins = Some(Arc::new(host));
+        let state = Arc::new(state);
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        runtime.spawn(http::serve(
+            listener,
+            Arc::clone(&state),
+            std::future::pending(),
+            Duration::from_secs(1),
+        ));
+        servers.insert(name, (addr, state));
+    }
+    Fixture {
+        runtime,
+        servers,
+        manifests: manifest_dir,
+    }
+}
+
+fn send(
+    at: SocketAddr,
+    content_type: &str,
+    accept: Option<&str>,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> common::http_client::HttpResponse {
+    let mut headers = vec![("Content-Type", content_type)];
+    if let Some(accept) = accept {
+        headers.push(("Accept", accept));
+    }
+    headers.extend_from_slice(extra);
+    request(at, "POST", "/invocations", &headers, body.as_bytes())
+}
+
+fn csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("csv"),
+        "text/csv",
+        Some("text/csv"),
+        &[],
+        "1,2,3\n4,5,6\n",
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.header("content-type") == Some("text/csv"),
+        "{:?}",
+        response.headers
+    );
+    // affine: 2x + 1
+    ensure!(
+        response.text() == "3,5,7\n9,11,13\n",
+        "{:?}",
+        response.text()
+    );
+    Ok(())
+}
+
+fn csv_in_json_out(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("csv"),
+        "text/csv",
+        Some("application/json"),
+        &[],
+        "0.5\n-1\n",
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        predictions(&response) == [[2.0], [-1.0]],
+        "{}",
+        response.text()
+    );
+    let lines = send(
+        f.at("csv"),
+        "text/csv",
+        Some("application/jsonlines"),
+        &[],
+        "1,1\n",
+    );
+    ensure!(lines.text() == "[3,3]\n", "{:?}", lines.text());
+    Ok(())
+}
+
+/// `{"predictions": [[...], ...]}` as numbers.
+fn predictions(response: &common::http_client::HttpResponse) -> Vec<Vec<f64>> {
+    let json = response.json();
+    json["predictions"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|row| {
+                    row.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap())
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn v2_requests_bypass_the_adapters(f: &Fixture) -> Result<(), Failed> {
+    let body = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]});
+    let response = send(
+        f.at("csv"),
+        "application/json",
+        None,
+        &[],
+        &body.to_string(),
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.json()["outputs"][0]["data"] == json!([3.0, 5.0]),
+        "{}",
+        response.text()
+    );
+    Ok(())
+}
+
+fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
+    for (body, expected) in [
+        ("1,2\n3\n", "line 2 has 1 fields"),
+        ("1,x\n", "'x' is not a valid"),
+        ("\n\n", "no rows"),
+    ] {
+        let response = send(f.at("csv"), "text/csv", None, &[], body);
+        ensure!(
+            response.status == 400,
+            "{body:?}: {} {}",
+            response.status,
+            response.text()
+        );
+        ensure!(
+            response.error().contains(expected),
+            "{body:?}: {}",
+            response.text()
+        );
+    }
+    ensure!(get(f.at("csv"), "/ping").status == 200, "not serving");
+    Ok(())
+}
+
+fn json_lines_and_instances(f: &Fixture) -> Result<(), Failed> {
+    let lines = send(
+        f.at("jsonl"),
+        "application/jsonlines",
+        Some("text/csv"),
+        &[],
+        "[1,2]\n[3,4]\n",
+    );
+    ensure!(lines.status == 200, "{} {}", lines.status, lines.text());
+    ensure!(lines.text() == "3,5\n7,9\n", "{:?}", lines.text());
+    let instances = send(
+        f.at("jsonl"),
+        "application/json",
+        None,
+        &[],
+        r#"{"instances": [[0], [10]]}"#,
+    );
+    ensure!(
+        instances.status == 200,
+        "{} {}",
+        instances.status,
+        instances.text()
+    );
+    ensure!(
+        predictions(&instances) == [[1.0], [21.0]],
+        "{}",
+        instances.text()
+    );
+    let bad = send(
+        f.at("jsonl"),
+        "application/json",
+        None,
+        &[],
+        r#"{"rows": []}"#,
+    );
+    ensure!(bad.status == 400, "{} {}", bad.status, bad.text());
+    Ok(())
+}
+
+fn ab_split_stickiness_header_and_metrics(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("ab");
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let total = 400;
+    for i in 0..total {
+        let id = format!("inference-{i}");
+        let response = send(
+            at,
+            "text/csv",
+            Some("text/csv"),
+            &[("X-Amzn-SageMaker-Inference-Id", &id)],
+            "1\n",
+        );
+        ensure!(
+            response.status == 200,
+            "{} {}",
+            response.status,
+            response.text()
+        );
+        let variant = response
+            .header("x-trident-variant")
+            .ok_or("no variant header")?
+            .to_owned();
+        *counts.entry(variant).or_default() += 1;
+    }
+    let b = counts.get("b").copied().unwrap_or(0) as f64 / total as f64;
+    ensure!(
+        (0.62..=0.78).contains(&b),
+        "b served {b:.2} of requests (weight 0.70): {counts:?}"
+    );
+    // Sticky on the inference id.
+    let first = send(
+        at,
+        "text/csv",
+        None,
+        &[("X-Amzn-SageMaker-Inference-Id", "sticky-1")],
+        "1\n",
+    );
+    let variant = first
+        .header("x-trident-variant")
+        .ok_or("no header")?
+        .to_owned();
+    for _ in 0..10 {
+        let again = send(
+            at,
+            "text/csv",
+            None,
+            &[("X-Amzn-SageMaker-Inference-Id", "sticky-1")],
+            "1\n",
+        );
+        ensure!(
+            again.header("x-trident-variant") == Some(variant.as_str()),
+            "not sticky"
+        );
+    }
+    // The target variant wins.
+    for target in ["a", "b"] {
+        let response = send(
+            at,
+            "text/csv",
+            None,
+            &[
+                ("X-Amzn-SageMaker-Target-Variant", target),
+                ("X-Amzn-SageMaker-Inference-Id", "sticky-1"),
+            ],
+            "1\n",
+        );
+        ensure!(
+            response.header("x-trident-variant") == Some(target),
+            "target {target}: {:?}",
+            response.headers
+        );
+    }
+    let metrics = f.servers["ab"].1.metrics.render();
+    for variant in ["a", "b"] {
+        let line = format!(
+            "trident_plugin_calls_total{{plugin=\"csv\",hook=\"request\",variant=\"{variant}\",outcome=\"ok\"}}"
+        );
+        ensure!(metrics.contains(&line), "no {line} in\n{metrics}");
+    }
+    Ok(())
+}
+
+const NEAR_MISSES: [&str; 8] = [
+    "",
+    "out of range",
+    "oom",
+    "CUDA out-of-memory",
+    "memory error",
+    "No space left",
+    "failed to allocate",
+    "Cuda Out Of Mem",
+];
+
+fn oom_plugin_agrees_with_the_built_in_list(f: &Fixture) -> Result<(), Failed> {
+    let state = &f.servers["oom"].1;
+    let plugins = state.plugins.as_ref().ok_or("no plugins")?;
+    let markers = trident::mme::oom::OUT_OF_MEMORY_MARKERS;
+    let cases: Vec<String> = markers
+        .iter()
+        .map(|m| m.to_string())
+        .chain(
+            markers
+                .iter()
+                .map(|m| format!("load failed: {m} on device 0")),
+        )
+        .chain(NEAR_MISSES.iter().map(|m| m.to_string()))
+        .collect();
+    for message in cases {
+        let plugin = f
+            .runtime
+            .block_on(plugins.is_out_of_memory(&message))
+            .ok_or("the OOM plugin did not answer")?;
+        let built_in = trident::mme::oom::is_out_of_memory(&message);
+        ensure!(
+            plugin == built_in,
+            "{message:?}: plugin {plugin}, built-in {built_in}"
+        );
+    }
+    Ok(())
+}
+
+fn with_variant(f: &Fixture, variant: &str) -> common::http_client::HttpResponse {
+    send(
+        f.at("hostile"),
+        "text/csv",
+        None,
+        &[("X-Amzn-SageMaker-Target-Variant", variant)],
+        "1\n",
+    )
+}
+
+/// A healthy request right after a hostile one: the server and the model are fine.
+fn still_fine(f: &Fixture) -> Result<(), Failed> {
+    let response = send(f.at("csv"), "text/csv", Some("text/csv"), &[], "1\n");
+    ensure!(
+        response.status == 200 && response.text() == "3\n",
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        get(f.at("hostile"), "/ping").status == 200,
+        "hostile server not serving"
+    );
+    Ok(())
+}
+
+fn hostile_loop_is_interrupted(f: &Fixture) -> Result<(), Failed> {
+    let started = Instant::now();
+    let response = with_variant(f, "loop");
+    let took = started.elapsed();
+    ensure!(
+        response.status == 504,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("time limit of 200 ms"),
+        "{}",
+        response.text()
+    );
+    ensure!(
+        took >= Duration::from_millis(190) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    still_fine(f)
+}
+
+fn hostile_hog_is_refused(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "hog");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("memory limit of 32 MiB"),
+        "{}",
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn hostile_trap_is_a_500(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "trap");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("plugin 'trap' failed"),
+        "{}",
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn hostile_bad_tensor_is_a_clean_error(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "bad-tensor");
+    ensure!(
+        (400..500).contains(&response.status),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(!response.error().is_empty(), "no message");
+    still_fine(f)
+}
+
+fn hostile_snoop_sees_no_files_or_environment(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "snoop");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let error = response.error();
+    ensure!(
+        error.contains("snoop: file=Err"),
+        "the plugin read a file: {error}"
+    );
+    ensure!(
+        error.contains("env=0"),
+        "the plugin saw environment variables: {error}"
+    );
+    still_fine(f)
+}
+
+fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "chatty");
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(), Failed> {
+    let dir = f.manifests.path();
+    let load = |name: &str, text: String| -> Result<(), String> {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let manifest = Manifest::load(&path).map_err(|e| e.to_string())?;
+        f.runtime
+            .block_on(PluginHost::load(&manifest))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let wrong_digest =
+        plugin("csv", "csv_request", "").replace(&digest("csv_request"), &"ab".repeat(32));
+    let error = load("digest", wrong_digest)
+        .err()
+        .ok_or("digest mismatch accepted")?;
+    ensure!(error.contains("sha256 mismatch"), "{error}");
+
+    let secret = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+    let public = trident::plugins::signing::public_key(secret)?;
+    let signed_header = format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n");
+    let error = load(
+        "unsigned",
+        format!("{signed_header}{}", plugin("csv", "csv_request", "")),
+    )
+    .err()
+    .ok_or("unsigned accepted")?;
+    ensure!(error.contains("is not signed"), "{error}");
+    let signature = trident::plugins::signing::sign(&std::fs::read(guest("csv_request"))?, secret)?;
+    let signed = plugin(
+        "csv",
+        "csv_request",
+        &format!("signature = \"{signature}\""),
+    );
+    load("signed", format!("{signed_header}{signed}"))
+        .map_err(|e| format!("a signed plugin was refused: {e}"))?;
+    let other =
+        trident::plugins::signing::sign(&std::fs::read(guest("csv_request"))?, &"22".repeat(32))?;
+    let wrong_key = plugin("csv", "csv_request", &format!("signature = \"{other}\""));
+    let error = load("wrong_key", format!("{signed_header}{wrong_key}"))
+        .err()
+        .ok_or("untrusted signature accepted")?;
+    ensure!(error.contains("not from a trusted key"), "{error}");
+
+    let error = load(
+        "unknown",
+        format!("{}colour = \"blue\"\n", plugin("csv", "csv_request", "")),
+    )
+    .err()
+    .ok_or("unknown key accepted")?;
+    ensure!(error.contains("colour"), "{error}");
+    let error = load("refusing", hostile("refuse-config", ""))
+        .err()
+        .ok_or("refused config accepted")?;
+    ensure!(error.contains("refuses its configuration"), "{error}");
+    let error = load(
+        "bad_datatype",
+        plugin("csv", "csv_request", "config = { datatype = \"COMPLEX\" }"),
+    )
+    .err()
+    .ok_or("bad config accepted")?;
+    ensure!(error.contains("COMPLEX"), "{error}");
+    Ok(())
+}
