@@ -20,6 +20,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve SageMaker's container contract (the container entrypoint: `docker run <image> serve`).
     Serve(Box<ServeArgs>),
+    /// Plugin keys, signatures and inspection.
+    #[command(subcommand)]
+    Plugin(crate::plugins::cli::PluginCommand),
     /// Load the Triton core and report where it was found and its C API version.
     CheckTriton {
         /// A Triton installation (folder with lib/libtritonserver.so) or the library file itself.
@@ -43,6 +46,7 @@ impl Cli {
                     .build()?
                     .block_on(crate::serve::run(config))
             }
+            Command::Plugin(command) => command.run(),
             Command::CheckTriton { triton_home } => {
                 let triton = triton::library::load(triton_home.as_deref())?;
                 let mut out = std::io::stdout().lock();

@@ -75,9 +75,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
     let grace = config.shutdown_grace;
     let metrics_port = config.metrics_port;
-    let mut state = AppState::new(TritonEngine::new(server), config);
-    state.plugins = plugins;
+    let state = AppState::new(TritonEngine::new(server), config);
+    state.plugins.store(plugins);
     let state = Arc::new(state);
+    tokio::spawn(reload_on_sighup(Arc::clone(&state)));
     if let Some(port) = metrics_port {
         let listener = TcpListener::bind((state.config.listen.ip(), port)).await?;
         tracing::info!(address = %listener.local_addr()?, "serving metrics");
@@ -89,6 +90,20 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     tokio::task::spawn_blocking(move || drop(state)).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// SIGHUP reloads the plugin manifest; a manifest that fails to load leaves the old plugins.
+async fn reload_on_sighup(state: Arc<AppState<TritonEngine>>) {
+    let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    else {
+        tracing::warn!("cannot listen for SIGHUP; plugin reload only through POST /plugins/reload");
+        return;
+    };
+    while hangup.recv().await.is_some() {
+        if let Err(error) = state.reload_plugins().await {
+            tracing::error!(%error, "plugin reload failed; the previous plugins stay in service");
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -85,6 +85,10 @@ fn main() -> std::process::ExitCode {
             "load_refuses_bad_digests_signatures_keys_and_configs",
             load_refuses_bad_digests_signatures_keys_and_configs,
         ),
+        (
+            "reload_swaps_plugins_or_keeps_the_old_set",
+            reload_swaps_plugins_or_keeps_the_old_set,
+        ),
     ];
     let trials = checks
         .iter()
@@ -230,8 +234,14 @@ fn start() -> Fixture {
         let host = runtime
             .block_on(PluginHost::load(&manifest))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut state = AppState::new(engine.clone(), config());
-        state.plugins = Some(Arc::new(host));
+        let state = AppState::new(
+            engine.clone(),
+            Config {
+                plugins: Some(path.clone()),
+                ..config()
+            },
+        );
+        state.plugins.store(Some(Arc::new(host)));
         let state = Arc::new(state);
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -525,7 +535,7 @@ const NEAR_MISSES: [&str; 8] = [
 
 fn oom_plugin_agrees_with_the_built_in_list(f: &Fixture) -> Result<(), Failed> {
     let state = &f.servers["oom"].1;
-    let plugins = state.plugins.as_ref().ok_or("no plugins")?;
+    let plugins = state.plugins.load_full().ok_or("no plugins")?;
     let markers = trident::mme::oom::OUT_OF_MEMORY_MARKERS;
     let cases: Vec<String> = markers
         .iter()
@@ -736,5 +746,59 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     .err()
     .ok_or("bad config accepted")?;
     ensure!(error.contains("COMPLEX"), "{error}");
+    Ok(())
+}
+
+fn reload_swaps_plugins_or_keeps_the_old_set(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("csv");
+    let path = f.manifests.path().join("csv.toml");
+    let good = std::fs::read_to_string(&path)?;
+    let reload = || request(at, "POST", "/plugins/reload", &[], b"");
+    let response = reload();
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(response.json()["plugins"] == 2, "{}", response.text());
+
+    // A broken manifest is refused and the old plugins keep serving.
+    std::fs::write(&path, format!("{good}\nbogus = 1\n"))?;
+    let refused = reload();
+    std::fs::write(&path, &good)?;
+    ensure!(
+        refused.status == 400,
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    ensure!(refused.error().contains("bogus"), "{}", refused.text());
+    let still = send(at, "text/csv", Some("text/csv"), &[], "2\n");
+    ensure!(
+        still.status == 200 && still.text() == "5\n",
+        "{} {}",
+        still.status,
+        still.text()
+    );
+
+    // A manifest without adapters for the model: CSV is no longer understood.
+    std::fs::write(&path, "")?;
+    let emptied = reload();
+    std::fs::write(&path, &good)?;
+    ensure!(
+        emptied.status == 200,
+        "{} {}",
+        emptied.status,
+        emptied.text()
+    );
+    let plain = send(at, "text/csv", None, &[], "2\n");
+    ensure!(
+        plain.status == 400,
+        "CSV accepted without plugins: {} {}",
+        plain.status,
+        plain.text()
+    );
+    ensure!(reload().status == 200, "restoring the manifest failed");
     Ok(())
 }

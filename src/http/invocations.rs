@@ -10,11 +10,12 @@ use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
 use super::invocation::Invocation;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::{Engine, EngineError, InferRequest};
 use crate::plugins::host::{Adapted, InferenceResult};
-use crate::plugins::{CallFailure, PluginError, Reply, Selection, convert};
+use crate::plugins::{CallFailure, PluginError, PluginHost, Reply, Selection, convert};
 use crate::protocol::binary_header::json_header_size;
 use crate::protocol::generate::{decode_generate_request, encode_generate_response, input_specs};
 use crate::protocol::sse::{EVENT_STREAM, error_event, event};
@@ -64,7 +65,8 @@ pub async fn infer<E: Engine>(
     body: Bytes,
     style: ErrorStyle,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let selection = state.plugins.as_ref().and_then(|plugins| {
+    let plugins = state.plugins.load_full();
+    let selection = plugins.as_ref().and_then(|plugins| {
         plugins.select(
             model,
             invocation.target_variant.as_deref(),
@@ -72,7 +74,8 @@ pub async fn infer<E: Engine>(
         )
     });
     let variant = selection.as_ref().and_then(|s| s.variant.clone());
-    let mut response = infer_with(state, route, model, invocation, body, style, selection).await;
+    let plugged = plugins.zip(selection);
+    let mut response = infer_with(state, route, model, invocation, body, style, plugged).await;
     if let Some(variant) = variant
         && let Ok(value) = HeaderValue::from_str(&variant)
     {
@@ -92,7 +95,7 @@ async fn infer_with<E: Engine>(
     invocation: &Invocation,
     body: Bytes,
     style: ErrorStyle,
-    selection: Option<Selection>,
+    plugged: Option<(Arc<PluginHost>, Selection)>,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let protocol = async |e: crate::protocol::ProtocolError| match style {
         ErrorStyle::ByCode => ApiError::from(e),
@@ -102,17 +105,18 @@ async fn infer_with<E: Engine>(
             ApiError::bad_request_or_oom(message, oom)
         }
     };
-    let (selection, plugins) = match (selection, &state.plugins) {
-        (Some(selection), Some(plugins)) => (selection, Some(plugins)),
-        _ => (
+    let (plugins, selection) = match plugged {
+        Some((plugins, selection)) => (Some(plugins), selection),
+        None => (
+            None,
             Selection {
                 variant: None,
                 request: None,
                 response: None,
             },
-            None,
         ),
     };
+    let plugins = plugins.as_deref();
     let request_plugin = selection
         .request
         .filter(|p| p.serves_content_type(invocation.content_type.as_deref()));

@@ -39,6 +39,8 @@ pub enum Route<'a> {
     Models,
     Model(&'a str),
     Invoke(&'a str),
+    /// `POST /plugins/reload`: reload the plugin manifest (restricted like the model repository).
+    PluginReload,
 }
 
 impl<'a> Route<'a> {
@@ -49,6 +51,7 @@ impl<'a> Route<'a> {
             "/invocations" => Some(Route::Invocations),
             "/execution-parameters" => Some(Route::ExecutionParameters),
             "/models" | "/models/" => Some(Route::Models),
+            "/plugins/reload" => Some(Route::PluginReload),
             _ => {
                 let rest = path.strip_prefix("/models/")?;
                 match rest.split_once('/') {
@@ -64,7 +67,7 @@ impl<'a> Route<'a> {
     pub fn allow(self) -> &'static str {
         match self {
             Route::Ping | Route::ExecutionParameters => "GET",
-            Route::Invocations | Route::Invoke(_) => "POST",
+            Route::Invocations | Route::Invoke(_) | Route::PluginReload => "POST",
             Route::Models => "GET, POST",
             Route::Model(_) => "GET, DELETE",
         }
@@ -159,6 +162,20 @@ async fn dispatch<E: Engine>(
             let invocation = Invocation::from_headers(headers);
             let body = read_body(body, headers, limit).await?;
             models::invoke(state, name, &invocation, body).await
+        }
+        (Route::PluginReload, &Method::POST) => {
+            require(state, Category::ModelRepository, headers)?;
+            let count = state
+                .reload_plugins()
+                .await
+                .map_err(ApiError::bad_request)?;
+            let body = serde_json::json!({ "plugins": count }).to_string();
+            let mut response = Response::new(ResponseBody::full(body));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Ok(response)
         }
         (route, _) => Err(ApiError::method_not_allowed(route.allow())),
     }

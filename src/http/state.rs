@@ -5,7 +5,10 @@ use std::sync::Arc;
 use crate::config::{Config, Mode};
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
+use arc_swap::ArcSwapOption;
+
 use crate::plugins::PluginHost;
+use crate::plugins::manifest::Manifest;
 
 /// The name `/invocations` uses when no default model is configured (as Triton's frontend).
 pub const UNSPECIFIED_MODEL: &str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME";
@@ -17,16 +20,35 @@ pub struct AppState<E> {
     pub registry: ModelRegistry,
     /// The model `/invocations` serves.
     pub default_model: String,
-    /// Loaded WebAssembly plugins, if a manifest was given.
-    pub plugins: Option<Arc<PluginHost>>,
+    /// Loaded WebAssembly plugins, if a manifest was given; swapped whole on reload, while
+    /// requests in flight keep the set they started with.
+    pub plugins: ArcSwapOption<PluginHost>,
     pub metrics: Metrics,
 }
 
 impl<E> AppState<E> {
+    /// Loads the manifest again and swaps the plugin set in. On any error the old set stays and
+    /// the error is returned. Returns how many plugins are now loaded.
+    pub async fn reload_plugins(&self) -> Result<usize, String> {
+        let Some(path) = &self.config.plugins else {
+            return Err(
+                "no plugin manifest is configured (--plugins or SAGEMAKER_TRITON_PLUGINS)".into(),
+            );
+        };
+        let manifest = Manifest::load(path).map_err(|e| e.to_string())?;
+        let host = PluginHost::load(&manifest)
+            .await
+            .map_err(|e| e.to_string())?;
+        let count = host.plugins().count();
+        self.plugins.store(Some(Arc::new(host)));
+        tracing::info!(manifest = %path.display(), plugins = count, "plugins reloaded");
+        Ok(count)
+    }
+
     /// Whether an engine error message means out-of-memory: the OOM plugin's verdict when one
     /// is configured (and answers), else the built-in list.
     pub async fn is_out_of_memory(&self, message: &str) -> bool {
-        if let Some(plugins) = &self.plugins
+        if let Some(plugins) = self.plugins.load_full()
             && let Some(verdict) = plugins.is_out_of_memory(message).await
         {
             return verdict;
@@ -48,7 +70,7 @@ impl<E> AppState<E> {
             engine,
             registry: ModelRegistry::new(models_root, UnloadTiming::default()),
             default_model,
-            plugins: None,
+            plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
             config,
         }

@@ -8,6 +8,7 @@
 //! - `bindings`, `convert`: generated bindings and type conversions.
 
 mod bindings;
+pub mod cli;
 pub mod convert;
 pub mod host;
 pub mod manifest;

@@ -1,0 +1,144 @@
+//! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use wasmtime::component::Component;
+
+use super::host::sha256_hex;
+use super::signing;
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Create an ed25519 key pair: the secret key file (hex) and its public key (printed).
+    Keygen {
+        /// Where to write the secret key (created with mode 0600).
+        secret_key: PathBuf,
+    },
+    /// Sign a plugin: writes `<plugin>.sig` (hex) next to it.
+    Sign {
+        plugin: PathBuf,
+        /// The secret key file written by `keygen`.
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Check a plugin's signature against trusted public keys (hex); exits 1 when it fails.
+    Verify {
+        plugin: PathBuf,
+        /// A trusted public key (repeat for several).
+        #[arg(long = "trusted-key", required = true)]
+        trusted_keys: Vec<String>,
+        /// The signature (hex); by default `<plugin>.sig`.
+        #[arg(long)]
+        signature: Option<String>,
+    },
+    /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
+    Inspect { plugin: PathBuf },
+}
+
+type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+impl PluginCommand {
+    pub fn run(self) -> CliResult {
+        let mut out = std::io::stdout().lock();
+        match self {
+            PluginCommand::Keygen { secret_key } => {
+                let mut seed = [0u8; 32];
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+                    .map_err(|e| format!("no randomness: {e}"))?;
+                let secret = hex::encode(seed);
+                write_secret(&secret_key, &secret)?;
+                writeln!(out, "secret key: {}", secret_key.display())?;
+                writeln!(out, "public key: {}", signing::public_key(&secret)?)?;
+            }
+            PluginCommand::Sign { plugin, key } => {
+                let secret = std::fs::read_to_string(&key)
+                    .map_err(|e| format!("cannot read {}: {e}", key.display()))?;
+                let signature = signing::sign(&read(&plugin)?, secret.trim())?;
+                let sig_path = plugin.with_extension("wasm.sig");
+                std::fs::write(&sig_path, format!("{signature}\n"))?;
+                writeln!(out, "signature: {signature}")?;
+                writeln!(out, "written to {}", sig_path.display())?;
+                writeln!(out, "public key: {}", signing::public_key(secret.trim())?)?;
+            }
+            PluginCommand::Verify {
+                plugin,
+                trusted_keys,
+                signature,
+            } => {
+                signing::verify_plugin(
+                    &read(&plugin)?,
+                    &plugin,
+                    signature.as_deref(),
+                    &trusted_keys,
+                )
+                .map_err(|e| format!("{}: {e}", plugin.display()))?;
+                writeln!(out, "{}: signature valid", plugin.display())?;
+            }
+            PluginCommand::Inspect { plugin } => inspect(&plugin, &mut out)?,
+        }
+        Ok(())
+    }
+}
+
+fn write_secret(path: &Path, secret: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    writeln!(file, "{secret}").map_err(|e| e.to_string())
+}
+
+fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
+    let bytes = read(path)?;
+    let runtime = super::runtime::Runtime::new()?;
+    let component =
+        Component::new(&runtime.engine, &bytes).map_err(|e| format!("not a component: {e}"))?;
+    let ty = component.component_type();
+    writeln!(out, "plugin:  {}", path.display())?;
+    writeln!(out, "sha256:  {}", sha256_hex(&bytes))?;
+    writeln!(out, "size:    {} bytes", bytes.len())?;
+    writeln!(out, "imports:")?;
+    for (name, _) in ty.imports(&runtime.engine) {
+        writeln!(out, "  {name}")?;
+    }
+    writeln!(out, "exports:")?;
+    let mut hooks = Vec::new();
+    for (name, _) in ty.exports(&runtime.engine) {
+        writeln!(out, "  {name}")?;
+        for (interface, hook) in [
+            ("trident:plugin/request-adapter", "request adapter"),
+            ("trident:plugin/response-adapter", "response adapter"),
+            ("trident:plugin/oom-classifier", "OOM classifier"),
+        ] {
+            if name.starts_with(interface) {
+                hooks.push(hook);
+            }
+        }
+    }
+    let usable = runtime.linker.instantiate_pre(&component).is_ok();
+    writeln!(
+        out,
+        "hooks:   {}",
+        if hooks.is_empty() {
+            "none".into()
+        } else {
+            hooks.join(", ")
+        }
+    )?;
+    writeln!(
+        out,
+        "imports satisfied by trident: {}",
+        if usable { "yes" } else { "no" }
+    )?;
+    Ok(())
+}
