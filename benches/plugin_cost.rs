@@ -85,9 +85,11 @@ fn main() {
             + "\n";
         let v2 = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, columns], "data": values}]})
             .to_string();
-        let mut invocation = trident::http::invocation::Invocation::default();
-        invocation.content_type = Some("text/csv".into());
-        invocation.accept = Some("text/csv".into());
+        let invocation = trident::http::invocation::Invocation {
+            content_type: Some("text/csv".into()),
+            accept: Some("text/csv".into()),
+            ..Default::default()
+        };
         let wit = invocation_to_wit("/invocations", "m", &invocation, csv.as_bytes());
 
         let (p50, p99) = measure(iterations, || {

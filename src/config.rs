@@ -188,6 +188,33 @@ pub struct Config {
     pub triton_home: Option<PathBuf>,
 }
 
+impl Config {
+    /// A configuration for `mode` with every other setting at its default, listening on
+    /// 127.0.0.1 on any free port (for embedding and tests; `trident serve` resolves flags).
+    pub fn new(mode: Mode) -> Config {
+        Config {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            mode,
+            ping_mode: PingMode::Ready,
+            inference_type: InferenceType::Infer,
+            restrictions: Vec::new(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            list_page_size: 1000,
+            batch: None,
+            shutdown_grace: Duration::from_secs(25),
+            metrics_port: None,
+            plugins: None,
+            worker_threads: None,
+            core_logging: CoreLogging::default(),
+            backend_config: Vec::new(),
+            buffer_manager_threads: None,
+            model_load_gpu_limit: None,
+            model_namespacing: true,
+            triton_home: None,
+        }
+    }
+}
+
 /// A start-up check that failed; the message is what the entry script prints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -2,6 +2,7 @@
 //! Triton core: one core for the whole binary, several trident HTTP servers over it, each
 //! configured like one kind of deployment (single model, generate, multi-model, restricted...).
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -10,13 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use serde_json::{Value, json};
 use trident::config::{Config, InferenceType, Mode, PingMode};
 use trident::engine::Engine;
-use trident::engine::triton::{
-    BackendSetting, CoreLogging, ModelControl, Server, ServerConfig, TritonEngine,
-};
+use trident::engine::triton::{BackendSetting, ModelControl, Server, ServerConfig, TritonEngine};
 use trident::http::restricted::parse_restrictions;
 use trident::http::{self, AppState};
 
@@ -38,21 +37,8 @@ impl Fixture {
     }
 }
 
-type Check = fn(&Fixture) -> Result<(), Failed>;
-
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 fn main() -> std::process::ExitCode {
-    let mut args = Arguments::from_args();
-    args.test_threads = Some(1); // one core: readiness and the model index are shared
-    let fixture = Arc::new(start());
-    let checks: &[(&str, Check)] = &[
+    let checks: &[common::Check<Fixture>] = &[
         (
             "ping_is_200_with_an_empty_body",
             ping_is_200_with_an_empty_body,
@@ -123,38 +109,13 @@ fn main() -> std::process::ExitCode {
             ping_ready_fails_but_live_passes_after_a_failed_load,
         ),
     ];
-    let trials = checks
-        .iter()
-        .map(|&(name, check)| {
-            let fixture = Arc::clone(&fixture);
-            Trial::test(name, move || check(&fixture))
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(fixture);
-    conclusion.exit_code()
+    common::run_checks(start(), checks)
 }
 
 fn base_config(mode: Mode) -> Config {
     Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        mode,
-        ping_mode: PingMode::Ready,
-        inference_type: InferenceType::Infer,
-        restrictions: Vec::new(),
-        max_body_bytes: trident::config::DEFAULT_MAX_BODY_BYTES,
-        list_page_size: 1000,
-        batch: None,
         shutdown_grace: Duration::from_secs(5),
-        metrics_port: None,
-        plugins: None,
-        worker_threads: None,
-        core_logging: CoreLogging::default(),
-        backend_config: Vec::new(),
-        buffer_manager_threads: None,
-        model_load_gpu_limit: None,
-        model_namespacing: true,
-        triton_home: None,
+        ..Config::new(mode)
     }
 }
 

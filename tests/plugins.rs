@@ -1,6 +1,7 @@
 //! WebAssembly plugins end to end: real compiled guests, real Triton, real HTTP on 127.0.0.1.
 //! Example adapters, A/B variants, the OOM policy, and hostile guests written to break the rules.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -9,12 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use serde_json::json;
-use trident::config::{Config, InferenceType, Mode, PingMode};
-use trident::engine::triton::{
-    BackendSetting, CoreLogging, ModelControl, Server, ServerConfig, TritonEngine,
-};
+use trident::config::{Config, Mode};
+use trident::engine::triton::{BackendSetting, ModelControl, Server, ServerConfig, TritonEngine};
 use trident::http::{self, AppState};
 use trident::plugins::PluginHost;
 use trident::plugins::manifest::Manifest;
@@ -35,21 +34,8 @@ impl Fixture {
     }
 }
 
-type Check = fn(&Fixture) -> Result<(), Failed>;
-
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
-}
-
 fn main() -> std::process::ExitCode {
-    let mut args = Arguments::from_args();
-    args.test_threads = Some(1);
-    let fixture = Arc::new(start());
-    let checks: &[(&str, Check)] = &[
+    let checks: &[common::Check<Fixture>] = &[
         ("csv_in_csv_out", csv_in_csv_out),
         ("csv_in_json_out", csv_in_json_out),
         (
@@ -90,16 +76,7 @@ fn main() -> std::process::ExitCode {
             reload_swaps_plugins_or_keeps_the_old_set,
         ),
     ];
-    let trials = checks
-        .iter()
-        .map(|&(name, check)| {
-            let fixture = Arc::clone(&fixture);
-            Trial::test(name, move || check(&fixture))
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(fixture);
-    conclusion.exit_code()
+    common::run_checks(start(), checks)
 }
 
 fn examples_dir() -> PathBuf {
@@ -107,29 +84,10 @@ fn examples_dir() -> PathBuf {
 }
 
 fn config() -> Config {
-    Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        mode: Mode::SingleModel {
-            repository: examples_dir(),
-            default_model: "affine".into(),
-        },
-        ping_mode: PingMode::Ready,
-        inference_type: InferenceType::Infer,
-        restrictions: Vec::new(),
-        max_body_bytes: trident::config::DEFAULT_MAX_BODY_BYTES,
-        list_page_size: 1000,
-        batch: None,
-        shutdown_grace: Duration::from_secs(1),
-        metrics_port: None,
-        plugins: None,
-        worker_threads: None,
-        core_logging: CoreLogging::default(),
-        backend_config: Vec::new(),
-        buffer_manager_threads: None,
-        model_load_gpu_limit: None,
-        model_namespacing: true,
-        triton_home: None,
-    }
+    Config::new(Mode::SingleModel {
+        repository: examples_dir(),
+        default_model: "affine".into(),
+    })
 }
 
 /// A `[plugins.<name>]` table for a built guest.

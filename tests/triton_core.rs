@@ -1,12 +1,12 @@
 //! The engine layer against the real Triton core: one in-process server for the whole binary,
 //! started before the tests and stopped after them, serving the Python models in `tests/models`.
 
+#[macro_use]
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use trident::engine::triton::{
     ApiVersion, BackendSetting, ModelControl, Server, ServerConfig, TransactionPolicy,
 };
@@ -21,15 +21,8 @@ struct Fixture {
     _extra: tempfile::TempDir,
 }
 
-type Check = fn(&Fixture) -> Result<(), Failed>;
-
 fn main() -> std::process::ExitCode {
-    let mut args = Arguments::from_args();
-    // Tests share one server and some look at its global state (readiness, the model index).
-    args.test_threads = Some(1);
-
-    let fixture = Arc::new(start());
-    let checks: &[(&str, Check)] = &[
+    let checks: &[common::Check<Fixture>] = &[
         (
             "core_reports_a_supported_api_version",
             core_reports_a_supported_api_version,
@@ -72,16 +65,7 @@ fn main() -> std::process::ExitCode {
             dropping_a_stream_cancels_the_request,
         ),
     ];
-    let trials = checks
-        .iter()
-        .map(|&(name, check)| {
-            let fixture = Arc::clone(&fixture);
-            Trial::test(name, move || check(&fixture))
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(fixture); // stops the server before the process exits
-    conclusion.exit_code()
+    common::run_checks(start(), checks)
 }
 
 fn start() -> Fixture {
@@ -115,15 +99,6 @@ fn start() -> Fixture {
         runtime,
         _extra: extra,
     }
-}
-
-/// `assert!` for trials: a failure message instead of a panic.
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)+) => {
-        if !$cond {
-            return Err(format!($($msg)+).into());
-        }
-    };
 }
 
 fn core_reports_a_supported_api_version(_: &Fixture) -> Result<(), Failed> {

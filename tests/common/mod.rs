@@ -4,6 +4,40 @@
 pub mod http_client;
 pub mod plugins;
 
+/// `assert!` for trials: returns a failure message instead of panicking.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+/// A named check against a shared fixture.
+pub type Check<F> = (&'static str, fn(&F) -> Result<(), libtest_mimic::Failed>);
+
+/// Runs `checks` one at a time against one fixture (one Triton core per test binary: readiness
+/// and the model index are shared), then drops the fixture (stopping the core) before exiting.
+pub fn run_checks<F: Send + Sync + 'static>(
+    fixture: F,
+    checks: &[Check<F>],
+) -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = Some(1);
+    let fixture = std::sync::Arc::new(fixture);
+    let trials = checks
+        .iter()
+        .map(|&(name, check)| {
+            let fixture = std::sync::Arc::clone(&fixture);
+            libtest_mimic::Trial::test(name, move || check(&fixture))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(fixture);
+    conclusion.exit_code()
+}
+
 use std::path::{Path, PathBuf};
 
 use trident::engine::triton::{self, Triton};
