@@ -90,7 +90,14 @@ fn main() {
             accept: Some("text/csv".into()),
             ..Default::default()
         };
-        let wit = invocation_to_wit("/invocations", "m", &invocation, csv.as_bytes());
+        let wit = invocation_to_wit(
+            "/invocations",
+            "m",
+            &invocation,
+            &http::HeaderMap::new(),
+            &[],
+            csv.as_bytes(),
+        );
 
         let (p50, p99) = measure(iterations, || {
             let adapted = runtime

@@ -26,6 +26,7 @@ struct Fixture {
     runtime: tokio::runtime::Runtime,
     servers: HashMap<&'static str, (SocketAddr, Arc<AppState<TritonEngine>>)>,
     manifests: tempfile::TempDir,
+    models_root: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -75,6 +76,11 @@ fn main() -> std::process::ExitCode {
             "reload_swaps_plugins_or_keeps_the_old_set",
             reload_swaps_plugins_or_keeps_the_old_set,
         ),
+        (
+            "plugins_see_sagemaker_headers_and_only_allowed_others",
+            plugins_see_sagemaker_headers_and_only_allowed_others,
+        ),
+        ("mme_loads_ask_the_oom_plugin", mme_loads_ask_the_oom_plugin),
     ];
     common::run_checks(start(), checks)
 }
@@ -124,12 +130,21 @@ fn manifests() -> Vec<(&'static str, String)> {
         "content_types = [\"application/jsonlines\", \"application/json\"]",
     );
     let oom = plugin("oom", "oom_default", "");
-    let hostiles = ["loop", "hog", "trap", "bad-tensor", "snoop", "chatty"];
+    let hostiles = [
+        "loop",
+        "hog",
+        "trap",
+        "bad-tensor",
+        "snoop",
+        "chatty",
+        "echo",
+    ];
     let mut hostile_manifest: String = hostiles
         .iter()
         .map(|mode| match *mode {
             "loop" => hostile(mode, "time_limit_ms = 200"),
             "hog" => hostile(mode, "memory_limit_mb = 32"),
+            "echo" => hostile(mode, "headers = [\"X-Tenant\"]"),
             _ => hostile(mode, ""),
         })
         .collect();
@@ -184,19 +199,37 @@ fn start() -> Fixture {
         .build()
         .unwrap();
     let manifest_dir = tempfile::tempdir().unwrap();
+    let models_root = tempfile::tempdir().unwrap();
     let mut servers = HashMap::new();
-    for (name, text) in manifests() {
+    let mut list = manifests();
+    list.push((
+        "oom_mme",
+        format!(
+            "oom = \"everything\"
+{}",
+            plugin("everything", "oom_everything", "")
+        ),
+    ));
+    for (name, text) in list {
         let path = manifest_dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         let manifest = Manifest::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let host = runtime
             .block_on(PluginHost::load(&manifest))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mode = if name == "oom_mme" {
+            Mode::MultiModel {
+                repository: models_dir(),
+                models_root: models_root.path().to_path_buf(),
+            }
+        } else {
+            config().mode
+        };
         let state = AppState::new(
             engine.clone(),
             Config {
                 plugins: Some(path.clone()),
-                ..config()
+                ..Config::new(mode)
             },
         );
         state.plugins.store(Some(Arc::new(host)));
@@ -217,6 +250,7 @@ fn start() -> Fixture {
         runtime,
         servers,
         manifests: manifest_dir,
+        models_root,
     }
 }
 
@@ -758,5 +792,65 @@ fn reload_swaps_plugins_or_keeps_the_old_set(f: &Fixture) -> Result<(), Failed> 
         plain.text()
     );
     ensure!(reload().status == 200, "restoring the manifest failed");
+    Ok(())
+}
+
+fn plugins_see_sagemaker_headers_and_only_allowed_others(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("hostile"),
+        "text/csv",
+        None,
+        &[
+            ("X-Amzn-SageMaker-Target-Variant", "echo"),
+            ("X-Amzn-SageMaker-Custom-Attributes", "trace=on"),
+            ("X-Amzn-SageMaker-Inference-Id", "id-7"),
+            ("X-Tenant", "acme"),
+            ("X-Secret", "hunter2"),
+        ],
+        "1\n",
+    );
+    ensure!(
+        response.status == 400,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let echo = response.error();
+    for expected in [
+        "route=/invocations",
+        "model=affine",
+        "custom=Some(\"trace=on\")",
+        "variant=Some(\"echo\")",
+        "id=Some(\"id-7\")",
+        "headers=x-tenant=acme",
+    ] {
+        ensure!(echo.contains(expected), "{expected} missing from {echo}");
+    }
+    ensure!(
+        !echo.contains("hunter2"),
+        "the plugin saw a header it was not given: {echo}"
+    );
+    Ok(())
+}
+
+/// The configured policy decides: this one calls every failure out-of-memory, so a model whose
+/// initialisation merely fails (400 with the built-in list) answers 507.
+fn mme_loads_ask_the_oom_plugin(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("oom_mme");
+    let url = f.models_root.path().join("oomhash/model");
+    common::copy_model("init_fail", url.parent().unwrap(), "model");
+    let body = json!({"model_name": "oomhash", "url": url.display().to_string()}).to_string();
+    let response = request(at, "POST", "/models", &[], body.as_bytes());
+    ensure!(
+        response.status == 507,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let metrics = f.servers["oom_mme"].1.metrics.render();
+    ensure!(
+        metrics.contains("trident_model_loads_total{outcome=\"failure\"} 1"),
+        "{metrics}"
+    );
     Ok(())
 }

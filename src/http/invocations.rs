@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::{Engine, EngineError, InferRequest};
+use crate::plugins::host::LoadedPlugin;
 use crate::plugins::host::{Adapted, InferenceResult};
 use crate::plugins::{CallFailure, PluginError, PluginHost, Reply, Selection, convert};
 use crate::protocol::binary_header::json_header_size;
@@ -62,6 +63,7 @@ pub async fn infer<E: Engine>(
     route: &str,
     model: &str,
     invocation: &Invocation,
+    headers: &http::HeaderMap,
     body: Bytes,
     style: ErrorStyle,
 ) -> Result<Response<ResponseBody>, ApiError> {
@@ -75,7 +77,14 @@ pub async fn infer<E: Engine>(
     });
     let variant = selection.as_ref().and_then(|s| s.variant.clone());
     let plugged = plugins.zip(selection);
-    let mut response = infer_with(state, route, model, invocation, body, style, plugged).await;
+    let call = Call {
+        route,
+        model,
+        invocation,
+        headers,
+        style,
+    };
+    let mut response = infer_with(state, &call, body, plugged).await;
     if let Some(variant) = variant
         && let Ok(value) = HeaderValue::from_str(&variant)
     {
@@ -88,15 +97,28 @@ pub async fn infer<E: Engine>(
     response
 }
 
+/// What one inference call is about.
+struct Call<'a> {
+    route: &'a str,
+    model: &'a str,
+    invocation: &'a Invocation,
+    headers: &'a http::HeaderMap,
+    style: ErrorStyle,
+}
+
 async fn infer_with<E: Engine>(
     state: &AppState<E>,
-    route: &str,
-    model: &str,
-    invocation: &Invocation,
+    call: &Call<'_>,
     body: Bytes,
-    style: ErrorStyle,
     plugged: Option<(Arc<PluginHost>, Selection)>,
 ) -> Result<Response<ResponseBody>, ApiError> {
+    let Call {
+        route,
+        model,
+        invocation,
+        headers,
+        style,
+    } = *call;
     let protocol = async |e: crate::protocol::ProtocolError| match style {
         ErrorStyle::ByCode => ApiError::from(e),
         ErrorStyle::MultiModel => {
@@ -130,13 +152,14 @@ async fn infer_with<E: Engine>(
         }
     });
     let variant = selection.variant.as_deref().unwrap_or("");
-    let wit_invocation = (request_plugin.is_some() || response_plugin.is_some())
-        .then(|| convert::invocation_to_wit(route, model, invocation, &body));
+    let wit_invocation = |plugin: &LoadedPlugin| {
+        convert::invocation_to_wit(route, model, invocation, headers, &plugin.headers, &body)
+    };
 
-    let (request, encoding) = match (&request_plugin, plugins, &wit_invocation) {
-        (Some(plugin), Some(plugins), Some(wit)) => {
+    let (request, encoding) = match (&request_plugin, plugins) {
+        (Some(plugin), Some(plugins)) => {
             let started = Instant::now();
-            let adapted = plugins.adapt_request(plugin, wit).await;
+            let adapted = plugins.adapt_request(plugin, &wit_invocation(plugin)).await;
             state.metrics.observe_plugin(
                 &plugin.name,
                 "request",
@@ -202,7 +225,7 @@ async fn infer_with<E: Engine>(
         }
     };
 
-    if let (Some(plugin), Some(plugins), Some(wit)) = (&response_plugin, plugins, &wit_invocation) {
+    if let (Some(plugin), Some(plugins)) = (&response_plugin, plugins) {
         let result = InferenceResult {
             model_name: response.model_name.clone(),
             model_version: response.model_version.to_string(),
@@ -213,7 +236,9 @@ async fn infer_with<E: Engine>(
                 .collect(),
         };
         let started = Instant::now();
-        let reply = plugins.adapt_response(plugin, wit, &result).await;
+        let reply = plugins
+            .adapt_response(plugin, &wit_invocation(plugin), &result)
+            .await;
         state.metrics.observe_plugin(
             &plugin.name,
             "response",

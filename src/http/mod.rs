@@ -127,6 +127,7 @@ async fn dispatch<E: Engine>(
                         "/invocations",
                         model,
                         &invocation,
+                        headers,
                         body,
                         ErrorStyle::ByCode,
                     )
@@ -161,7 +162,7 @@ async fn dispatch<E: Engine>(
             require(state, Category::Inference, headers)?;
             let invocation = Invocation::from_headers(headers);
             let body = read_body(body, headers, limit).await?;
-            models::invoke(state, name, &invocation, body).await
+            models::invoke(state, name, &invocation, headers, body).await
         }
         (Route::PluginReload, &Method::POST) => {
             require(state, Category::ModelRepository, headers)?;

@@ -122,6 +122,7 @@ pub async fn invoke<E: Engine>(
     state: &AppState<E>,
     name: &str,
     invocation: &Invocation,
+    headers: &http::HeaderMap,
     body: Bytes,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let model = state
@@ -134,6 +135,7 @@ pub async fn invoke<E: Engine>(
         route,
         &model.target,
         invocation,
+        headers,
         body,
         ErrorStyle::MultiModel,
     )

@@ -52,11 +52,14 @@ pub fn output_to_wit(tensor: &OutputTensor) -> Tensor {
     }
 }
 
-/// The invocation a plugin sees.
+/// The invocation a plugin sees: SageMaker's headers, plus the request headers named in
+/// `visible_headers` (lower-case).
 pub fn invocation_to_wit(
     route: &str,
     model: &str,
     invocation: &HttpInvocation,
+    headers: &http::HeaderMap,
+    visible_headers: &[String],
     body: &[u8],
 ) -> Invocation {
     Invocation {
@@ -67,7 +70,20 @@ pub fn invocation_to_wit(
         custom_attributes: invocation.custom_attributes.clone(),
         target_variant: invocation.target_variant.clone(),
         inference_id: invocation.inference_id.clone(),
-        headers: Vec::<Header>::new(),
+        headers: visible_headers
+            .iter()
+            .flat_map(|name| {
+                headers
+                    .get_all(name.as_str())
+                    .iter()
+                    .filter_map(move |value| {
+                        Some(Header {
+                            name: name.clone(),
+                            value: value.to_str().ok()?.to_owned(),
+                        })
+                    })
+            })
+            .collect(),
         body: body.to_vec(),
     }
 }

@@ -26,6 +26,8 @@ pub struct LoadedPlugin {
     limits: Limits,
     content_types: Vec<String>,
     accept: Vec<String>,
+    /// Lower-cased names of the request headers the plugin may see.
+    pub headers: Vec<String>,
     request: Option<request::RequestAdapterPluginPre<PluginState>>,
     response: Option<response::ResponseAdapterPluginPre<PluginState>>,
     oom: Option<oom::OomPluginPre<PluginState>>,
@@ -355,6 +357,11 @@ async fn load_one(
         },
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),
+        headers: spec
+            .headers
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
         request: request::RequestAdapterPluginPre::new(pre.clone()).ok(),
         response: response::ResponseAdapterPluginPre::new(pre.clone()).ok(),
         oom: oom::OomPluginPre::new(pre).ok(),

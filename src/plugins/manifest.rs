@@ -13,6 +13,7 @@
 //! time_limit_ms = 100
 //! content_types = ["text/csv"]        # request adapters: Content-Types it serves (empty: all)
 //! accept = []                         # response adapters: Accept values it serves (empty: all)
+//! headers = ["x-tenant"]              # other request headers it may read
 //! config = { input = "INPUT0", datatype = "FP32" }
 //!
 //! [models.add_sub]                    # a model name, or "*" for every model
@@ -65,6 +66,9 @@ pub struct PluginSpec {
     pub content_types: Vec<String>,
     #[serde(default)]
     pub accept: Vec<String>,
+    /// Request headers the plugin may see (beyond the SageMaker ones every plugin gets).
+    #[serde(default)]
+    pub headers: Vec<String>,
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
 }

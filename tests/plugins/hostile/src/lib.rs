@@ -1,7 +1,8 @@
 //! A request adapter that misbehaves in the way its `mode` config says:
 //! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
 //! data disagrees with its shape, `snoop` tries to read a file and the environment and reports
-//! what it got, `chatty` writes to stdout and stderr and then behaves.
+//! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
+//! invocation it was given.
 
 wit_bindgen::generate!({ world: "adapter-plugin", path: "../../../wit" });
 
@@ -55,7 +56,19 @@ fn misbehave() -> Result<(), PluginError> {
 }
 
 impl RequestAdapter for Plugin {
-    fn adapt_request(_invocation: Invocation) -> Result<Adapted, PluginError> {
+    fn adapt_request(invocation: Invocation) -> Result<Adapted, PluginError> {
+        if config("mode").as_deref() == Some("echo") {
+            let headers: Vec<String> = invocation.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect();
+            return Err(PluginError::BadRequest(format!(
+                "echo: route={} model={} custom={:?} variant={:?} id={:?} headers={}",
+                invocation.route,
+                invocation.model,
+                invocation.custom_attributes,
+                invocation.target_variant,
+                invocation.inference_id,
+                headers.join(";")
+            )));
+        }
         misbehave()?;
         let mut tensor = ones(2);
         if config("mode").as_deref() == Some("bad-tensor") {
