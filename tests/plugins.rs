@@ -205,8 +205,7 @@ fn start() -> Fixture {
     list.push((
         "oom_mme",
         format!(
-            "oom = \"everything\"
-{}",
+            "oom = \"everything\"\n{}",
             plugin("everything", "oom_everything", "")
         ),
     ));
