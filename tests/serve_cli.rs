@@ -222,3 +222,35 @@ fn the_readme_example_serves_its_answer() {
         serde_json::json!([3.0, 5.0, 7.0])
     );
 }
+
+/// A plugin manifest that cannot be used stops the start, naming the problem.
+#[test]
+fn a_bad_plugin_manifest_stops_the_start() {
+    let dir = repository(&["a"]);
+    let manifest = dir.path().join("plugins.toml");
+    let digest = "0".repeat(64);
+    for (text, expected) in [
+        ("colour = \"blue\"\n".to_string(), "colour"),
+        (
+            format!("[plugins.x]\npath = \"missing.wasm\"\nsha256 = \"{digest}\"\n"),
+            "missing.wasm",
+        ),
+    ] {
+        std::fs::write(&manifest, text).unwrap();
+        let output = serve_output(
+            dir.path(),
+            &[],
+            &[("SAGEMAKER_TRITON_PLUGINS", manifest.to_str().unwrap())],
+        );
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(1), "{printed}");
+        assert!(
+            printed.contains(expected),
+            "expected '{expected}' in {printed}"
+        );
+    }
+}
