@@ -105,6 +105,10 @@ fn main() -> std::process::ExitCode {
             mme_concurrent_loads_invokes_unloads,
         ),
         (
+            "mme_load_finishes_when_the_client_leaves",
+            mme_load_finishes_when_the_client_leaves,
+        ),
+        (
             "ping_ready_fails_but_live_passes_after_a_failed_load",
             ping_ready_fails_but_live_passes_after_a_failed_load,
         ),
@@ -1043,6 +1047,37 @@ fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
         );
     }
     ensure!(listed(at).is_empty(), "{:?}", listed(at));
+    Ok(())
+}
+
+/// A client that sends a load and hangs up at once: the load still completes, so the name is
+/// not left reserved and the model can be listed, used and unloaded.
+fn mme_load_finishes_when_the_client_leaves(f: &Fixture) -> Result<(), Failed> {
+    use std::io::Write;
+    let at = f.at("mme");
+    let url = place(f.models_root.path(), "leaver", "add_sub");
+    let body = json!({"model_name": "leaver", "url": url}).to_string();
+    let mut stream = std::net::TcpStream::connect(at)?;
+    write!(
+        stream,
+        "POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    std::thread::sleep(Duration::from_millis(50));
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !listed(at).iter().any(|(n, _)| n == "leaver") {
+        ensure!(
+            Instant::now() < deadline,
+            "the abandoned load never completed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    invoke_sums(at, "leaver")?;
+    ensure!(
+        request(at, "DELETE", "/models/leaver", &[], b"").status == 200,
+        "unload"
+    );
     Ok(())
 }
 

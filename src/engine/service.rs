@@ -17,11 +17,11 @@ pub struct ModelState {
     pub reason: String,
 }
 
-/// An inference engine.
+/// An inference engine; clones share the same engine.
 ///
 /// Fast calls (health, queries, submitting an inference) are plain methods; calls that wait on
 /// model code (load, unload, repository changes) are futures that never block an async worker.
-pub trait Engine: Send + Sync + 'static {
+pub trait Engine: Clone + Send + Sync + 'static {
     /// The responses of one inference; dropping it before the end cancels the request.
     type Responses: Stream<Item = Result<InferResponse, EngineError>> + Send + Unpin + 'static;
 

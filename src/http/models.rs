@@ -1,6 +1,8 @@
 //! The multi-model endpoint routes: `POST /models` (load), `GET /models` (list),
 //! `GET /models/{name}`, `DELETE /models/{name}` (unload) and `POST /models/{name}/invoke`.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{HeaderValue, Response, header};
 use serde_json::Value;
@@ -43,15 +45,14 @@ pub async fn load<E: Engine>(
     }
     let name = field("model_name")?;
     let url = field("url")?;
-    let loaded = state
-        .registry
-        .load(
-            &state.engine,
-            &name,
-            &url,
-            invocation.target_model.as_deref(),
-        )
-        .await;
+    // The load runs to the end even if the client goes away: a half-done load would leave the
+    // name reserved and the repository registered.
+    let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
+    let target = invocation.target_model.clone();
+    let loaded =
+        tokio::spawn(async move { registry.load(&engine, &name, &url, target.as_deref()).await })
+            .await
+            .unwrap_or_else(|e| Err(MmeError::Internal(format!("the load task failed: {e}"))));
     state.metrics.model_loaded(outcome(&loaded));
     match loaded {
         Ok(()) => Ok(Response::new(ResponseBody::empty())),
@@ -111,7 +112,15 @@ pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let unloaded = state.registry.unload(&state.engine, name).await;
+    // As for loads: the unload finishes even if the client goes away.
+    let (registry, engine, name) = (
+        Arc::clone(&state.registry),
+        state.engine.clone(),
+        name.to_owned(),
+    );
+    let unloaded = tokio::spawn(async move { registry.unload(&engine, &name).await })
+        .await
+        .unwrap_or_else(|e| Err(MmeError::Internal(format!("the unload task failed: {e}"))));
     state.metrics.model_unloaded(outcome(&unloaded));
     unloaded?;
     Ok(Response::new(ResponseBody::empty()))

@@ -17,7 +17,7 @@ pub const UNSPECIFIED_MODEL: &str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_
 pub struct AppState<E> {
     pub engine: E,
     pub config: Config,
-    pub registry: ModelRegistry,
+    pub registry: Arc<ModelRegistry>,
     /// The model `/invocations` serves.
     pub default_model: String,
     /// Loaded WebAssembly plugins, if a manifest was given; swapped whole on reload, while
@@ -68,7 +68,7 @@ impl<E> AppState<E> {
         };
         AppState {
             engine,
-            registry: ModelRegistry::new(models_root, UnloadTiming::default()),
+            registry: Arc::new(ModelRegistry::new(models_root, UnloadTiming::default())),
             default_model,
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
