@@ -119,7 +119,14 @@ impl PluginHost {
     /// Loads every plugin of `manifest`: digest, signature, compilation, pre-instantiation and
     /// the plugin's own configuration check. Any failure refuses the whole manifest.
     pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
-        let runtime = Runtime::new().map_err(|e| LoadError {
+        let max_memory = manifest
+            .plugins
+            .values()
+            .map(|spec| spec.memory_limit_mb)
+            .max()
+            .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
+        let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let runtime = Runtime::new(max_memory).map_err(|e| LoadError {
             plugin: "*".into(),
             message: format!("cannot start the WebAssembly runtime: {e}"),
         })?;

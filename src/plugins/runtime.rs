@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    UpdateDeadline,
+};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -26,11 +29,28 @@ pub struct Runtime {
     pub(super) linker: Linker<PluginState>,
 }
 
+/// How many plugin instances may be alive at once (concurrent calls); more wait for none but
+/// fail their request with a 500.
+const POOL_INSTANCES: u32 = 256;
+
 impl Runtime {
-    pub fn new() -> wasmtime::Result<Runtime> {
+    /// A runtime whose plugins may use up to `max_memory_bytes` of linear memory each.
+    ///
+    /// Instances come from wasmtime's pooling allocator: memory slots are reserved once and
+    /// reused copy-on-write, so a fresh instance per call costs microseconds, not a new mapping.
+    pub fn new(max_memory_bytes: usize) -> wasmtime::Result<Runtime> {
+        let max_memory_bytes = max_memory_bytes.max(1 << 20).next_multiple_of(1 << 16);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 8)
+            .total_memories(POOL_INSTANCES * 2)
+            .total_tables(POOL_INSTANCES * 8)
+            .total_stacks(POOL_INSTANCES)
+            .max_memory_size(max_memory_bytes);
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let ticker = engine.weak();
         std::thread::Builder::new()
