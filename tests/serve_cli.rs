@@ -111,7 +111,16 @@ fn free_port() -> u16 {
 struct Running(Child);
 
 impl Drop for Running {
+    /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
     fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let pid = self.0.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
