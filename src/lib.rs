@@ -11,6 +11,7 @@
 //! - [`http`]: the server SageMaker talks to: router, one module per route family, errors.
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
+//! - [`plugins`]: the WebAssembly plugin host: manifest, limits, adapters, OOM policy, A/B.
 //! - [`metrics`]: Prometheus metrics, served on their own port.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]

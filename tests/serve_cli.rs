@@ -230,6 +230,17 @@ fn the_readme_example_serves_its_answer() {
         json["outputs"][0]["data"],
         serde_json::json!([3.0, 5.0, 7.0])
     );
+
+    let metrics = get(([127, 0, 0, 1], metrics_port).into(), "/metrics");
+    assert_eq!(metrics.status, 200);
+    let text = metrics.text();
+    for expected in [
+        "trident_requests_total{route=\"invocations\",model=\"affine\"} 1",
+        "trident_request_duration_seconds_count{route=\"invocations\",model=\"affine\"} 1",
+        "trident_responses_total{route=\"ping\",status=\"200\"}",
+    ] {
+        assert!(text.contains(expected), "no {expected} in {text}");
+    }
 }
 
 /// A plugin manifest that cannot be used stops the start, naming the problem.

@@ -72,6 +72,21 @@ impl<'a> Route<'a> {
             Route::Model(_) => "GET, DELETE",
         }
     }
+
+    /// The route's name in metrics, for a request with `method`.
+    pub fn label(self, method: &Method) -> &'static str {
+        match (self, method) {
+            (Route::Ping, _) => "ping",
+            (Route::Invocations, _) => "invocations",
+            (Route::ExecutionParameters, _) => "execution_parameters",
+            (Route::Models, &Method::POST) => "model_load",
+            (Route::Models, _) => "model_list",
+            (Route::Model(_), &Method::DELETE) => "model_unload",
+            (Route::Model(_), _) => "model_get",
+            (Route::Invoke(_), _) => "model_invoke",
+            (Route::PluginReload, _) => "plugin_reload",
+        }
+    }
 }
 
 /// The 403 of a restricted API.
@@ -98,9 +113,21 @@ pub async fn handle<E: Engine>(
     state: &AppState<E>,
     request: Request<Incoming>,
 ) -> Response<ResponseBody> {
-    dispatch(state, request)
+    let started = std::time::Instant::now();
+    let route = Route::parse(request.uri().path());
+    let label = route.map_or("unknown", |r| r.label(request.method()));
+    let model = match route {
+        Some(Route::Invocations) => state.default_model.clone(),
+        Some(Route::Model(name) | Route::Invoke(name)) => name.to_owned(),
+        _ => String::new(),
+    };
+    let response = dispatch(state, request)
         .await
-        .unwrap_or_else(ApiError::into_response)
+        .unwrap_or_else(ApiError::into_response);
+    state
+        .metrics
+        .observe(label, &model, response.status().as_u16(), started.elapsed());
+    response
 }
 
 async fn dispatch<E: Engine>(
