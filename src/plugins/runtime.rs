@@ -29,6 +29,9 @@ pub struct Runtime {
     pub(super) linker: Linker<PluginState>,
 }
 
+/// Bytes of each pooled memory (and table) kept mapped between calls.
+const KEEP_RESIDENT: usize = 2 << 20;
+
 /// How many plugin instances may be alive at once (concurrent calls); more wait for none but
 /// fail their request with a 500.
 const POOL_INSTANCES: u32 = 256;
@@ -46,7 +49,11 @@ impl Runtime {
             .total_memories(POOL_INSTANCES * 2)
             .total_tables(POOL_INSTANCES * 8)
             .total_stacks(POOL_INSTANCES)
-            .max_memory_size(max_memory_bytes);
+            .max_memory_size(max_memory_bytes)
+            // Reset the first pages of a reused slot with memset instead of unmapping them, so
+            // the next call does not page-fault its way through the guest's heap and stack.
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT);
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
