@@ -14,7 +14,8 @@ pub fn built_guests() -> &'static Path {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         for manifest in ["plugins/Cargo.toml", "tests/plugins/Cargo.toml"] {
             let status = Command::new(&cargo)
-                .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+                .args(["build", "--release", "--locked", "--target", "wasm32-wasip2"])
+                .arg("--manifest-path")
                 .arg(root.join(manifest))
                 .arg("--target-dir")
                 .arg(&target)
