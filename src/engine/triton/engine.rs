@@ -1,9 +1,10 @@
 //! [`TritonEngine`]: the [`Engine`] trait over a running Triton [`Server`]. Blocking calls go to
 //! tokio's blocking pool.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use super::inference::ResponseStream;
@@ -15,13 +16,24 @@ use crate::engine::{EngineError, ErrorCode, InferRequest, InferResponse};
 #[derive(Clone)]
 pub struct TritonEngine {
     server: Arc<Server>,
+    /// Transaction policy per loaded model, asked once per load instead of once per request;
+    /// loads and unloads through this engine forget the model's entry.
+    decoupled: Arc<RwLock<HashMap<String, bool>>>,
 }
 
 impl TritonEngine {
     pub fn new(server: Server) -> TritonEngine {
         TritonEngine {
             server: Arc::new(server),
+            decoupled: Arc::default(),
         }
+    }
+
+    fn forget(&self, model: &str) {
+        self.decoupled
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(model);
     }
 
     /// The server underneath, for calls outside the engine interface.
@@ -61,8 +73,24 @@ impl Engine for TritonEngine {
     }
 
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError> {
+        let known = self
+            .decoupled
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(model)
+            .copied();
+        if let Some(decoupled) = known {
+            return Ok(decoupled);
+        }
         match self.server.model_transaction_policy(model, None) {
-            Ok(policy) => Ok(policy == TransactionPolicy::Decoupled),
+            Ok(policy) => {
+                let decoupled = policy == TransactionPolicy::Decoupled;
+                self.decoupled
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(model.to_owned(), decoupled);
+                Ok(decoupled)
+            }
             // The 2.51 core calls an unknown model an invalid argument; SageMaker clients expect
             // Triton's HTTP answer for it, 404.
             Err(error) if !self.server.model_is_ready(model, None).unwrap_or(false) => {
@@ -97,11 +125,13 @@ impl Engine for TritonEngine {
     }
 
     async fn load_model(&self, model: &str) -> Result<(), EngineError> {
+        self.forget(model);
         let model = model.to_owned();
         self.blocking(move |s| s.load_model(&model)).await
     }
 
     async fn unload_model(&self, model: &str) -> Result<(), EngineError> {
+        self.forget(model);
         let model = model.to_owned();
         self.blocking(move |s| s.unload_model(&model, true)).await
     }

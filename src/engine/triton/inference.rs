@@ -414,7 +414,8 @@ impl futures_core::Stream for ResponseStream {
 
 impl Drop for ResponseStream {
     fn drop(&mut self) {
-        if !self.finished {
+        // A closed channel means Triton already sent its final response: nothing to cancel.
+        if !self.finished && !self.receiver.is_closed() {
             self.cancel();
         }
     }
