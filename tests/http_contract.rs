@@ -15,12 +15,12 @@ use libtest_mimic::Failed;
 use serde_json::{Value, json};
 use trident::config::{Config, InferenceType, Mode, PingMode};
 use trident::engine::Engine;
-use trident::engine::triton::{BackendSetting, ModelControl, Server, ServerConfig, TritonEngine};
+use trident::engine::triton::TritonEngine;
+use trident::http::AppState;
 use trident::http::restricted::parse_restrictions;
-use trident::http::{self, AppState};
 
 use common::http_client::{HttpResponse, get, post, post_json, raw, request};
-use common::{copy_model, models_dir, triton};
+use common::{copy_model, models_dir};
 
 const BINARY: &str = "application/vnd.sagemaker-triton.binary+json";
 
@@ -131,35 +131,18 @@ fn single(model: &str) -> Config {
 }
 
 fn start() -> Fixture {
-    let triton = triton();
-    let core = ServerConfig {
-        model_repositories: vec![models_dir()],
-        model_control: ModelControl::Explicit {
-            startup_models: [
-                "add_sub",
-                "identity_fp32",
-                "repeat_int32",
-                "text_echo",
-                "text_stream",
-                "slow_echo",
-            ]
-            .map(String::from)
-            .to_vec(),
-        },
-        backend_config: vec![
-            BackendSetting::new("python", "shm-default-byte-size", 16 * 1024 * 1024),
-            BackendSetting::new("python", "shm-growth-byte-size", 1024 * 1024),
+    let engine = common::start_engine(
+        vec![models_dir()],
+        &[
+            "add_sub",
+            "identity_fp32",
+            "repeat_int32",
+            "text_echo",
+            "text_stream",
+            "slow_echo",
         ],
-        model_namespacing: true,
-        exit_timeout: Duration::from_secs(10),
-        ..ServerConfig::default()
-    };
-    let engine = TritonEngine::new(Server::start(triton, &core).expect("the Triton core starts"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    );
+    let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
 
     let mut configs: Vec<(&'static str, Config)> = vec![
@@ -221,16 +204,7 @@ fn start() -> Fixture {
     let mut servers = HashMap::new();
     for (name, config) in configs {
         let state = Arc::new(AppState::new(engine.clone(), config));
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        servers.insert(name, listener.local_addr().unwrap());
-        runtime.spawn(http::serve(
-            listener,
-            state,
-            std::future::pending(),
-            Duration::from_secs(1),
-        ));
+        servers.insert(name, common::serve(&runtime, state));
     }
     Fixture {
         runtime,

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use libtest_mimic::Failed;
 use serde_json::json;
 use trident::config::{Config, Mode};
-use trident::engine::triton::{BackendSetting, ModelControl, Server, ServerConfig, TritonEngine};
-use trident::http::{self, AppState};
+use trident::engine::triton::TritonEngine;
+use trident::http::AppState;
 use trident::plugins::PluginHost;
 use trident::plugins::manifest::Manifest;
 
 use common::http_client::{get, request};
+use common::models_dir;
 use common::plugins::{digest, guest};
-use common::{models_dir, triton};
 
 struct Fixture {
     runtime: tokio::runtime::Runtime,
@@ -177,27 +177,8 @@ fn manifests() -> Vec<(&'static str, String)> {
 }
 
 fn start() -> Fixture {
-    let triton = triton();
-    let core = ServerConfig {
-        model_repositories: vec![examples_dir(), models_dir()],
-        model_control: ModelControl::Explicit {
-            startup_models: vec!["affine".into()],
-        },
-        backend_config: vec![BackendSetting::new(
-            "python",
-            "shm-default-byte-size",
-            16 * 1024 * 1024,
-        )],
-        model_namespacing: true,
-        exit_timeout: Duration::from_secs(10),
-        ..ServerConfig::default()
-    };
-    let engine = TritonEngine::new(Server::start(triton, &core).expect("the Triton core starts"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let engine = common::start_engine(vec![examples_dir(), models_dir()], &["affine"]);
+    let runtime = common::runtime();
     let manifest_dir = tempfile::tempdir().unwrap();
     let models_root = tempfile::tempdir().unwrap();
     let mut servers = HashMap::new();
@@ -233,17 +214,7 @@ fn start() -> Fixture {
         );
         state.plugins.store(Some(Arc::new(host)));
         let state = Arc::new(state);
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        runtime.spawn(http::serve(
-            listener,
-            Arc::clone(&state),
-            std::future::pending(),
-            Duration::from_secs(1),
-        ));
-        servers.insert(name, (addr, state));
+        servers.insert(name, (common::serve(&runtime, Arc::clone(&state)), state));
     }
     Fixture {
         runtime,

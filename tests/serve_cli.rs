@@ -35,6 +35,20 @@ fn serve_output(repository: &Path, args: &[&str], env: &[(&str, &str)]) -> Outpu
         .expect("run trident")
 }
 
+/// The start was refused: exit code 1 and `expected` in what trident printed.
+fn assert_refused(output: &Output, expected: &str) {
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(
+        printed.contains(expected),
+        "expected '{expected}' in {printed}"
+    );
+}
+
 fn repository(folders: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for folder in folders {
@@ -86,17 +100,7 @@ fn start_up_checks_exit_1_with_the_entry_script_messages() {
         ),
     ];
     for (dir, env, expected) in cases {
-        let output = serve_output(dir.path(), &[], &env);
-        let printed = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(output.status.code(), Some(1), "{env:?}: {printed}");
-        assert!(
-            printed.contains(expected),
-            "{env:?}: expected '{expected}' in {printed}"
-        );
+        assert_refused(&serve_output(dir.path(), &[], &env), expected);
     }
 }
 
@@ -257,20 +261,7 @@ fn a_bad_plugin_manifest_stops_the_start() {
         ),
     ] {
         std::fs::write(&manifest, text).unwrap();
-        let output = serve_output(
-            dir.path(),
-            &[],
-            &[("SAGEMAKER_TRITON_PLUGINS", manifest.to_str().unwrap())],
-        );
-        let printed = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(output.status.code(), Some(1), "{printed}");
-        assert!(
-            printed.contains(expected),
-            "expected '{expected}' in {printed}"
-        );
+        let env = [("SAGEMAKER_TRITON_PLUGINS", manifest.to_str().unwrap())];
+        assert_refused(&serve_output(dir.path(), &[], &env), expected);
     }
 }

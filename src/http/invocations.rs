@@ -129,14 +129,7 @@ async fn infer_with<E: Engine>(
     };
     let (plugins, selection) = match plugged {
         Some((plugins, selection)) => (Some(plugins), selection),
-        None => (
-            None,
-            Selection {
-                variant: None,
-                request: None,
-                response: None,
-            },
-        ),
+        None => (None, Selection::default()),
     };
     let plugins = plugins.as_deref();
     let request_plugin = selection

@@ -71,7 +71,7 @@ impl LoadedPlugin {
 }
 
 /// The adapters chosen for one request.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Selection {
     /// The A/B variant, when the model has variants.
     pub variant: Option<String>,

@@ -55,6 +55,54 @@ pub fn triton() -> &'static Triton {
     })
 }
 
+/// A real core over `repositories`, with `startup_models` loaded, set up as `trident serve` sets
+/// it up (python backend shared memory, namespacing), behind the engine interface.
+pub fn start_engine(repositories: Vec<PathBuf>, startup_models: &[&str]) -> triton::TritonEngine {
+    let config = triton::ServerConfig {
+        model_repositories: repositories,
+        model_control: triton::ModelControl::Explicit {
+            startup_models: startup_models.iter().map(|m| m.to_string()).collect(),
+        },
+        backend_config: vec![
+            triton::BackendSetting::new("python", "shm-default-byte-size", 16 * 1024 * 1024),
+            triton::BackendSetting::new("python", "shm-growth-byte-size", 1024 * 1024),
+        ],
+        model_namespacing: true,
+        exit_timeout: std::time::Duration::from_secs(10),
+        ..triton::ServerConfig::default()
+    };
+    let server = triton::Server::start(triton(), &config).expect("the Triton core starts");
+    triton::TritonEngine::new(server)
+}
+
+/// The tokio runtime the HTTP servers of a test binary run on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Serves `state` on 127.0.0.1 (any free port) for the rest of the process; returns the address.
+pub fn serve<E: trident::engine::Engine>(
+    runtime: &tokio::runtime::Runtime,
+    state: std::sync::Arc<trident::http::AppState<E>>,
+) -> std::net::SocketAddr {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    let grace = std::time::Duration::from_secs(1);
+    runtime.spawn(trident::http::serve(
+        listener,
+        state,
+        std::future::pending(),
+        grace,
+    ));
+    address
+}
+
 /// Copies the test model `model` into `repository/folder`.
 pub fn copy_model(model: &str, repository: &Path, folder: &str) {
     copy_dir(&models_dir().join(model), &repository.join(folder));
