@@ -4,7 +4,8 @@
 //!     cargo bench --bench plugin_cost
 //!
 //! Each row is measured after a warm-up, one call at a time, with a fresh instance per call as in
-//! the server.
+//! the server. For profiling, `-- small` (or `-- 1mb`) keeps one payload size and `-- x10`
+//! multiplies the iterations.
 
 use std::time::{Duration, Instant};
 
@@ -70,12 +71,25 @@ fn main() {
     let (request_plugin, response_plugin) =
         (selection.request.unwrap(), selection.response.unwrap());
 
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let scale: usize = args
+        .iter()
+        .find_map(|a| a.strip_prefix('x')?.parse().ok())
+        .unwrap_or(1);
+    let wanted = |key: &str| {
+        !args.iter().any(|a| a == "small" || a == "1mb") || args.iter().any(|a| a == key)
+    };
+
     println!("| payload | path | p50 | p99 |");
     println!("|---|---|---|---|");
-    for (label, columns, iterations) in [
-        ("small (3 FP32)", 3usize, 2000usize),
-        ("1 MB (262144 FP32)", 262_144, 60),
+    for (key, label, columns, iterations) in [
+        ("small", "small (3 FP32)", 3usize, 2000usize),
+        ("1mb", "1 MB (262144 FP32)", 262_144, 60),
     ] {
+        if !wanted(key) {
+            continue;
+        }
+        let iterations = iterations * scale;
         let values: Vec<f32> = (0..columns).map(|i| i as f32 * 0.5 + 0.25).collect();
         let csv = values
             .iter()
