@@ -1,6 +1,6 @@
 //! Tensor `data` in JSON, straight to and from Triton's byte layout: numbers are parsed into the
 //! typed buffer as they are read (no intermediate `Value` tree) and written from it with `itoa`
-//! and `ryu`.
+//! and `zmij` (same output as `ryu`, about twice as fast here).
 //!
 //! Floats are written as Triton's frontend writes them: widened to double, in the shortest form
 //! that reads back as that double (FP32 `0.1` is `0.10000000149011612`), so clients comparing
@@ -286,7 +286,7 @@ fn write_f32(out: &mut Vec<u8>, value: f32) {
 
 fn write_f64(out: &mut Vec<u8>, value: f64) {
     if value.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+        out.extend_from_slice(zmij::Buffer::new().format_finite(value).as_bytes());
     } else {
         write_non_finite(out, value.is_nan(), value.is_sign_negative());
     }
