@@ -122,9 +122,46 @@ pub struct ServeArgs {
     /// Seconds to finish in-flight requests after SIGTERM (SageMaker kills after 30).
     #[arg(long, default_value_t = 25)]
     pub shutdown_grace_secs: u64,
+    /// Open connections served at once; one more is answered 503 and closed at once.
+    #[arg(long, env = "TRIDENT_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds a client may take to send a request's headers before its connection is closed.
+    #[arg(long, env = "TRIDENT_HEADER_READ_TIMEOUT_SECS", default_value_t = 30)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a client may take to send a request's body (408 after).
+    #[arg(long, env = "TRIDENT_BODY_READ_TIMEOUT_SECS", default_value_t = 60)]
+    pub body_read_timeout_secs: u64,
+    /// Seconds a multi-model load may take before it is answered 504 (the load is then undone
+    /// in the background when the core finishes it).
+    #[arg(long, env = "TRIDENT_MODEL_LOAD_TIMEOUT_SECS", default_value_t = 600)]
+    pub model_load_timeout_secs: u64,
     /// A Triton installation (folder with lib/libtritonserver.so) or the library itself.
     #[arg(long, env = "TRITON_HOME")]
     pub triton_home: Option<PathBuf>,
+}
+
+/// Default for `--max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// How much of the server one client can hold, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Open connections at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Time to send a request's headers; the connection is closed after it.
+    pub header_read_timeout: Duration,
+    /// Time to send a request's body; 408 after it.
+    pub body_read_timeout: Duration,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        ClientLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// What `/invocations` runs.
@@ -175,6 +212,9 @@ pub struct Config {
     pub list_page_size: usize,
     pub batch: Option<BatchSettings>,
     pub shutdown_grace: Duration,
+    pub client_limits: ClientLimits,
+    /// How long a multi-model load may take before it is answered 504.
+    pub model_load_timeout: Duration,
     /// Where Prometheus metrics are served, if anywhere.
     pub metrics_port: Option<u16>,
     /// The plugin manifest, if any.
@@ -202,6 +242,8 @@ impl Config {
             list_page_size: 1000,
             batch: None,
             shutdown_grace: Duration::from_secs(25),
+            client_limits: ClientLimits::default(),
+            model_load_timeout: Duration::from_secs(600),
             metrics_port: None,
             plugins: None,
             worker_threads: None,
@@ -331,6 +373,12 @@ impl ServeArgs {
             list_page_size: self.list_page_size.max(1),
             batch,
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            client_limits: ClientLimits {
+                max_connections: self.max_connections.max(1),
+                header_read_timeout: Duration::from_secs(self.header_read_timeout_secs.max(1)),
+                body_read_timeout: Duration::from_secs(self.body_read_timeout_secs.max(1)),
+            },
+            model_load_timeout: Duration::from_secs(self.model_load_timeout_secs.max(1)),
             worker_threads: self.thread_count.filter(|&n| n > 0),
             core_logging,
             backend_config,

@@ -24,4 +24,5 @@ pub mod metrics;
 pub mod mme;
 pub mod plugins;
 pub mod protocol;
+pub mod recovery;
 pub mod serve;

@@ -1,10 +1,14 @@
 //! Prometheus metrics: requests, errors and latency per route and model; model loads and
-//! unloads. Served as text on their own port (`GET /metrics`).
+//! unloads; refused connections; what the Triton core holds. Served as text on their own port
+//! (`GET /metrics`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use crate::engine::InFlight;
 
 /// Latency histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -37,6 +41,7 @@ pub struct Metrics {
     plugin_calls: Mutex<HashMap<PluginKey, (u64, f64)>>,
     loads: Mutex<HashMap<Outcome, u64>>,
     unloads: Mutex<HashMap<Outcome, u64>>,
+    connections_refused: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -87,6 +92,31 @@ impl Metrics {
 
     pub fn model_unloaded(&self, outcome: Outcome) {
         *lock(&self.unloads).entry(outcome).or_default() += 1;
+    }
+
+    /// Counts a connection refused because the server was at its connection limit.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition, with the engine's in-flight gauges.
+    pub fn render_with(&self, in_flight: InFlight) -> String {
+        let mut out = self.render();
+        let refused = self.connections_refused.load(Ordering::Relaxed);
+        let _ = write!(
+            out,
+            "# HELP trident_connections_refused_total Connections answered 503 at the connection limit.\n\
+             # TYPE trident_connections_refused_total counter\n\
+             trident_connections_refused_total {refused}\n\
+             # HELP trident_engine_requests_in_flight Requests the Triton core holds.\n\
+             # TYPE trident_engine_requests_in_flight gauge\n\
+             trident_engine_requests_in_flight {}\n\
+             # HELP trident_engine_output_buffers Output buffers the Triton core holds.\n\
+             # TYPE trident_engine_output_buffers gauge\n\
+             trident_engine_output_buffers {}\n",
+            in_flight.requests, in_flight.output_buffers
+        );
+        out
     }
 
     /// The Prometheus text exposition.

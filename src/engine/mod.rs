@@ -13,4 +13,4 @@ pub use dtype::DataType;
 pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue, Sequence, SequenceId};
 pub use response::{InferResponse, OutputTensor};
-pub use service::{Engine, ModelState};
+pub use service::{Engine, InFlight, ModelState};

@@ -17,6 +17,15 @@ pub struct ModelState {
     pub reason: String,
 }
 
+/// What the engine holds on the server's behalf right now; both are zero when idle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// Requests submitted and not yet released.
+    pub requests: u64,
+    /// Output buffers allocated and not yet released.
+    pub output_buffers: u64,
+}
+
 /// An inference engine; clones share the same engine.
 ///
 /// Fast calls (health, queries, submitting an inference) are plain methods; calls that wait on
@@ -36,6 +45,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's state in the index, `None` when the engine has never heard of it.
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;
+
+    /// Requests and output buffers the engine holds right now.
+    fn in_flight(&self) -> InFlight;
 
     /// Submits an inference.
     fn infer(&self, request: InferRequest) -> Result<Self::Responses, EngineError>;

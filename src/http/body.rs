@@ -68,11 +68,13 @@ impl Body for ResponseBody {
 }
 
 /// Reads a request body whole; more than `limit` bytes is 413, refused from `Content-Length`
-/// before anything is read when the client declares it.
+/// before anything is read when the client declares it; a body that has not arrived within
+/// `timeout` is 408.
 pub async fn read_body<B>(
     body: B,
     headers: &http::HeaderMap,
     limit: usize,
+    timeout: std::time::Duration,
 ) -> Result<Bytes, ApiError>
 where
     B: Body<Data = Bytes>,
@@ -91,9 +93,18 @@ where
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(too_large());
     }
-    let collected = http_body_util::Limited::new(body, limit)
-        .collect()
+    let collect = http_body_util::Limited::new(body, limit).collect();
+    let collected = tokio::time::timeout(timeout, collect)
         .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} s",
+                    timeout.as_secs_f64()
+                ),
+            )
+        })?
         .map_err(|e| {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()

@@ -47,8 +47,11 @@ impl<E: Engine> AppState<E> {
         }
     }
 
-    /// Errors the model returns while executing: 400, or 507 when out-of-memory.
-    async fn model_failed(&self, error: EngineError) -> ApiError {
+    /// Errors the model returns while executing: 400, or 507 when out-of-memory. A model whose
+    /// process died is reloaded in the background ([`crate::recovery`]).
+    async fn model_failed(&self, model: &str, error: EngineError) -> ApiError {
+        self.recovery
+            .on_inference_error(&self.engine, model, &error.message);
         let oom = self.is_out_of_memory(&error.message).await;
         ApiError::bad_request_or_oom(error.message, oom)
     }
@@ -209,7 +212,7 @@ async fn infer_with<E: Engine>(
     };
     let response = match responses.next().await {
         Some(Ok(response)) => response,
-        Some(Err(error)) => return Err(state.model_failed(error).await),
+        Some(Err(error)) => return Err(state.model_failed(model, error).await),
         None => {
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -320,7 +323,12 @@ pub async fn generate<E: Engine>(
     if !stream {
         let mut collected = Vec::with_capacity(1);
         while let Some(item) = responses.next().await {
-            collected.push(item.map_err(ApiError::from_engine)?);
+            collected.push(item.map_err(|error| {
+                state
+                    .recovery
+                    .on_inference_error(&state.engine, model, &error.message);
+                ApiError::from_engine(error)
+            })?);
         }
         let [response] = collected.as_slice() else {
             return Err(ApiError::bad_request(
@@ -339,6 +347,9 @@ pub async fn generate<E: Engine>(
     let first = match responses.next().await {
         Some(Ok(response)) => Some(event(&encode_generate_response(&response)?)),
         Some(Err(error)) => {
+            state
+                .recovery
+                .on_inference_error(&state.engine, model, &error.message);
             let status = ApiError::from_engine(error.clone()).status;
             let mut response = with_content_type(
                 ResponseBody::full(error_event(&error.message)),

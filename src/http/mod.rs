@@ -140,12 +140,13 @@ async fn dispatch<E: Engine>(
         Route::parse(path).ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
     let headers = &parts.headers;
     let limit = state.config.max_body_bytes;
+    let timeout = state.config.client_limits.body_read_timeout;
     match (route, &parts.method) {
         (Route::Ping, &Method::GET) => ping::ping(state, headers),
         (Route::Invocations, &Method::POST) => {
             require(state, Category::Inference, headers)?;
             let invocation = Invocation::from_headers(headers);
-            let body = read_body(body, headers, limit).await?;
+            let body = read_body(body, headers, limit, timeout).await?;
             let model = &state.default_model;
             match state.config.inference_type {
                 InferenceType::Infer => {
@@ -174,7 +175,7 @@ async fn dispatch<E: Engine>(
         (Route::Models, &Method::POST) => {
             require(state, Category::ModelRepository, headers)?;
             let invocation = Invocation::from_headers(headers);
-            let body = read_body(body, headers, limit).await?;
+            let body = read_body(body, headers, limit, timeout).await?;
             models::load(state, &invocation, body).await
         }
         (Route::Model(name), &Method::GET) => {
@@ -188,7 +189,7 @@ async fn dispatch<E: Engine>(
         (Route::Invoke(name), &Method::POST) => {
             require(state, Category::Inference, headers)?;
             let invocation = Invocation::from_headers(headers);
-            let body = read_body(body, headers, limit).await?;
+            let body = read_body(body, headers, limit, timeout).await?;
             models::invoke(state, name, &invocation, headers, body).await
         }
         (Route::PluginReload, &Method::POST) => {
@@ -241,10 +242,13 @@ pub async fn serve<E: Engine>(
     grace: Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let limits = state.config.client_limits;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(MAX_HEADER_BYTES)
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {
@@ -260,6 +264,11 @@ pub async fn serve<E: Engine>(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    state.metrics.connection_refused();
+                    tokio::spawn(refuse_busy(stream, limits.max_connections));
+                    continue;
+                };
                 let state = Arc::clone(&state);
                 let service = service_fn(move |request| {
                     let state = Arc::clone(&state);
@@ -270,6 +279,7 @@ pub async fn serve<E: Engine>(
                     if let Err(error) = connection.await {
                         tracing::debug!(%error, "connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,
@@ -283,6 +293,45 @@ pub async fn serve<E: Engine>(
     }
 }
 
+/// Bytes of request line and headers hyper buffers before answering 431.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// Answers a connection over the limit with a 503 and closes it (within a second) without
+/// parsing the request: the client learns at once and can retry elsewhere.
+async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!(
+        "{{\"error\":\"the server is at its limit of {limit} open connections; retry shortly\"}}"
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what the client sent before closing, so the close is not a reset that could
+        // destroy the 503 before the client reads it.
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < 64 * 1024 {
+            match tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    if tokio::time::timeout(Duration::from_secs(1), write)
+        .await
+        .is_err()
+    {
+        tracing::debug!("a refused connection did not take its 503 within 1 s");
+    }
+    tracing::debug!(limit, "connection refused: at the connection limit");
+}
+
 /// Serves `GET /metrics` (Prometheus text) on its own listener until the process ends.
 pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState<E>>) {
     loop {
@@ -294,18 +343,19 @@ pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState
         let service = service_fn(move |request: Request<Incoming>| {
             let state = Arc::clone(&state);
             async move {
-                let response = if request.uri().path() == "/metrics"
-                    && request.method() == Method::GET
-                {
-                    let mut response = Response::new(ResponseBody::full(state.metrics.render()));
-                    response.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("text/plain; version=0.0.4"),
-                    );
-                    response
-                } else {
-                    ApiError::not_found("metrics are served at GET /metrics").into_response()
-                };
+                let response =
+                    if request.uri().path() == "/metrics" && request.method() == Method::GET {
+                        let mut response = Response::new(ResponseBody::full(
+                            state.metrics.render_with(state.engine.in_flight()),
+                        ));
+                        response.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/plain; version=0.0.4"),
+                        );
+                        response
+                    } else {
+                        ApiError::not_found("metrics are served at GET /metrics").into_response()
+                    };
                 Ok::<_, Infallible>(response)
             }
         });

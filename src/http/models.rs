@@ -49,10 +49,30 @@ pub async fn load<E: Engine>(
     // name reserved and the repository registered.
     let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
     let target = invocation.target_model.clone();
-    let loaded =
+    let loading = {
+        let name = name.clone();
         tokio::spawn(async move { registry.load(&engine, &name, &url, target.as_deref()).await })
-            .await
-            .unwrap_or_else(|e| Err(MmeError::Internal(format!("the load task failed: {e}"))));
+    };
+    let timeout = state.config.model_load_timeout;
+    let loaded = match tokio::time::timeout(timeout, loading).await {
+        Ok(joined) => {
+            joined.unwrap_or_else(|e| Err(MmeError::Internal(format!("the load task failed: {e}"))))
+        }
+        Err(_) => {
+            // The core cannot abandon a load, so the client is told now and the load is
+            // undone when the core finishes it; until then the name stays reserved (409).
+            undo_when_loaded(state, name.clone());
+            state.metrics.model_loaded(Outcome::Failure);
+            return Err(ApiError::new(
+                http::StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "model {name} did not load within {} s; the load is abandoned and undone \
+                     when the core finishes it",
+                    timeout.as_secs()
+                ),
+            ));
+        }
+    };
     state.metrics.model_loaded(outcome(&loaded));
     match loaded {
         Ok(()) => Ok(Response::new(ResponseBody::empty())),
@@ -65,6 +85,27 @@ pub async fn load<E: Engine>(
         }
         Err(other) => Err(other.into()),
     }
+}
+
+/// After a load timed out: waits for the registry to settle `name` and unloads it if the load
+/// succeeded after all, so the endpoint ends as the client was told (not loaded).
+fn undo_when_loaded<E: Engine>(state: &AppState<E>, name: String) {
+    let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
+    tokio::spawn(async move {
+        while registry.is_loading(&name) {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        if registry.get(&name).is_some() {
+            match registry.unload(&engine, &name).await {
+                Ok(()) => {
+                    tracing::warn!(model = name, "undid a load that finished after its timeout")
+                }
+                Err(error) => {
+                    tracing::error!(model = name, %error, "undoing a timed-out load failed")
+                }
+            }
+        }
+    });
 }
 
 /// `GET /models[?next_page_token=...]`: the ready models, a page at a time.
@@ -112,6 +153,9 @@ pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
 ) -> Result<Response<ResponseBody>, ApiError> {
+    if let Some(model) = state.registry.get(name) {
+        state.recovery.forget(&model.target);
+    }
     // As for loads: the unload finishes even if the client goes away.
     let (registry, engine, name) = (
         Arc::clone(&state.registry),

@@ -21,6 +21,12 @@ pub fn ping<E: Engine>(
         PingMode::Ready => (state.engine.is_ready(), "ready"),
         PingMode::Live => (state.engine.is_live(), "live"),
     };
+    if let Some((model, why)) = state.recovery.unhealthy() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("model {model} lost its process and could not be reloaded: {why}"),
+        ));
+    }
     if healthy.map_err(ApiError::from_engine)? {
         Ok(Response::new(ResponseBody::empty()))
     } else {

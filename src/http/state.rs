@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::config::{Config, Mode};
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
+use crate::recovery::Recovery;
 use arc_swap::ArcSwapOption;
 
 use crate::plugins::PluginHost;
@@ -24,6 +25,8 @@ pub struct AppState<E> {
     /// requests in flight keep the set they started with.
     pub plugins: ArcSwapOption<PluginHost>,
     pub metrics: Metrics,
+    /// Models being reloaded because their process died.
+    pub recovery: Arc<Recovery>,
 }
 
 impl<E> AppState<E> {
@@ -72,6 +75,7 @@ impl<E> AppState<E> {
             default_model,
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
+            recovery: Arc::default(),
             config,
         }
     }

@@ -102,6 +102,11 @@ impl ModelRegistry {
     }
 
     /// The loaded model called `name`.
+    /// Whether a load of `name` is under way.
+    pub fn is_loading(&self, name: &str) -> bool {
+        matches!(self.slots().get(name), Some(Slot::Loading { .. }))
+    }
+
     pub fn get(&self, name: &str) -> Option<LoadedModel> {
         match self.slots().get(name) {
             Some(Slot::Ready(model)) => Some(model.clone()),
@@ -143,10 +148,18 @@ impl ModelRegistry {
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         {
             let mut slots = self.slots();
-            if slots.contains_key(name) {
-                return Err(MmeError::Conflict(format!(
-                    "Model {name} is already loaded."
-                )));
+            match slots.get(name) {
+                Some(Slot::Ready(_)) => {
+                    return Err(MmeError::Conflict(format!(
+                        "Model {name} is already loaded."
+                    )));
+                }
+                Some(Slot::Loading { .. } | Slot::Unloading(_)) => {
+                    return Err(MmeError::Conflict(format!(
+                        "Model {name} is being loaded or unloaded; retry when that is done."
+                    )));
+                }
+                None => {}
             }
             if slots.values().any(|slot| slot.target() == target) {
                 return Err(MmeError::Conflict(format!(

@@ -99,7 +99,8 @@ pub fn raw(addr: SocketAddr, bytes: &[u8]) -> HttpResponse {
     parse(&received)
 }
 
-fn parse(received: &[u8]) -> HttpResponse {
+/// Parses a whole response as received (chunked bodies are joined).
+pub fn parse(received: &[u8]) -> HttpResponse {
     let end = received
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -79,6 +79,7 @@ unsafe extern "C" fn alloc_output(
             data: vec![0u8; byte_size],
         });
         let data_ptr = boxed.data.as_mut_ptr().cast::<c_void>();
+        super::counters::buffer_allocated();
         (data_ptr, Box::into_raw(boxed).cast::<c_void>())
     };
     // SAFETY: Triton passes valid out-pointers for the duration of this call.
@@ -104,6 +105,7 @@ unsafe extern "C" fn release_output(
         // SAFETY: every non-null buffer user pointer was made by `Box::into_raw` in
         // `alloc_output`, and Triton releases each buffer exactly once.
         drop(unsafe { Box::from_raw(buffer_userp.cast::<OutputBuffer>()) });
+        super::counters::buffer_released();
     }
     ptr::null_mut()
 }

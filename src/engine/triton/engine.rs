@@ -60,6 +60,10 @@ impl TritonEngine {
 impl Engine for TritonEngine {
     type Responses = TritonResponses;
 
+    fn in_flight(&self) -> crate::engine::service::InFlight {
+        super::counters::in_flight()
+    }
+
     fn is_live(&self) -> Result<bool, EngineError> {
         self.server.is_live()
     }

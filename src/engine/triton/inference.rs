@@ -158,6 +158,7 @@ impl Server {
         };
         match submitted {
             Ok(()) => {
+                super::counters::request_submitted();
                 std::mem::forget(unsubmitted);
                 Ok(ResponseStream {
                     receiver,
@@ -311,6 +312,7 @@ unsafe extern "C" fn release_request(
             if let Err(e) = check(&triton.api, status) {
                 tracing::warn!(error = %e, "deleting a released Triton request failed");
             }
+            super::counters::request_released();
         }
     }));
     if outcome.is_err() {

@@ -5,12 +5,14 @@
 //! - [`Server`]: start and stop, health, metadata, repositories, load and unload;
 //! - `inference`: requests with zero-copy inputs, responses into tokio ([`ResponseStream`]);
 //! - `allocator` and `response`: outputs written into buffers trident owns;
+//! - [`in_flight`]: how many requests and output buffers Triton holds right now;
 //! - [`EngineError`]: `TRITONSERVER_Error` as a Rust value.
 
 #![allow(unsafe_code)]
 
 mod allocator;
 mod convert;
+mod counters;
 mod engine;
 mod error;
 mod ffi;
@@ -21,6 +23,7 @@ mod options;
 mod response;
 mod server;
 
+pub use counters::in_flight;
 pub use engine::{TritonEngine, TritonResponses};
 pub use inference::ResponseStream;
 pub use library::{ApiVersion, LoadError, Triton};

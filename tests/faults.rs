@@ -1,0 +1,450 @@
+//! Faults against the real Triton core over real HTTP: clients that hang up mid-request and
+//! mid-stream (nothing left in the core: counted), slow and stalled clients (bounded by
+//! timeouts), more connections than allowed (refused at once), a model that hangs in
+//! initialisation (the load is bounded and undone), a model whose process dies mid-request
+//! (a clean error, then recovery), headers over the size limit.
+
+#[macro_use]
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::Failed;
+use serde_json::json;
+use trident::config::{ClientLimits, Config, InferenceType, Mode, PingMode};
+use trident::engine::Engine;
+use trident::engine::triton::TritonEngine;
+use trident::http::AppState;
+
+use common::http_client::{get, parse, post_json, request};
+use common::{copy_model, models_dir};
+
+struct Fixture {
+    /// Runs the HTTP servers; dropped last.
+    _runtime: tokio::runtime::Runtime,
+    engine: TritonEngine,
+    /// single model `slow_echo`, short client timeouts, 3 connections at most
+    strict: SocketAddr,
+    /// generate_stream on the decoupled `text_stream`
+    stream: SocketAddr,
+    /// multi-model endpoint with a 2 s load timeout
+    mme: SocketAddr,
+    /// single model `victim` (a copy of slow_echo whose stub the tests kill)
+    victim: SocketAddr,
+    models_root: tempfile::TempDir,
+    _victim_repository: tempfile::TempDir,
+}
+
+fn main() -> std::process::ExitCode {
+    let checks: &[common::Check<Fixture>] = &[
+        (
+            "disconnect_mid_request_leaks_nothing",
+            disconnect_mid_request_leaks_nothing,
+        ),
+        (
+            "disconnect_mid_stream_leaks_nothing",
+            disconnect_mid_stream_leaks_nothing,
+        ),
+        ("slow_headers_are_cut_off", slow_headers_are_cut_off),
+        ("slow_body_is_408", slow_body_is_408),
+        (
+            "connections_over_the_limit_are_refused_at_once",
+            connections_over_the_limit_are_refused_at_once,
+        ),
+        ("oversized_headers_are_431", oversized_headers_are_431),
+        (
+            "hung_model_load_is_bounded_and_undone",
+            hung_model_load_is_bounded_and_undone,
+        ),
+        (
+            "killed_model_process_is_a_clean_error_then_recovers",
+            killed_model_process_is_a_clean_error_then_recovers,
+        ),
+    ];
+    common::run_checks(start(), checks)
+}
+
+fn start() -> Fixture {
+    let victim_repository = tempfile::tempdir().unwrap();
+    copy_model("slow_echo", victim_repository.path(), "victim");
+    let engine = common::start_engine(
+        vec![models_dir(), victim_repository.path().to_path_buf()],
+        &["slow_echo", "text_stream", "victim"],
+    );
+    let runtime = common::runtime();
+    let models_root = tempfile::tempdir().unwrap();
+    let single = |model: &str| Config {
+        shutdown_grace: Duration::from_secs(5),
+        ..Config::new(Mode::SingleModel {
+            repository: models_dir(),
+            default_model: model.into(),
+        })
+    };
+    let strict = Config {
+        client_limits: ClientLimits {
+            max_connections: 3,
+            header_read_timeout: Duration::from_secs(1),
+            body_read_timeout: Duration::from_secs(1),
+        },
+        ..single("slow_echo")
+    };
+    let stream = Config {
+        inference_type: InferenceType::GenerateStream,
+        ..single("text_stream")
+    };
+    let mme = Config {
+        ping_mode: PingMode::Live,
+        model_load_timeout: Duration::from_secs(2),
+        ..Config::new(Mode::MultiModel {
+            repository: models_dir(),
+            models_root: models_root.path().to_path_buf(),
+        })
+    };
+    let serve = |config| common::serve(&runtime, Arc::new(AppState::new(engine.clone(), config)));
+    let (strict, stream, mme, victim) = (
+        serve(strict),
+        serve(stream),
+        serve(mme),
+        serve(single("victim")),
+    );
+    Fixture {
+        _runtime: runtime,
+        engine,
+        strict,
+        stream,
+        mme,
+        victim,
+        models_root,
+        _victim_repository: victim_repository,
+    }
+}
+
+fn sleep_request(ms: i32) -> serde_json::Value {
+    json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [ms]}]})
+}
+
+/// Waits until the core holds no request and no output buffer of ours.
+fn ensure_nothing_in_flight(engine: &TritonEngine, within: Duration) -> Result<(), Failed> {
+    let deadline = Instant::now() + within;
+    loop {
+        let held = engine.in_flight();
+        if held.requests == 0 && held.output_buffers == 0 {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the core still holds {held:?} after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `bytes` on a fresh connection and returns it, unread.
+fn send(at: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(at).expect("connect");
+    stream.write_all(bytes).expect("send");
+    stream
+}
+
+fn http_post(path: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads until the server closes; the time it took and what came.
+fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Duration, Vec<u8>) {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    (started.elapsed(), received)
+}
+
+fn disconnect_mid_request_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(10))?;
+    let mut hung_up = Vec::new();
+    for _ in 0..4 {
+        hung_up.push(send(
+            f.strict,
+            &http_post("/invocations", &sleep_request(800).to_string()),
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let held = f.engine.in_flight();
+    ensure!(
+        held.requests >= 1,
+        "the requests should be in the core by now: {held:?}"
+    );
+    drop(hung_up);
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(15))?;
+    let answered = post_json(f.strict, "/invocations", &sleep_request(1));
+    ensure!(answered.status == 200, "next request: {}", answered.status);
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(5))
+}
+
+fn disconnect_mid_stream_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(10))?;
+    // A long stream (20000 events); hang up after the first bytes.
+    let body = json!({"PROMPT": "tick", "COUNT": 20000}).to_string();
+    for _ in 0..3 {
+        let mut stream = send(f.stream, &http_post("/invocations", &body));
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut first = [0u8; 512];
+        let n = stream.read(&mut first)?;
+        let text = String::from_utf8_lossy(&first[..n]);
+        ensure!(
+            text.starts_with("HTTP/1.1 200") && text.contains("text/event-stream"),
+            "stream head: {text}"
+        );
+        drop(stream);
+    }
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(20))?;
+    let full = post_json(
+        f.stream,
+        "/invocations",
+        &json!({"PROMPT": "a", "COUNT": 3}),
+    );
+    ensure!(
+        full.status == 200 && full.text().matches("data: ").count() == 3,
+        "a full stream after: {} {}",
+        full.status,
+        full.text()
+    );
+    Ok(())
+}
+
+fn slow_headers_are_cut_off(f: &Fixture) -> Result<(), Failed> {
+    let mut stream = send(f.strict, b"POST /invocations HTTP/1.1\r\nHost: x\r\n");
+    let (took, _) = read_until_closed(&mut stream, Duration::from_secs(10));
+    ensure!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(4),
+        "a client stalled in its headers was cut off after {took:?} (limit 1 s)"
+    );
+    let ping = get(f.strict, "/ping");
+    ensure!(ping.status == 200, "ping after: {}", ping.status);
+    Ok(())
+}
+
+fn slow_body_is_408(f: &Fixture) -> Result<(), Failed> {
+    let mut stream = send(
+        f.strict,
+        b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"inputs\": [",
+    );
+    let (took, received) = read_until_closed(&mut stream, Duration::from_secs(10));
+    ensure!(!received.is_empty(), "no answer to a stalled body");
+    let response = parse(&received);
+    ensure!(
+        response.status == 408,
+        "stalled body: {} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        took < Duration::from_secs(4),
+        "stalled body answered after {took:?}"
+    );
+    ensure!(
+        response.error().contains("did not arrive within"),
+        "{}",
+        response.text()
+    );
+    Ok(())
+}
+
+fn connections_over_the_limit_are_refused_at_once(f: &Fixture) -> Result<(), Failed> {
+    // Three slow requests hold the three slots.
+    let body = sleep_request(700).to_string();
+    let holders: Vec<TcpStream> = (0..3)
+        .map(|_| send(f.strict, &http_post("/invocations", &body)))
+        .collect();
+    std::thread::sleep(Duration::from_millis(150));
+    let started = Instant::now();
+    let refused = common::http_client::raw(
+        f.strict,
+        b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let took = started.elapsed();
+    ensure!(
+        refused.status == 503,
+        "fourth connection: {} {}",
+        refused.status,
+        refused.text()
+    );
+    ensure!(took < Duration::from_secs(1), "refusal took {took:?}");
+    ensure!(refused.header("retry-after") == Some("1"), "Retry-After");
+    ensure!(
+        refused.error().contains("limit of 3 open connections"),
+        "{}",
+        refused.text()
+    );
+    // The holders are still answered, and their slots come back.
+    for mut holder in holders {
+        let (_, received) = read_until_closed(&mut holder, Duration::from_secs(10));
+        let response = parse(&received);
+        ensure!(response.status == 200, "holder: {}", response.status);
+        drop(holder);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ping = get(f.strict, "/ping");
+        if ping.status == 200 {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "slots never came back: {}",
+            ping.status
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn oversized_headers_are_431(f: &Fixture) -> Result<(), Failed> {
+    let huge = "a".repeat(200 * 1024);
+    let mut stream = send(
+        f.strict,
+        format!("GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: {huge}\r\n\r\n").as_bytes(),
+    );
+    let (_, received) = read_until_closed(&mut stream, Duration::from_secs(10));
+    ensure!(!received.is_empty(), "no answer to oversized headers");
+    let response = parse(&received);
+    ensure!(
+        response.status == 431,
+        "oversized headers: {}",
+        response.status
+    );
+    ensure!(get(f.strict, "/ping").status == 200, "ping after");
+    Ok(())
+}
+
+fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
+    let url = f.models_root.path().join("hung").join("model");
+    copy_model("slow_init", url.parent().unwrap(), "model");
+    let body = json!({"model_name": "hung", "url": url}).to_string();
+    let headers = [("Content-Type", "application/json")];
+    let started = Instant::now();
+    let load = request(f.mme, "POST", "/models", &headers, body.as_bytes());
+    let took = started.elapsed();
+    ensure!(
+        load.status == 504,
+        "hung load: {} {}",
+        load.status,
+        load.text()
+    );
+    ensure!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
+        "hung load answered after {took:?} (limit 2 s)"
+    );
+    // Meanwhile the endpoint serves, and the name is reserved.
+    ensure!(get(f.mme, "/ping").status == 200, "ping during the load");
+    let again = request(f.mme, "POST", "/models", &headers, body.as_bytes());
+    ensure!(
+        again.status == 409,
+        "second load during the first: {}",
+        again.status
+    );
+    // The core finishes the load about 6 s in; trident then undoes it.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let state = f.engine.model_state("hung")?;
+        let unloaded = state
+            .as_ref()
+            .is_none_or(|s| s.state != "READY" && s.state != "LOADING");
+        if unloaded && get(f.mme, "/models/hung").status == 404 && !listed(f.mme, "hung") {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the timed-out load was never undone: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The name is free again (the load is slow, so only check it is accepted, not finished).
+    Ok(())
+}
+
+fn listed(at: SocketAddr, name: &str) -> bool {
+    let list = get(at, "/models").json();
+    list["models"]
+        .as_array()
+        .is_some_and(|models| models.iter().any(|m| m["modelName"] == name))
+}
+
+/// The pids of python stubs serving `model` (their command line names the model's path).
+fn stub_pids(model_path: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("triton_python_backend_stub") && cmdline.contains(model_path) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<(), Failed> {
+    let model_path = f._victim_repository.path().join("victim");
+    let model_path = model_path.to_string_lossy();
+    let stubs = stub_pids(&model_path);
+    ensure!(!stubs.is_empty(), "no python stub found for {model_path}");
+    let body = sleep_request(3000).to_string();
+    let mut in_flight = send(f.victim, &http_post("/invocations", &body));
+    std::thread::sleep(Duration::from_millis(500));
+    for pid in &stubs {
+        // Only processes this test's own core started (found by their model path).
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()?;
+    }
+    let (took, received) = read_until_closed(&mut in_flight, Duration::from_secs(60));
+    ensure!(!received.is_empty(), "no answer after the stub died");
+    let response = parse(&received);
+    ensure!(
+        response.status >= 400 && !response.error().is_empty(),
+        "request whose model process died: {} {}",
+        response.status,
+        response.text()
+    );
+    // The python backend notices a dead stub by its health check (stub-timeout-seconds, 30 s).
+    ensure!(took < Duration::from_secs(45), "error took {took:?}");
+    // trident reloads the model (the python backend would keep it READY and failing); later
+    // requests succeed again, or, if the reload failed, /ping says unhealthy. Nothing hangs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let outcome = loop {
+        let answer = post_json(f.victim, "/invocations", &sleep_request(1));
+        if answer.status == 200 {
+            break "recovered";
+        }
+        if get(f.victim, "/ping").status != 200 {
+            break "unhealthy";
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "neither recovered nor reported unhealthy: {} {}",
+            answer.status,
+            answer.text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    ensure!(
+        outcome == "recovered",
+        "the model was not reloaded: {outcome}"
+    );
+    ensure!(
+        !stub_pids(&model_path).iter().any(|pid| stubs.contains(pid)),
+        "the killed stubs are still listed"
+    );
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
+}
