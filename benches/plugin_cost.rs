@@ -4,8 +4,8 @@
 //!     cargo bench --bench plugin_cost
 //!
 //! Each row is measured after a warm-up, one call at a time, with a fresh instance per call as in
-//! the server. For profiling, `-- small` (or `-- 1mb`) keeps one payload size and `-- x10`
-//! multiplies the iterations.
+//! the server. For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10`
+//! multiplies the iterations and `-- gap` idles 250 µs between calls.
 
 use std::time::{Duration, Instant};
 
@@ -31,8 +31,14 @@ fn measure(iterations: usize, mut call: impl FnMut()) -> (Duration, Duration) {
     for _ in 0..iterations.min(50) {
         call();
     }
+    // `-- gap`: idle 250 µs between calls, as a server between small requests does, so caches
+    // and branch predictors are as cold as they are there.
+    let gap = std::env::args().any(|a| a == "gap");
     let samples = (0..iterations)
         .map(|_| {
+            if gap {
+                std::thread::sleep(Duration::from_micros(250));
+            }
             let started = Instant::now();
             call();
             started.elapsed()
