@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, header};
-use serde_json::Value;
 
 use super::AppState;
 use super::body::ResponseBody;
@@ -15,6 +14,7 @@ use super::invocations::{ErrorStyle, infer};
 use crate::engine::Engine;
 use crate::engine::ErrorCode;
 use crate::metrics::Outcome;
+use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
 use crate::protocol::tensor_data::write_json_string;
 
@@ -24,27 +24,10 @@ pub async fn load<E: Engine>(
     invocation: &Invocation,
     body: Bytes,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let json: Value = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(format!("failed to parse the request JSON buffer: {e}"))
-    })?;
-    let field = |key: &str| -> Result<String, ApiError> {
-        match json.get(key) {
-            Some(Value::String(value)) if !value.is_empty() => Ok(value.clone()),
-            Some(Value::String(_)) | None => Err(ApiError::bad_request(format!(
-                "'{key}' is required and must not be empty"
-            ))),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "'{key}' must be a string: attempt to access JSON non-string as string"
-            ))),
-        }
-    };
-    if !json.is_object() {
-        return Err(ApiError::bad_request(
-            "the load request must be a JSON object",
-        ));
-    }
-    let name = field("model_name")?;
-    let url = field("url")?;
+    let LoadRequest {
+        model_name: name,
+        url,
+    } = parse_load_request(&body).map_err(ApiError::bad_request)?;
     // The load runs to the end even if the client goes away: a half-done load would leave the
     // name reserved and the repository registered.
     let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());

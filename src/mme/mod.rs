@@ -1,8 +1,10 @@
-//! The SageMaker multi-model endpoint: which urls may be loaded ([`url`]), where their model is
+//! The SageMaker multi-model endpoint: what a load asks for ([`load_request`]), which urls may
+//! be loaded ([`url`]), where their model is
 //! ([`layout`]), which models are loaded under which names ([`registry`]), and which errors
 //! mean out-of-memory ([`oom`]).
 
 pub mod layout;
+pub mod load_request;
 pub mod oom;
 pub mod registry;
 pub mod url;

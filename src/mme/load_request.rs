@@ -1,0 +1,66 @@
+//! The body of `POST /models`: `{"model_name": "<name>", "url": "<path>"}`.
+
+use serde_json::Value;
+
+/// A parsed load request; both fields are non-empty strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadRequest {
+    pub model_name: String,
+    pub url: String,
+}
+
+/// Parses a load request body; the error is the message for a 400. Other keys are ignored, as
+/// Triton's frontend ignores them.
+pub fn parse_load_request(body: &[u8]) -> Result<LoadRequest, String> {
+    let json: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
+    if !json.is_object() {
+        return Err("the load request must be a JSON object".into());
+    }
+    let field = |key: &str| -> Result<String, String> {
+        match json.get(key) {
+            Some(Value::String(value)) if !value.is_empty() => Ok(value.clone()),
+            Some(Value::String(_)) | None => {
+                Err(format!("'{key}' is required and must not be empty"))
+            }
+            Some(_) => Err(format!(
+                "'{key}' must be a string: attempt to access JSON non-string as string"
+            )),
+        }
+    };
+    Ok(LoadRequest {
+        model_name: field("model_name")?,
+        url: field("url")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_must_be_non_empty_strings() {
+        let ok = parse_load_request(br#"{"model_name":"m","url":"/u","x":1}"#).unwrap();
+        assert_eq!((ok.model_name.as_str(), ok.url.as_str()), ("m", "/u"));
+        for (body, expected) in [
+            (&br#"{"model_name":"m""#[..], "failed to parse"),
+            (br#"[1]"#, "must be a JSON object"),
+            (br#"{"url":"/u"}"#, "'model_name' is required"),
+            (
+                br#"{"model_name":"","url":"/u"}"#,
+                "'model_name' is required",
+            ),
+            (
+                br#"{"model_name":7,"url":"/u"}"#,
+                "'model_name' must be a string",
+            ),
+            (
+                br#"{"model_name":"m","url":null}"#,
+                "'url' must be a string",
+            ),
+        ] {
+            let error = parse_load_request(body).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+}
