@@ -1,5 +1,6 @@
 //! `trident serve`: configuration → Triton core → HTTP server, until SIGTERM.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -72,10 +73,19 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         std::fs::create_dir_all(repository)?;
     }
     let core = core_config(&config);
+    // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
+    let triton_folder = triton
+        .path()
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
     let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
     let grace = config.shutdown_grace;
     let metrics_port = config.metrics_port;
-    let state = AppState::new(TritonEngine::new(server), config);
+    let mut state = AppState::new(TritonEngine::new(server), config);
+    if let Some(folder) = &triton_folder {
+        state.redactor.hide(folder, "<triton>");
+    }
     state.plugins.store(plugins);
     let state = Arc::new(state);
     tokio::spawn(reload_on_sighup(Arc::clone(&state)));

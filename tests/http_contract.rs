@@ -78,6 +78,10 @@ fn main() -> std::process::ExitCode {
             bodies_over_the_limit_are_413,
         ),
         (
+            "error_bodies_hide_server_paths",
+            error_bodies_hide_server_paths,
+        ),
+        (
             "restricted_apis_need_their_header",
             restricted_apis_need_their_header,
         ),
@@ -140,6 +144,7 @@ fn start() -> Fixture {
             "text_echo",
             "text_stream",
             "slow_echo",
+            "exec_fail",
         ],
     );
     let runtime = common::runtime();
@@ -148,6 +153,7 @@ fn start() -> Fixture {
     let mut configs: Vec<(&'static str, Config)> = vec![
         ("sme", single("add_sub")),
         ("identity", single("identity_fp32")),
+        ("failing", single("exec_fail")),
         ("decoupled", single("repeat_int32")),
         (
             "generate",
@@ -598,16 +604,44 @@ fn bodies_over_the_limit_are_413(f: &Fixture) -> Result<(), Failed> {
     )
 }
 
+fn error_bodies_hide_server_paths(f: &Fixture) -> Result<(), Failed> {
+    let body =
+        json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]});
+    let failed = post_json(f.at("failing"), "/invocations", &body);
+    ensure!(failed.status >= 400, "exec_fail answered {}", failed.status);
+    let error = failed.error();
+    ensure!(
+        error.contains("exec_fail: this model always fails"),
+        "the model's own message is kept: {error}"
+    );
+    let repository = models_dir().display().to_string();
+    ensure!(
+        !error.contains(&repository) && !error.contains(env!("CARGO_MANIFEST_DIR")),
+        "the error names a server folder: {error}"
+    );
+    ensure!(
+        error.contains("<model repository>/exec_fail/1/model.py"),
+        "the traceback keeps the file inside the repository: {error}"
+    );
+    let ping = get(f.at("failing"), "/ping");
+    ensure!(ping.status == 200, "ping after: {}", ping.status);
+    Ok(())
+}
+
 fn restricted_apis_need_their_header(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("restricted");
     let body = add_sub_json(&[1; 16], &[1; 16]).to_string();
     // (method, path, body, the header and value that open it)
     type Case<'a> = (&'a str, &'a str, &'a [u8], (&'a str, &'a str));
-    let cases: [Case; 5] = [
+    // Every route of every category.
+    let cases: [Case; 8] = [
         ("GET", "/ping", b"", ("x-health", "h1")),
         ("POST", "/invocations", body.as_bytes(), ("x-key", "k1")),
         ("GET", "/models", b"", ("x-admin", "let-me-in")),
+        ("POST", "/models", b"{}", ("x-admin", "let-me-in")),
         ("GET", "/models/none", b"", ("x-admin", "let-me-in")),
+        ("DELETE", "/models/none", b"", ("x-admin", "let-me-in")),
+        ("POST", "/plugins/reload", b"", ("x-admin", "let-me-in")),
         ("POST", "/models/none/invoke", b"{}", ("x-key", "k1")),
     ];
     for (method, path, body, (header, value)) in cases {
@@ -618,11 +652,16 @@ fn restricted_apis_need_their_header(f: &Fixture) -> Result<(), Failed> {
             error.contains("This API is restricted") && error.contains(header),
             "{error}"
         );
-        let wrong = request(at, method, path, &[(header, "wrong")], body);
+        let wrong = request(at, method, path, &[(header, "wrong-secret")], body);
         ensure!(
             wrong.status == 403,
             "{method} {path} with a wrong value: {}",
             wrong.status
+        );
+        ensure!(
+            !wrong.text().contains("wrong-secret") && !wrong.text().contains(value),
+            "the refusal echoes a header value: {}",
+            wrong.text()
         );
         let allowed = request(at, method, path, &[(header, value)], body);
         ensure!(

@@ -64,8 +64,8 @@ fn main() -> std::process::ExitCode {
             hostile_bad_tensor_is_a_clean_error,
         ),
         (
-            "hostile_snoop_sees_no_files_or_environment",
-            hostile_snoop_sees_no_files_or_environment,
+            "hostile_snoop_sees_no_files_environment_or_network",
+            hostile_snoop_sees_no_files_environment_or_network,
         ),
         ("chatty_output_is_captured", chatty_output_is_captured),
         (
@@ -109,8 +109,21 @@ fn hostile(mode: &str, extra: &str) -> String {
     plugin(
         mode.replace('-', "_").as_str(),
         "hostile",
-        &format!("config = {{ mode = \"{mode}\" }}\n{extra}"),
+        &format!(
+            "config = {{ mode = \"{mode}\", target = \"{}\" }}\n{extra}",
+            canary().local_addr().unwrap()
+        ),
     )
+}
+
+/// A listener on 127.0.0.1 that no plugin may reach (the snoop plugin tries).
+fn canary() -> &'static std::net::TcpListener {
+    static CANARY: std::sync::OnceLock<std::net::TcpListener> = std::sync::OnceLock::new();
+    CANARY.get_or_init(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        listener
+    })
 }
 
 fn manifests() -> Vec<(&'static str, String)> {
@@ -615,7 +628,7 @@ fn hostile_bad_tensor_is_a_clean_error(f: &Fixture) -> Result<(), Failed> {
     still_fine(f)
 }
 
-fn hostile_snoop_sees_no_files_or_environment(f: &Fixture) -> Result<(), Failed> {
+fn hostile_snoop_sees_no_files_environment_or_network(f: &Fixture) -> Result<(), Failed> {
     let response = with_variant(f, "snoop");
     ensure!(
         response.status == 500,
@@ -631,6 +644,14 @@ fn hostile_snoop_sees_no_files_or_environment(f: &Fixture) -> Result<(), Failed>
     ensure!(
         error.contains("env=0"),
         "the plugin saw environment variables: {error}"
+    );
+    ensure!(
+        error.contains("net=Some(Err") && error.contains("dns=Err"),
+        "the plugin reached the network: {error}"
+    );
+    ensure!(
+        canary().accept().is_err(),
+        "a plugin connected to the test's listener"
     );
     still_fine(f)
 }

@@ -90,6 +90,15 @@ impl ApiError {
         ApiError::new(status, failure.to_string())
     }
 
+    /// The error with the server's own folders hidden from its message (logged in full).
+    pub fn redacted(mut self, redactor: &super::redact::Redactor) -> ApiError {
+        if let std::borrow::Cow::Owned(message) = redactor.redact(&self.message) {
+            tracing::debug!(error = %self.message, "error message redacted for the client");
+            self.message = message;
+        }
+        self
+    }
+
     /// The error as a response.
     pub fn into_response(self) -> Response<ResponseBody> {
         if self.status.is_server_error() {

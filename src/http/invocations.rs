@@ -352,7 +352,7 @@ pub async fn generate<E: Engine>(
                 .on_inference_error(&state.engine, model, &error.message);
             let status = ApiError::from_engine(error.clone()).status;
             let mut response = with_content_type(
-                ResponseBody::full(error_event(&error.message)),
+                ResponseBody::full(error_event(&state.redactor.redact(&error.message))),
                 EVENT_STREAM,
             );
             *response.status_mut() = status;
@@ -361,6 +361,7 @@ pub async fn generate<E: Engine>(
         None => None,
     };
     let (sender, receiver) = mpsc::channel(16);
+    let redactor = state.redactor.clone();
     tokio::spawn(async move {
         if let Some(first) = first
             && sender.send(first).await.is_err()
@@ -374,7 +375,7 @@ pub async fn generate<E: Engine>(
             {
                 Ok(json) => event(&json),
                 Err(message) => {
-                    let _ = sender.send(error_event(&message)).await;
+                    let _ = sender.send(error_event(&redactor.redact(&message))).await;
                     return;
                 }
             };

@@ -7,6 +7,7 @@ pub mod invocation;
 pub mod invocations;
 pub mod models;
 pub mod ping;
+pub mod redact;
 pub mod restricted;
 pub mod state;
 
@@ -123,7 +124,7 @@ pub async fn handle<E: Engine>(
     };
     let response = dispatch(state, request)
         .await
-        .unwrap_or_else(ApiError::into_response);
+        .unwrap_or_else(|error| error.redacted(&state.redactor).into_response());
     state
         .metrics
         .observe(label, &model, response.status().as_u16(), started.elapsed());

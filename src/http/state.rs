@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::redact::Redactor;
 use crate::config::{Config, Mode};
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
@@ -27,6 +28,8 @@ pub struct AppState<E> {
     pub metrics: Metrics,
     /// Models being reloaded because their process died.
     pub recovery: Arc<Recovery>,
+    /// Hides the server's folders in error bodies.
+    pub redactor: Redactor,
 }
 
 impl<E> AppState<E> {
@@ -76,6 +79,7 @@ impl<E> AppState<E> {
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
             recovery: Arc::default(),
+            redactor: Redactor::for_config(&config),
             config,
         }
     }

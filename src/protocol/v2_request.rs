@@ -149,6 +149,7 @@ pub fn decode_infer_request(
                     })?;
                 let data = body.slice(binary_offset..end);
                 binary_offset = end;
+                check_binary_size(&input.name, datatype, &input.shape, elements, &data)?;
                 data
             }
             (None, Some(raw)) => {
@@ -198,6 +199,51 @@ pub fn decode_infer_request(
         request.requested_outputs.push(output.name);
     }
     Ok((request, encoding))
+}
+
+/// A binary input must hold exactly what its shape says: `elements` × the element size, or for
+/// `BYTES` exactly `elements` length-prefixed strings. Refused here with the numbers, rather
+/// than by the core later.
+fn check_binary_size(
+    name: &str,
+    datatype: DataType,
+    shape: &[i64],
+    elements: usize,
+    data: &[u8],
+) -> Result<(), ProtocolError> {
+    match datatype.element_size() {
+        Some(size) => {
+            let expected = elements.checked_mul(size);
+            if expected != Some(data.len()) {
+                return Err(bad(format!(
+                    "input '{name}' has shape {shape:?} ({elements} {} elements, {} bytes) but \
+                     binary_data_size {}",
+                    datatype.as_str(),
+                    expected.map_or_else(|| "too many".to_owned(), |e| e.to_string()),
+                    data.len()
+                )));
+            }
+        }
+        None => {
+            let mut count = 0usize;
+            for element in crate::protocol::tensor_data::bytes_elements(data) {
+                if element.is_err() {
+                    return Err(bad(format!(
+                        "input '{name}': the BYTES data is not a sequence of 4-byte lengths and \
+                         strings"
+                    )));
+                }
+                count += 1;
+            }
+            if count != elements {
+                return Err(bad(format!(
+                    "input '{name}' has shape {shape:?} ({elements} elements) but its BYTES data \
+                     holds {count}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The element count a shape implies; negative dimensions or overflow are refused.

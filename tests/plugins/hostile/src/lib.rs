@@ -1,6 +1,7 @@
 //! A request adapter that misbehaves in the way its `mode` config says:
 //! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
-//! data disagrees with its shape, `snoop` tries to read a file and the environment and reports
+//! data disagrees with its shape, `snoop` tries to read a file, the environment, a TCP connection
+//! to `config.target` and a DNS lookup, and reports
 //! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
 //! invocation it was given.
 
@@ -41,8 +42,11 @@ fn misbehave() -> Result<(), PluginError> {
             let file = std::fs::read("/etc/passwd").map(|b| b.len());
             let env: Vec<(String, String)> = std::env::vars().collect();
             let cwd = std::env::current_dir();
+            // A listener the test owns: a connection there would prove network access.
+            let net = config("target").map(|target| std::net::TcpStream::connect(target).map(|_| ()));
+            let dns = std::net::ToSocketAddrs::to_socket_addrs("localhost:80").map(|a| a.count());
             Err(PluginError::Internal(format!(
-                "snoop: file={file:?} env={} cwd={cwd:?}",
+                "snoop: file={file:?} env={} cwd={cwd:?} net={net:?} dns={dns:?}",
                 env.len()
             )))
         }

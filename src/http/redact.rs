@@ -1,0 +1,88 @@
+//! Keeps the server's own paths out of error bodies. Messages from the Triton core and its
+//! backends name files on the server (a python model's traceback names its `model.py`, a failed
+//! load names the repository, the core names its install folder); trident logs them in full and
+//! answers clients with those folders replaced by a label (`<model repository>/add_sub/1/model.py`).
+//! Paths a client sent (multi-model urls) are the client's own and are left alone.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use crate::config::{Config, Mode};
+
+/// Folders to hide, longest first, with the label that replaces them.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    prefixes: Vec<(String, &'static str)>,
+}
+
+impl Redactor {
+    /// The folders `config` names (model repositories, the plugin manifest's folder, the Triton
+    /// installation) plus the usual Triton install folder, each as given and as canonicalised.
+    pub fn for_config(config: &Config) -> Redactor {
+        let mut redactor = Redactor::default();
+        match &config.mode {
+            Mode::SingleModel { repository, .. } | Mode::MultiModel { repository, .. } => {
+                redactor.hide(repository, "<model repository>");
+            }
+        }
+        if let Some(folder) = config.plugins.as_deref().and_then(Path::parent) {
+            redactor.hide(folder, "<plugins>");
+        }
+        if let Some(home) = &config.triton_home {
+            redactor.hide(home, "<triton>");
+        }
+        redactor.hide(Path::new("/opt/tritonserver"), "<triton>");
+        redactor
+    }
+
+    /// Adds `folder` (and its canonical form) to hide behind `label`.
+    pub fn hide(&mut self, folder: &Path, label: &'static str) {
+        let mut forms = vec![folder.to_path_buf()];
+        if let Ok(canonical) = folder.canonicalize() {
+            forms.push(canonical);
+        }
+        for form in forms {
+            let text = form.to_string_lossy().trim_end_matches('/').to_owned();
+            // "/" or "" would hide everything; single components are not worth a label.
+            if text.matches('/').count() < 2 && text.len() < 5 {
+                continue;
+            }
+            if !self.prefixes.iter().any(|(p, _)| *p == text) {
+                self.prefixes.push((text, label));
+            }
+        }
+        self.prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    }
+
+    /// `message` with every hidden folder replaced by its label.
+    pub fn redact<'a>(&self, message: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(message);
+        for (prefix, label) in &self.prefixes {
+            if out.contains(prefix.as_str()) {
+                out = Cow::Owned(out.replace(prefix.as_str(), label));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hides_configured_folders_longest_first() {
+        let mut redactor = Redactor::default();
+        redactor.hide(Path::new("/srv/models"), "<model repository>");
+        redactor.hide(Path::new("/srv/models/plugins/"), "<plugins>");
+        redactor.hide(Path::new("/"), "<root>");
+        assert_eq!(
+            redactor.redact(
+                "At:\n  /srv/models/add/1/model.py(9): execute; /srv/models/plugins/a.wasm"
+            ),
+            "At:\n  <model repository>/add/1/model.py(9): execute; <plugins>/a.wasm"
+        );
+        assert_eq!(redactor.redact("/etc/passwd"), "/etc/passwd");
+        assert!(matches!(redactor.redact("no paths"), Cow::Borrowed(_)));
+    }
+}
