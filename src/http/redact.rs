@@ -51,7 +51,8 @@ impl Redactor {
                 self.prefixes.push((text, label));
             }
         }
-        self.prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        self.prefixes
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
 
     /// `message` with every hidden folder replaced by its label.
