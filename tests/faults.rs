@@ -365,7 +365,6 @@ fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The name is free again (the load is slow, so only check it is accepted, not finished).
     Ok(())
 }
 

@@ -67,6 +67,10 @@ fn main() -> std::process::ExitCode {
             "hostile_snoop_sees_no_files_environment_or_network",
             hostile_snoop_sees_no_files_environment_or_network,
         ),
+        (
+            "every_call_gets_a_fresh_instance",
+            every_call_gets_a_fresh_instance,
+        ),
         ("chatty_output_is_captured", chatty_output_is_captured),
         (
             "load_refuses_bad_digests_signatures_keys_and_configs",
@@ -151,6 +155,7 @@ fn manifests() -> Vec<(&'static str, String)> {
         "snoop",
         "chatty",
         "echo",
+        "count",
     ];
     let mut hostile_manifest: String = hostiles
         .iter()
@@ -653,6 +658,21 @@ fn hostile_snoop_sees_no_files_environment_or_network(f: &Fixture) -> Result<(),
         canary().accept().is_err(),
         "a plugin connected to the test's listener"
     );
+    still_fine(f)
+}
+
+fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
+    // Instances are made ahead of time, but each serves one call: guest memory never carries
+    // anything from one request to the next.
+    for _ in 0..6 {
+        let response = with_variant(f, "count");
+        let error = response.error();
+        ensure!(
+            error.contains("count: calls=1"),
+            "an instance served more than one call: {} {error}",
+            response.status
+        );
+    }
     still_fine(f)
 }
 

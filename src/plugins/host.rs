@@ -1,6 +1,7 @@
 //! Loaded plugins and the calls into them. Each plugin is read, checked against its digest (and
-//! signature when required), compiled once and pre-instantiated at load; every call instantiates
-//! it afresh in a new limited store, so no state survives from one request to the next.
+//! signature when required), compiled once and pre-instantiated at load; every call runs in a
+//! fresh instance in a new limited store (made ahead of time, [`super::warm`]), so no state
+//! survives from one request to the next.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,8 +13,9 @@ use wasmtime::component::Component;
 use super::bindings::types::{Invocation, PluginError, Reply};
 use super::bindings::{oom, request, response};
 use super::manifest::{Manifest, PluginSpec};
-use super::runtime::{CallFailure, CallStore, Limits, PluginState, Runtime};
+use super::runtime::{CallFailure, Limits, PluginState, Runtime};
 use super::variants::{Weighted, choose};
+use super::warm::Warm;
 
 pub use super::bindings::request::exports::trident::plugin::request_adapter::{
     Adapted, TensorRequest,
@@ -28,9 +30,9 @@ pub struct LoadedPlugin {
     accept: Vec<String>,
     /// Lower-cased names of the request headers the plugin may see.
     pub headers: Vec<String>,
-    request: Option<request::RequestAdapterPluginPre<PluginState>>,
-    response: Option<response::ResponseAdapterPluginPre<PluginState>>,
-    oom: Option<oom::OomPluginPre<PluginState>>,
+    request: Option<Warm<request::RequestAdapterPluginPre<PluginState>>>,
+    response: Option<Warm<response::ResponseAdapterPluginPre<PluginState>>>,
+    oom: Option<Warm<oom::OomPluginPre<PluginState>>>,
 }
 
 fn media_matches(list: &[String], value: Option<&str>) -> bool {
@@ -261,19 +263,20 @@ impl PluginHost {
         plugin: &LoadedPlugin,
         invocation: &Invocation,
     ) -> Result<Result<Adapted, PluginError>, CallFailure> {
-        let pre = plugin
+        let warm = plugin
             .request
             .as_ref()
             .expect("selected request adapters export request-adapter");
-        let mut call = CallStore::new(&self.runtime, &plugin.limits);
-        let result = async {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_request_adapter()
-                .call_adapt_request(&mut call.store, invocation)
-                .await
-        }
-        .await;
+        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
+        let result = match instance {
+            Ok(instance) => {
+                instance
+                    .trident_plugin_request_adapter()
+                    .call_adapt_request(&mut call.store, invocation)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         call.finish(result)
     }
 
@@ -284,19 +287,20 @@ impl PluginHost {
         invocation: &Invocation,
         result: &InferenceResult,
     ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        let pre = plugin
+        let warm = plugin
             .response
             .as_ref()
             .expect("selected response adapters export response-adapter");
-        let mut call = CallStore::new(&self.runtime, &plugin.limits);
-        let outcome = async {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_response_adapter()
-                .call_adapt_response(&mut call.store, invocation, result)
-                .await
-        }
-        .await;
+        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
+        let outcome = match instance {
+            Ok(instance) => {
+                instance
+                    .trident_plugin_response_adapter()
+                    .call_adapt_response(&mut call.store, invocation, result)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         call.finish(outcome)
     }
 
@@ -304,16 +308,17 @@ impl PluginHost {
     /// plugin is configured or it failed (the caller then uses the built-in list).
     pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
         let plugin = self.oom.as_ref()?;
-        let pre = plugin.oom.as_ref()?;
-        let mut call = CallStore::new(&self.runtime, &plugin.limits);
-        let outcome = async {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_oom_classifier()
-                .call_is_out_of_memory(&mut call.store, message)
-                .await
-        }
-        .await;
+        let warm = plugin.oom.as_ref()?;
+        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
+        let outcome = match instance {
+            Ok(instance) => {
+                instance
+                    .trident_plugin_oom_classifier()
+                    .call_is_out_of_memory(&mut call.store, message)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         match call.finish(outcome) {
             Ok(verdict) => Some(verdict),
             Err(error) => {
@@ -369,9 +374,13 @@ async fn load_one(
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        request: request::RequestAdapterPluginPre::new(pre.clone()).ok(),
-        response: response::ResponseAdapterPluginPre::new(pre.clone()).ok(),
-        oom: oom::OomPluginPre::new(pre).ok(),
+        request: request::RequestAdapterPluginPre::new(pre.clone())
+            .ok()
+            .map(Warm::new),
+        response: response::ResponseAdapterPluginPre::new(pre.clone())
+            .ok()
+            .map(Warm::new),
+        oom: oom::OomPluginPre::new(pre).ok().map(Warm::new),
     };
     if plugin.request.is_none() && plugin.response.is_none() && plugin.oom.is_none() {
         return Err("exports none of request-adapter, response-adapter, oom-classifier".into());
@@ -383,31 +392,44 @@ async fn load_one(
 
 /// Runs the plugin's own configuration check once.
 async fn check_config(runtime: &Runtime, plugin: &LoadedPlugin) -> Result<(), String> {
-    let mut call = CallStore::new(runtime, &plugin.limits);
-    let outcome = async {
-        if let Some(pre) = &plugin.request {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_lifecycle()
-                .call_check_config(&mut call.store)
-                .await
-        } else if let Some(pre) = &plugin.response {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_lifecycle()
-                .call_check_config(&mut call.store)
-                .await
-        } else if let Some(pre) = &plugin.oom {
-            let instance = pre.instantiate_async(&mut call.store).await?;
-            instance
-                .trident_plugin_lifecycle()
-                .call_check_config(&mut call.store)
-                .await
-        } else {
-            Ok(Ok(()))
-        }
-    }
-    .await;
+    let engine = &runtime.engine;
+    let limits = &plugin.limits;
+    let (call, outcome) = if let Some(warm) = &plugin.request {
+        let (mut call, instance) = warm.take(engine, limits).await;
+        let outcome = match instance {
+            Ok(i) => {
+                i.trident_plugin_lifecycle()
+                    .call_check_config(&mut call.store)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        (call, outcome)
+    } else if let Some(warm) = &plugin.response {
+        let (mut call, instance) = warm.take(engine, limits).await;
+        let outcome = match instance {
+            Ok(i) => {
+                i.trident_plugin_lifecycle()
+                    .call_check_config(&mut call.store)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        (call, outcome)
+    } else if let Some(warm) = &plugin.oom {
+        let (mut call, instance) = warm.take(engine, limits).await;
+        let outcome = match instance {
+            Ok(i) => {
+                i.trident_plugin_lifecycle()
+                    .call_check_config(&mut call.store)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        (call, outcome)
+    } else {
+        return Ok(());
+    };
     call.finish(outcome)
         .map_err(|e| e.to_string())?
         .map_err(|message| format!("refuses its configuration: {message}"))

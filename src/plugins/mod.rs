@@ -4,6 +4,7 @@
 //! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
 //! - [`runtime`]: the engine, the linker and the per-call store with its limits;
 //! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
+//! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`variants`]: choosing an A/B variant;
 //! - `bindings`, `convert`: generated bindings and type conversions.
 
@@ -15,6 +16,7 @@ pub mod manifest;
 pub mod runtime;
 pub mod signing;
 pub mod variants;
+pub mod warm;
 
 pub use bindings::types::{PluginError, Reply};
 pub use host::{PluginHost, Selection};

@@ -108,6 +108,9 @@ pub struct PluginState {
     limiter: MemoryLimiter,
     plugin: Arc<str>,
     config: Arc<BTreeMap<String, String>>,
+    /// When the guest code now running must stop (armed before instantiation and again before
+    /// the call, so an instance made ahead of time gets its whole time limit).
+    deadline: Instant,
 }
 
 impl WasiView for PluginState {
@@ -181,8 +184,8 @@ pub struct CallStore {
 
 impl CallStore {
     /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
-    /// and time limited.
-    pub fn new(runtime: &Runtime, limits: &Limits) -> CallStore {
+    /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
+    pub fn new(engine: &Engine, limits: &Limits) -> CallStore {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let wasi = WasiCtxBuilder::new()
@@ -201,24 +204,32 @@ impl CallStore {
             },
             plugin: Arc::clone(&limits.plugin),
             config: Arc::clone(&limits.config),
+            deadline: Instant::now(),
         };
-        let mut store = Store::new(&runtime.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
-        let deadline = Instant::now() + Duration::from_millis(limits.time_limit_ms);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
+        store.epoch_deadline_callback(|store| {
+            if Instant::now() >= store.data().deadline {
                 Err(DeadlineExceeded.into())
             } else {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
-        CallStore {
+        let mut call = CallStore {
             store,
             stdout,
             stderr,
             limits: limits.clone(),
-        }
+        };
+        call.arm();
+        call
+    }
+
+    /// Starts the time limit afresh: the guest may run for the plugin's limit from now.
+    pub fn arm(&mut self) {
+        self.store.data_mut().deadline =
+            Instant::now() + Duration::from_millis(self.limits.time_limit_ms);
+        self.store.set_epoch_deadline(1);
     }
 
     /// Ends the call: logs what the guest printed and classifies a failure.

@@ -1,6 +1,7 @@
 //! A request adapter that misbehaves in the way its `mode` config says:
 //! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
-//! data disagrees with its shape, `snoop` tries to read a file, the environment, a TCP connection
+//! data disagrees with its shape, `count` reports how many calls its instance has seen, `snoop`
+//! tries to read a file, the environment, a TCP connection
 //! to `config.target` and a DNS lookup, and reports
 //! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
 //! invocation it was given.
@@ -49,6 +50,12 @@ fn misbehave() -> Result<(), PluginError> {
                 "snoop: file={file:?} env={} cwd={cwd:?} net={net:?} dns={dns:?}",
                 env.len()
             )))
+        }
+        Some("count") => {
+            // Counts calls in guest memory: a reused instance would report more than 1.
+            static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            Err(PluginError::Internal(format!("count: calls={calls}")))
         }
         Some("chatty") => {
             println!("hello from the plugin's stdout");

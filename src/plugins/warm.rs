@@ -1,0 +1,126 @@
+//! Instances made ahead of time. Each plugin hook keeps a couple of fresh instances ready, made
+//! in the background after a call takes one, so a request pays for the call and not for the
+//! instantiation (most of a small call's cost when caches are cold). Every instance still serves
+//! exactly one call and is dropped after it: nothing a call leaves in memory reaches another
+//! request.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use wasmtime::{Engine, Store};
+
+use super::bindings::{oom, request, response};
+use super::runtime::{CallStore, Limits, PluginState};
+
+/// How many fresh instances each hook keeps ready.
+const READY: usize = 2;
+
+/// A pre-instantiated component that makes instances of one world.
+pub trait Prepare: Clone + Send + Sync + 'static {
+    type Instance: Send + 'static;
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<PluginState>,
+    ) -> impl Future<Output = wasmtime::Result<Self::Instance>> + Send + 'a;
+}
+
+macro_rules! prepare {
+    ($pre:ty, $instance:ty) => {
+        impl Prepare for $pre {
+            type Instance = $instance;
+            fn instantiate<'a>(
+                &'a self,
+                store: &'a mut Store<PluginState>,
+            ) -> impl Future<Output = wasmtime::Result<$instance>> + Send + 'a {
+                self.instantiate_async(store)
+            }
+        }
+    };
+}
+
+prepare!(
+    request::RequestAdapterPluginPre<PluginState>,
+    request::RequestAdapterPlugin
+);
+prepare!(
+    response::ResponseAdapterPluginPre<PluginState>,
+    response::ResponseAdapterPlugin
+);
+prepare!(oom::OomPluginPre<PluginState>, oom::OomPlugin);
+
+type Ready<I> = Arc<Mutex<Vec<(CallStore, I)>>>;
+
+/// One hook of one plugin: its pre-instance and the instances ready for calls.
+pub struct Warm<P: Prepare> {
+    pre: P,
+    ready: Ready<P::Instance>,
+    refilling: Arc<AtomicBool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<P: Prepare> Warm<P> {
+    pub fn new(pre: P) -> Warm<P> {
+        Warm {
+            pre,
+            ready: Arc::default(),
+            refilling: Arc::default(),
+        }
+    }
+
+    /// A fresh instance for one call, with its time limit started now: a ready one when there
+    /// is one, else one made here. Either way the ready set is topped up in the background.
+    pub async fn take(
+        &self,
+        engine: &Engine,
+        limits: &Limits,
+    ) -> (CallStore, wasmtime::Result<P::Instance>) {
+        let ready = lock(&self.ready).pop();
+        self.refill(engine, limits);
+        match ready {
+            Some((mut call, instance)) => {
+                call.arm();
+                (call, Ok(instance))
+            }
+            None => {
+                let mut call = CallStore::new(engine, limits);
+                let instance = self.pre.instantiate(&mut call.store).await;
+                call.arm();
+                (call, instance)
+            }
+        }
+    }
+
+    /// Makes instances until [`READY`] wait, in a task of its own (one at a time per hook).
+    fn refill(&self, engine: &Engine, limits: &Limits) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if lock(&self.ready).len() >= READY || self.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (pre, ready, refilling) = (
+            self.pre.clone(),
+            Arc::clone(&self.ready),
+            Arc::clone(&self.refilling),
+        );
+        let (engine, limits) = (engine.clone(), limits.clone());
+        runtime.spawn(async move {
+            while lock(&ready).len() < READY {
+                let mut call = CallStore::new(&engine, &limits);
+                match pre.instantiate(&mut call.store).await {
+                    Ok(instance) => lock(&ready).push((call, instance)),
+                    Err(error) => {
+                        // The next call instantiates in line and reports the failure.
+                        tracing::debug!(plugin = %limits.plugin, %error, "making a ready instance failed");
+                        break;
+                    }
+                }
+            }
+            refilling.store(false, Ordering::Release);
+        });
+    }
+}
