@@ -126,14 +126,14 @@ pub struct ServeArgs {
     #[arg(long, env = "TRIDENT_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Seconds a client may take to send a request's headers before its connection is closed.
-    #[arg(long, env = "TRIDENT_HEADER_READ_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "TRIDENT_HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_SECS)]
     pub header_read_timeout_secs: u64,
     /// Seconds a client may take to send a request's body (408 after).
-    #[arg(long, env = "TRIDENT_BODY_READ_TIMEOUT_SECS", default_value_t = 60)]
+    #[arg(long, env = "TRIDENT_BODY_READ_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_SECS)]
     pub body_read_timeout_secs: u64,
     /// Seconds a multi-model load may take before it is answered 504 (the load is then undone
     /// in the background when the core finishes it).
-    #[arg(long, env = "TRIDENT_MODEL_LOAD_TIMEOUT_SECS", default_value_t = 600)]
+    #[arg(long, env = "TRIDENT_MODEL_LOAD_TIMEOUT_SECS", default_value_t = DEFAULT_MODEL_LOAD_TIMEOUT_SECS)]
     pub model_load_timeout_secs: u64,
     /// A Triton installation (folder with lib/libtritonserver.so) or the library itself.
     #[arg(long, env = "TRITON_HOME")]
@@ -142,6 +142,12 @@ pub struct ServeArgs {
 
 /// Default for `--max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default for `--header-read-timeout-secs`.
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 30;
+/// Default for `--body-read-timeout-secs`.
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 60;
+/// Default for `--model-load-timeout-secs`.
+pub const DEFAULT_MODEL_LOAD_TIMEOUT_SECS: u64 = 600;
 
 /// How much of the server one client can hold, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,8 +164,8 @@ impl Default for ClientLimits {
     fn default() -> ClientLimits {
         ClientLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            header_read_timeout: Duration::from_secs(30),
-            body_read_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECS),
+            body_read_timeout: Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
         }
     }
 }
@@ -243,7 +249,7 @@ impl Config {
             batch: None,
             shutdown_grace: Duration::from_secs(25),
             client_limits: ClientLimits::default(),
-            model_load_timeout: Duration::from_secs(600),
+            model_load_timeout: Duration::from_secs(DEFAULT_MODEL_LOAD_TIMEOUT_SECS),
             metrics_port: None,
             plugins: None,
             worker_threads: None,

@@ -32,19 +32,19 @@ pub async fn load<E: Engine>(
     // name reserved and the repository registered.
     let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
     let target = invocation.target_model.clone();
-    let loading = {
+    let mut loading = {
         let name = name.clone();
         tokio::spawn(async move { registry.load(&engine, &name, &url, target.as_deref()).await })
     };
     let timeout = state.config.model_load_timeout;
-    let loaded = match tokio::time::timeout(timeout, loading).await {
+    let loaded = match tokio::time::timeout(timeout, &mut loading).await {
         Ok(joined) => {
             joined.unwrap_or_else(|e| Err(MmeError::Internal(format!("the load task failed: {e}"))))
         }
         Err(_) => {
             // The core cannot abandon a load, so the client is told now and the load is
             // undone when the core finishes it; until then the name stays reserved (409).
-            undo_when_loaded(state, name.clone());
+            undo_when_loaded(state, name.clone(), loading);
             state.metrics.model_loaded(Outcome::Failure);
             return Err(ApiError::new(
                 http::StatusCode::GATEWAY_TIMEOUT,
@@ -70,15 +70,16 @@ pub async fn load<E: Engine>(
     }
 }
 
-/// After a load timed out: waits for the registry to settle `name` and unloads it if the load
-/// succeeded after all, so the endpoint ends as the client was told (not loaded).
-fn undo_when_loaded<E: Engine>(state: &AppState<E>, name: String) {
+/// After a load timed out: waits for the load task and unloads the model if the load succeeded
+/// after all, so the endpoint ends as the client was told (not loaded).
+fn undo_when_loaded<E: Engine>(
+    state: &AppState<E>,
+    name: String,
+    loading: tokio::task::JoinHandle<Result<(), MmeError>>,
+) {
     let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
     tokio::spawn(async move {
-        while registry.is_loading(&name) {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        if registry.get(&name).is_some() {
+        if let Ok(Ok(())) = loading.await {
             match registry.unload(&engine, &name).await {
                 Ok(()) => {
                     tracing::warn!(model = name, "undid a load that finished after its timeout")

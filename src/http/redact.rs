@@ -6,13 +6,15 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::config::{Config, Mode};
 
-/// Folders to hide, longest first, with the label that replaces them.
+/// Folders to hide, longest first, with the label that replaces them (shared: a clone is a
+/// reference count).
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    prefixes: Vec<(String, &'static str)>,
+    prefixes: Arc<Vec<(String, &'static str)>>,
 }
 
 impl Redactor {
@@ -42,23 +44,24 @@ impl Redactor {
             forms.push(canonical);
         }
         for form in forms {
-            let text = form.to_string_lossy().trim_end_matches('/').to_owned();
-            // "/" or "" would hide everything; single components are not worth a label.
-            if text.matches('/').count() < 2 && text.len() < 5 {
+            // "/" would hide everything and a single component ("/opt") too much: hide only
+            // folders at least two levels deep.
+            if form.components().count() < 3 {
                 continue;
             }
-            if !self.prefixes.iter().any(|(p, _)| *p == text) {
-                self.prefixes.push((text, label));
+            let text = form.to_string_lossy().trim_end_matches('/').to_owned();
+            let prefixes = Arc::make_mut(&mut self.prefixes);
+            if !prefixes.iter().any(|(p, _)| *p == text) {
+                prefixes.push((text, label));
+                prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
             }
         }
-        self.prefixes
-            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
 
     /// `message` with every hidden folder replaced by its label.
     pub fn redact<'a>(&self, message: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(message);
-        for (prefix, label) in &self.prefixes {
+        for (prefix, label) in self.prefixes.iter() {
             if out.contains(prefix.as_str()) {
                 out = Cow::Owned(out.replace(prefix.as_str(), label));
             }

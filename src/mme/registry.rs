@@ -102,11 +102,6 @@ impl ModelRegistry {
     }
 
     /// The loaded model called `name`.
-    /// Whether a load of `name` is under way.
-    pub fn is_loading(&self, name: &str) -> bool {
-        matches!(self.slots().get(name), Some(Slot::Loading { .. }))
-    }
-
     pub fn get(&self, name: &str) -> Option<LoadedModel> {
         match self.slots().get(name) {
             Some(Slot::Ready(model)) => Some(model.clone()),

@@ -390,47 +390,19 @@ async fn load_one(
     Ok(plugin)
 }
 
-/// Runs the plugin's own configuration check once.
+/// Runs the plugin's own configuration check once, through whichever world it exports.
 async fn check_config(runtime: &Runtime, plugin: &LoadedPlugin) -> Result<(), String> {
-    let engine = &runtime.engine;
-    let limits = &plugin.limits;
-    let (call, outcome) = if let Some(warm) = &plugin.request {
-        let (mut call, instance) = warm.take(engine, limits).await;
-        let outcome = match instance {
-            Ok(i) => {
-                i.trident_plugin_lifecycle()
-                    .call_check_config(&mut call.store)
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        (call, outcome)
+    let (engine, limits) = (&runtime.engine, &plugin.limits);
+    let checked = if let Some(warm) = &plugin.request {
+        warm.check_config(engine, limits).await
     } else if let Some(warm) = &plugin.response {
-        let (mut call, instance) = warm.take(engine, limits).await;
-        let outcome = match instance {
-            Ok(i) => {
-                i.trident_plugin_lifecycle()
-                    .call_check_config(&mut call.store)
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        (call, outcome)
+        warm.check_config(engine, limits).await
     } else if let Some(warm) = &plugin.oom {
-        let (mut call, instance) = warm.take(engine, limits).await;
-        let outcome = match instance {
-            Ok(i) => {
-                i.trident_plugin_lifecycle()
-                    .call_check_config(&mut call.store)
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        (call, outcome)
+        warm.check_config(engine, limits).await
     } else {
         return Ok(());
     };
-    call.finish(outcome)
+    checked
         .map_err(|e| e.to_string())?
         .map_err(|message| format!("refuses its configuration: {message}"))
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{oom, request, response};
-use super::runtime::{CallStore, Limits, PluginState};
+use super::runtime::{CallFailure, CallStore, Limits, PluginState};
 
 /// How many fresh instances each hook keeps ready.
 const READY: usize = 2;
@@ -23,6 +23,11 @@ pub trait Prepare: Clone + Send + Sync + 'static {
         &'a self,
         store: &'a mut Store<PluginState>,
     ) -> impl Future<Output = wasmtime::Result<Self::Instance>> + Send + 'a;
+    /// The `lifecycle.check-config` export, which every world has.
+    fn check_config<'a>(
+        instance: &'a Self::Instance,
+        store: &'a mut Store<PluginState>,
+    ) -> impl Future<Output = wasmtime::Result<Result<(), String>>> + Send + 'a;
 }
 
 macro_rules! prepare {
@@ -34,6 +39,12 @@ macro_rules! prepare {
                 store: &'a mut Store<PluginState>,
             ) -> impl Future<Output = wasmtime::Result<$instance>> + Send + 'a {
                 self.instantiate_async(store)
+            }
+            fn check_config<'a>(
+                instance: &'a $instance,
+                store: &'a mut Store<PluginState>,
+            ) -> impl Future<Output = wasmtime::Result<Result<(), String>>> + Send + 'a {
+                instance.trident_plugin_lifecycle().call_check_config(store)
             }
         }
     };
@@ -92,6 +103,20 @@ impl<P: Prepare> Warm<P> {
                 (call, instance)
             }
         }
+    }
+
+    /// Calls the plugin's own configuration check in a fresh instance.
+    pub async fn check_config(
+        &self,
+        engine: &Engine,
+        limits: &Limits,
+    ) -> Result<Result<(), String>, CallFailure> {
+        let (mut call, instance) = self.take(engine, limits).await;
+        let outcome = match instance {
+            Ok(instance) => P::check_config(&instance, &mut call.store).await,
+            Err(error) => Err(error),
+        };
+        call.finish(outcome)
     }
 
     /// Makes instances until [`READY`] wait, in a task of its own (one at a time per hook).
