@@ -389,10 +389,10 @@ fn thread_count() -> usize {
 }
 
 /// The pids of python stubs serving `model` (their command line names the model's path).
-fn stub_pids(model_path: &str) -> Vec<i32> {
+fn stub_pids(model_path: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
@@ -417,9 +417,7 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
     std::thread::sleep(Duration::from_millis(500));
     for pid in &stubs {
         // Only processes this test's own core started (found by their model path).
-        std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()?;
+        ensure!(common::send_signal(*pid, "KILL"), "kill -KILL {pid} failed");
     }
     let (took, received) = read_until_closed(&mut in_flight, Duration::from_secs(60));
     ensure!(!received.is_empty(), "no answer after the stub died");

@@ -12,8 +12,12 @@ use common::copy_model;
 use common::http_client::{get, post_json};
 
 fn trident() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_trident"));
-    // Only what each test sets: no SageMaker variables from the environment running the tests.
+    without_sagemaker_environment(common::command(env!("CARGO_BIN_EXE_trident")))
+}
+
+/// `command` (trident, or a shell that execs it) with only what each test sets: no SageMaker
+/// variables from the environment running the tests.
+fn without_sagemaker_environment(mut command: Command) -> Command {
     for (key, _) in std::env::vars() {
         if key.starts_with("SAGEMAKER_") {
             command.env_remove(key);
@@ -118,8 +122,7 @@ impl Drop for Running {
     /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
     fn drop(&mut self) {
         if self.0.try_wait().ok().flatten().is_none() {
-            let pid = self.0.id().to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            common::send_signal(self.0.id(), "TERM");
             let deadline = Instant::now() + Duration::from_secs(30);
             while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
@@ -169,14 +172,7 @@ fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
             .map(|_| scope.spawn(|| post_json(addr, "/invocations", &body).status))
             .collect();
         std::thread::sleep(Duration::from_millis(400));
-        let pid = running.0.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        assert!(common::send_signal(running.0.id(), "TERM"));
         requests.into_iter().map(|r| r.join().unwrap()).collect()
     });
     assert_eq!(
@@ -263,5 +259,105 @@ fn a_bad_plugin_manifest_stops_the_start() {
         std::fs::write(&manifest, text).unwrap();
         let env = [("SAGEMAKER_TRITON_PLUGINS", manifest.to_str().unwrap())];
         assert_refused(&serve_output(dir.path(), &[], &env), expected);
+    }
+}
+
+/// The descriptors a process has open: number → what it points at (a path, `socket:[N]`, ...).
+fn open_descriptors(pid: u32) -> Vec<(u32, String)> {
+    let mut open: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let fd = entry.file_name().to_str()?.parse().ok()?;
+            let target = std::fs::read_link(entry.path()).ok()?;
+            Some((fd, target.to_string_lossy().into_owned()))
+        })
+        .collect();
+    open.sort();
+    open
+}
+
+/// The processes `pid` started (every thread's children).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// The python stub the core starts for a model holds none of trident's descriptors: not its
+/// sockets (the listener, a client's connection) and not one trident inherited without
+/// close-on-exec (descriptor 9 here, opened by the shell that execs trident), only the standard
+/// streams and what the stub opens itself (its shared memory).
+#[test]
+fn backend_processes_inherit_only_the_standard_streams() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let inherited = tempfile::NamedTempFile::new().unwrap();
+    let inherited_path = inherited.path().to_string_lossy().into_owned();
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = without_sagemaker_environment(common::command("sh"))
+        .arg("-c")
+        .arg(r#"exec 9<"$0" && exec "$@""#)
+        .arg(&inherited_path)
+        .arg(env!("CARGO_BIN_EXE_trident"))
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(&examples)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    wait_ready(addr, &mut running.0);
+    let trident_pid = running.0.id();
+    let trident_open = open_descriptors(trident_pid);
+    assert!(
+        trident_open.contains(&(9, inherited_path.clone())),
+        "the set-up failed: trident did not inherit descriptor 9: {trident_open:?}"
+    );
+    // A client connection held open while the stub is inspected.
+    let _connection = std::net::TcpStream::connect(addr).unwrap();
+    let body = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
+    assert_eq!(post_json(addr, "/invocations", &body).status, 200);
+
+    let stubs: Vec<u32> = children(trident_pid)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
+        })
+        .collect();
+    assert!(!stubs.is_empty(), "no python stub among trident's children");
+    let trident_open = open_descriptors(trident_pid);
+    for stub in stubs {
+        let stub_open = open_descriptors(stub);
+        for fd in 0..3 {
+            assert!(
+                stub_open.iter().any(|(n, _)| *n == fd),
+                "stub {stub} has no descriptor {fd}: {stub_open:?}"
+            );
+        }
+        // Sockets and pipes are named by their inode: the same name is the same object.
+        let leaked: Vec<_> = stub_open
+            .iter()
+            .filter(|(fd, target)| {
+                *fd > 2
+                    && (*target == inherited_path
+                        || ((target.starts_with("socket:") || target.starts_with("pipe:"))
+                            && trident_open.iter().any(|(_, t)| t == target)))
+            })
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "stub {stub} inherited trident's descriptors {leaked:?} (all: {stub_open:?}; trident: {trident_open:?})"
+        );
     }
 }

@@ -38,9 +38,30 @@ pub fn run_checks<F: Send + Sync + 'static>(
     conclusion.exit_code()
 }
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use trident::engine::triton::{self, Triton};
+
+/// A command for a child process of a test, with the null device as its standard input: never
+/// the test process's own, which is whatever the harness left there (every child a test starts
+/// is made here, or sets it the same way).
+pub fn command(program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.stdin(Stdio::null());
+    command
+}
+
+/// Sends `signal` (a name such as `TERM` or `KILL`) to `pid`, a process the test started;
+/// whether `kill` succeeded.
+pub fn send_signal(pid: u32, signal: &str) -> bool {
+    command("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .is_ok_and(|status| status.success())
+}
 
 /// The test models (Python backend) kept under `tests/models`.
 pub fn models_dir() -> PathBuf {

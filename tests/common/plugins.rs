@@ -2,7 +2,7 @@
 //! wasm32-wasip2, once per test process.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 /// The folder holding every built `.wasm`.
@@ -19,6 +19,8 @@ pub fn built_guests() -> &'static Path {
                 .arg(root.join(manifest))
                 .arg("--target-dir")
                 .arg(&target)
+                // Never the test process's own standard input: see `common::command`.
+                .stdin(Stdio::null())
                 .status()
                 .expect("run cargo to build the guests");
             assert!(status.success(), "building {manifest} for wasm32-wasip2 failed (is the target installed? rustup target add wasm32-wasip2)");

@@ -6,6 +6,7 @@
 //! - `inference`: requests with zero-copy inputs, responses into tokio ([`ResponseStream`]);
 //! - `allocator` and `response`: outputs written into buffers trident owns;
 //! - [`in_flight`]: how many requests and output buffers Triton holds right now;
+//! - `descriptors`: what the processes the core's backends start inherit (std streams only);
 //! - [`EngineError`]: `TRITONSERVER_Error` as a Rust value.
 
 #![allow(unsafe_code)]
@@ -13,6 +14,7 @@
 mod allocator;
 mod convert;
 mod counters;
+mod descriptors;
 mod engine;
 mod error;
 mod ffi;

@@ -50,8 +50,12 @@ pub enum TransactionPolicy {
 
 impl Server {
     /// Starts the core with `config`; in explicit mode this loads the startup models first.
+    /// Descriptors this process holds are marked close-on-exec first, so the processes the
+    /// core's backends start inherit only standard input, output and error.
     pub fn start(triton: &'static Triton, config: &ServerConfig) -> Result<Server, EngineError> {
         let options = ServerOptions::from_config(triton, config)?;
+        // Backends fork from here on (python stubs): they get stdin, stdout and stderr only.
+        super::descriptors::keep_from_child_processes();
         let mut raw = std::ptr::null_mut();
         // SAFETY: `options` is a complete options object that outlives the call (Triton copies
         // it); `raw` is valid for a write.
