@@ -33,6 +33,14 @@ pub enum Outcome {
 /// (plugin, hook, variant, outcome)
 type PluginKey = (String, &'static str, String, &'static str);
 
+/// What trident withheld from one loaded plugin.
+#[derive(Debug, Clone, Default)]
+pub struct PluginRow {
+    pub plugin: String,
+    pub output_dropped_bytes: u64,
+    pub reply_headers_dropped: u64,
+}
+
 /// The server's metrics.
 #[derive(Default)]
 pub struct Metrics {
@@ -99,9 +107,27 @@ impl Metrics {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition, with the engine's in-flight gauges.
-    pub fn render_with(&self, in_flight: InFlight) -> String {
+    /// The Prometheus text exposition, with the engine's in-flight gauges and what trident
+    /// withheld from each loaded plugin.
+    pub fn render_with(&self, in_flight: InFlight, plugins: &[PluginRow]) -> String {
         let mut out = self.render();
+        for (name, help, value) in [
+            (
+                "trident_plugin_output_dropped_bytes_total",
+                "Bytes of plugin log output dropped over the per-call budget, since the plugin was loaded.",
+                (|row: &PluginRow| row.output_dropped_bytes) as fn(&PluginRow) -> u64,
+            ),
+            (
+                "trident_plugin_reply_headers_dropped_total",
+                "Reply headers dropped because trident sets them, since the plugin was loaded.",
+                |row: &PluginRow| row.reply_headers_dropped,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for row in plugins {
+                let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", row.plugin, value(row));
+            }
+        }
         let refused = self.connections_refused.load(Ordering::Relaxed);
         let _ = write!(
             out,

@@ -78,6 +78,14 @@ fn main() -> std::process::ExitCode {
             bodies_over_the_limit_are_413,
         ),
         (
+            "bodies_in_too_many_chunks_are_400",
+            bodies_in_too_many_chunks_are_400,
+        ),
+        (
+            "hostile_shapes_are_400_and_the_model_keeps_serving",
+            hostile_shapes_are_400_and_the_model_keeps_serving,
+        ),
+        (
             "error_bodies_hide_server_paths",
             error_bodies_hide_server_paths,
         ),
@@ -604,6 +612,132 @@ fn bodies_over_the_limit_are_413(f: &Fixture) -> Result<(), Failed> {
     )
 }
 
+/// `body` sent chunked, `chunk` bytes per chunk.
+fn chunked_request(body: &[u8], chunk: usize) -> Vec<u8> {
+    let mut bytes = b"POST /invocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+        Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        .to_vec();
+    for piece in body.chunks(chunk) {
+        bytes.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        bytes.extend_from_slice(piece);
+        bytes.extend_from_slice(b"\r\n");
+    }
+    bytes.extend_from_slice(b"0\r\n\r\n");
+    bytes
+}
+
+/// More than 65,536 non-empty chunks is 400 with Triton's message, whatever the body; as many
+/// as the bound allows are read as usual.
+fn bodies_in_too_many_chunks_are_400(f: &Fixture) -> Result<(), Failed> {
+    let request = add_sub_json(&[1; 16], &[2; 16]).to_string();
+    // The same JSON, padded with whitespace to 65,537 bytes.
+    let padded = |len: usize| format!("{request}{}", " ".repeat(len - request.len()));
+    let response = raw(f.at("sme"), &chunked_request(padded(65_537).as_bytes(), 1));
+    ensure!(
+        response.status == 400,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error()
+            == "Chunked request body exceeds maximum of 65536 non-empty chunks. Send fewer or \
+                larger HTTP chunks.",
+        "{}",
+        response.text()
+    );
+    let at_the_bound = raw(f.at("sme"), &chunked_request(padded(65_536).as_bytes(), 1));
+    ensure_sums(&at_the_bound, &[1; 16], &[2; 16])?;
+    // One chunk, and a body with a length in many TCP writes, are not chunk-counted.
+    ensure_sums(
+        &raw(
+            f.at("sme"),
+            &chunked_request(padded(200_000).as_bytes(), 200_000),
+        ),
+        &[1; 16],
+        &[2; 16],
+    )
+}
+
+/// Shapes that hold no data but describe enormous tensors (the python backend's stub died of
+/// `[0, 2^63-1]`), and negative dimensions: 400 naming the input and the shape, from v2 JSON
+/// and the binary extension alike, and the model serves the next request.
+fn hostile_shapes_are_400_and_the_model_keeps_serving(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("identity");
+    let good = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.5, -2.0]}]});
+    let shapes = [
+        json!([0, i64::MAX]),
+        json!([i64::MAX, 0]),
+        json!([0, 1_i64 << 41]),
+        json!([0, 1 << 30, 1 << 30]),
+        json!([1 << 21, 1 << 20]),
+        json!([-1, 2]),
+        json!([0, -5]),
+    ];
+    for shape in &shapes {
+        let hostile =
+            json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": shape, "data": []}]});
+        let header = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": shape,
+            "parameters": {"binary_data_size": 0}}]})
+        .to_string();
+        let binary = format!(
+            "application/vnd.sagemaker-triton.binary+json;json-header-size={}",
+            header.len()
+        );
+        let sent = [
+            ("json", post_json(at, "/invocations", &hostile)),
+            (
+                "binary",
+                request(
+                    at,
+                    "POST",
+                    "/invocations",
+                    &[("Content-Type", binary.as_str())],
+                    header.as_bytes(),
+                ),
+            ),
+        ];
+        for (how, response) in sent {
+            let wanted = format!(
+                "input 'INPUT0' has an invalid shape {:?}",
+                shape
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.as_i64().unwrap())
+                    .collect::<Vec<_>>()
+            );
+            ensure!(
+                response.status == 400 && response.error().contains(&wanted),
+                "{shape} as {how}: {} {}",
+                response.status,
+                response.text()
+            );
+            let next = post_json(at, "/invocations", &good);
+            ensure!(
+                next.status == 200 && next.json()["outputs"][0]["data"] == json!([1.5, -2.0]),
+                "after {shape} as {how}: {} {}",
+                next.status,
+                next.text()
+            );
+            ensure!(
+                get(at, "/ping").status == 200,
+                "ping after {shape} as {how}"
+            );
+        }
+    }
+    // Zero-element tensors within the bound still reach the model.
+    let empty = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0, 1 << 20], "data": []}]});
+    let response = post_json(at, "/invocations", &empty);
+    ensure!(
+        response.status == 200 && response.json()["outputs"][0]["shape"] == json!([0, 1 << 20]),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    Ok(())
+}
+
 fn error_bodies_hide_server_paths(f: &Fixture) -> Result<(), Failed> {
     let body =
         json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]});
@@ -941,6 +1075,9 @@ input [ { name: "A", data_type: TYPE_INT32, dims: [ -1, 16 ] }, { name: "B", dat
 output [ { name: "SUM", data_type: TYPE_INT32, dims: [ -1, 16 ] } ]
 ensemble_scheduling { step [ { model_name: "adder_step", model_version: -1,
   input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
+  output_map { key: "OUTPUT0" value: "A_PLUS_B" } },
+  { model_name: "adder_step", model_version: -1,
+  input_map { key: "INPUT0" value: "A_PLUS_B" } input_map { key: "INPUT1" value: "B" }
   output_map { key: "OUTPUT0" value: "SUM" } } ] }
 "#,
     )?;
@@ -967,8 +1104,15 @@ ensemble_scheduling { step [ { model_name: "adder_step", model_version: -1,
         response.text()
     );
     ensure!(
-        response.json()["outputs"][0]["data"] == json!(vec![5; 16]),
+        response.json()["outputs"][0]["data"] == json!(vec![8; 16]),
         "{}",
+        response.text()
+    );
+    // The steps' parameters arrive merged; each key is answered once.
+    let repeated = common::duplicate_keys(&response.text());
+    ensure!(
+        repeated.is_empty(),
+        "keys {repeated:?} repeated in {}",
         response.text()
     );
     ensure!(

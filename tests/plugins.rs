@@ -35,7 +35,40 @@ impl Fixture {
     }
 }
 
+/// What trident logged while the tests ran (the test binary's tracing output).
+static LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct LogCapture;
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The log lines about `plugin` written while `during` ran.
+fn logged_during(plugin: &str, during: impl FnOnce()) -> Vec<String> {
+    let start = LOG.lock().unwrap().len();
+    during();
+    let log = LOG.lock().unwrap();
+    let marker = format!("plugin=\"{plugin}\"");
+    String::from_utf8_lossy(&log[start..])
+        .lines()
+        .filter(|line| line.contains(&marker))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(|| LogCapture)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .init();
     let checks: &[common::Check<Fixture>] = &[
         ("csv_in_csv_out", csv_in_csv_out),
         ("csv_in_json_out", csv_in_json_out),
@@ -64,6 +97,10 @@ fn main() -> std::process::ExitCode {
             hostile_bad_tensor_is_a_clean_error,
         ),
         (
+            "hostile_shape_is_refused_before_the_model",
+            hostile_shape_is_refused_before_the_model,
+        ),
+        (
             "hostile_snoop_sees_no_files_environment_or_network",
             hostile_snoop_sees_no_files_environment_or_network,
         ),
@@ -72,6 +109,18 @@ fn main() -> std::process::ExitCode {
             every_call_gets_a_fresh_instance,
         ),
         ("chatty_output_is_captured", chatty_output_is_captured),
+        (
+            "a_flood_of_output_is_cut_at_the_call_budget",
+            a_flood_of_output_is_cut_at_the_call_budget,
+        ),
+        (
+            "reply_framing_and_trident_headers_stay_trident_s",
+            reply_framing_and_trident_headers_stay_trident_s,
+        ),
+        (
+            "oversized_reply_headers_are_a_500",
+            oversized_reply_headers_are_a_500,
+        ),
         (
             "load_refuses_bad_digests_signatures_keys_and_configs",
             load_refuses_bad_digests_signatures_keys_and_configs,
@@ -152,25 +201,42 @@ fn manifests() -> Vec<(&'static str, String)> {
         "hog",
         "trap",
         "bad-tensor",
+        "huge-shape",
         "snoop",
         "chatty",
         "echo",
         "count",
+        "flood",
+        "flood-stdout",
+        "frame-lie",
+        "many-headers",
+        "big-header",
+        "bad-attributes",
     ];
+    // These modes misbehave in the reply: the variant uses the guest as its response adapter.
+    let replies = ["frame-lie", "many-headers", "big-header", "bad-attributes"];
     let mut hostile_manifest: String = hostiles
         .iter()
         .map(|mode| match *mode {
             "loop" => hostile(mode, "time_limit_ms = 200"),
             "hog" => hostile(mode, "memory_limit_mb = 32"),
             "echo" => hostile(mode, "headers = [\"X-Tenant\"]"),
+            "flood" => hostile(mode, "time_limit_ms = 300"),
+            // Time to build 100,000 headers: the reply itself is what is tested.
+            "many-headers" => hostile(mode, "time_limit_ms = 5000"),
             _ => hostile(mode, ""),
         })
         .collect();
     hostile_manifest.push_str("[models.affine]\nvariants = [\n");
     for mode in hostiles {
         let name = mode.replace('-', "_");
+        let response = if replies.contains(&mode) {
+            format!(", response = \"{name}\"")
+        } else {
+            String::new()
+        };
         hostile_manifest.push_str(&format!(
-            "  {{ name = \"{mode}\", weight = 1, request = \"{name}\" }},\n"
+            "  {{ name = \"{mode}\", weight = 1, request = \"{name}\"{response} }},\n"
         ));
     }
     hostile_manifest.push_str("]\n");
@@ -633,6 +699,22 @@ fn hostile_bad_tensor_is_a_clean_error(f: &Fixture) -> Result<(), Failed> {
     still_fine(f)
 }
 
+/// A request adapter's tensor passes the same shape rule as a client's: refused before the
+/// model, which serves the next request.
+fn hostile_shape_is_refused_before_the_model(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "huge-shape");
+    ensure!(
+        response.status == 400
+            && response
+                .error()
+                .contains("input 'INPUT0' has an invalid shape [0, 9223372036854775807]"),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    still_fine(f)
+}
+
 fn hostile_snoop_sees_no_files_environment_or_network(f: &Fixture) -> Result<(), Failed> {
     let response = with_variant(f, "snoop");
     ensure!(
@@ -677,14 +759,202 @@ fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
 }
 
 fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
-    let response = with_variant(f, "chatty");
+    let mut response = None;
+    let lines = logged_during("chatty", || response = Some(with_variant(f, "chatty")));
+    let response = response.unwrap();
     ensure!(
         response.status == 200,
         "{} {}",
         response.status,
         response.text()
     );
+    for stream in ["stdout", "stderr"] {
+        ensure!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("hello from the plugin's {stream}"))),
+            "no {stream} line logged: {lines:?}"
+        );
+    }
     still_fine(f)
+}
+
+/// The counters trident keeps for one plugin of the hostile server.
+fn counters_of(f: &Fixture, plugin: &str) -> (u64, u64) {
+    let host = f.servers["hostile"].1.plugins.load_full().unwrap();
+    let loaded = host.plugins().find(|p| &*p.name == plugin).unwrap();
+    (
+        loaded.counters().output_dropped_bytes(),
+        loaded.counters().reply_headers_dropped(),
+    )
+}
+
+/// A guest logging in a loop until its deadline, and one printing 128 KiB: each call puts at
+/// most its output budget into the log, then one "truncated" line; the rest is counted.
+fn a_flood_of_output_is_cut_at_the_call_budget(f: &Fixture) -> Result<(), Failed> {
+    let budget = trident::plugins::counters::OUTPUT_BUDGET_BYTES;
+    for (mode, status) in [("flood", 504), ("flood-stdout", 200)] {
+        let plugin = mode.replace('-', "_");
+        let dropped_before = counters_of(f, &plugin).0;
+        let mut response = None;
+        let lines = logged_during(&plugin, || response = Some(with_variant(f, mode)));
+        let response = response.unwrap();
+        ensure!(
+            response.status == status,
+            "{mode}: {} {}",
+            response.status,
+            response.text()
+        );
+        let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
+        // Each log line adds the timestamp, level and fields to what the guest wrote.
+        ensure!(
+            bytes < budget * 2,
+            "{mode}: {bytes} bytes logged for one call (budget {budget})"
+        );
+        ensure!(
+            lines
+                .iter()
+                .filter(|l| l.contains("plugin output truncated"))
+                .count()
+                == 1,
+            "{mode}: not one truncation line in {} lines",
+            lines.len()
+        );
+        let dropped = counters_of(f, &plugin).0 - dropped_before;
+        ensure!(
+            dropped > (64 * 2048 - budget) as u64 / 2,
+            "{mode}: {dropped} bytes counted as dropped"
+        );
+    }
+    still_fine(f)
+}
+
+/// One response read off a connection that stays open.
+struct Exchange {
+    status: String,
+    /// Lower-cased names, in the order sent.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// Sends a request on a connection it keeps open and reads one response by its
+/// `Content-Length`.
+fn keep_alive_exchange(
+    stream: &mut std::net::TcpStream,
+    variant: &str,
+) -> Result<Exchange, Failed> {
+    use std::io::{BufRead, Read, Write};
+    let request = format!(
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n\
+         X-Amzn-SageMaker-Target-Variant: {variant}\r\nContent-Length: 2\r\n\r\n1\n"
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    let mut status = String::new();
+    reader.read_line(&mut status)?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').ok_or("a malformed header line")?;
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .ok_or("no content-length")?
+        .1
+        .parse()?;
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok(Exchange {
+        status: status.trim_end().to_owned(),
+        headers,
+        body,
+    })
+}
+
+/// A reply claiming a length, chunking, a closed connection and a variant: the client gets the
+/// 5-byte body with its true length on a connection that stays usable, the variant trident
+/// chose, and the headers the plugin may set (custom attributes among them).
+fn reply_framing_and_trident_headers_stay_trident_s(f: &Fixture) -> Result<(), Failed> {
+    let dropped_before = counters_of(f, "frame_lie").1;
+    let mut stream = std::net::TcpStream::connect(f.at("hostile"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    for _ in 0..2 {
+        let Exchange {
+            status,
+            headers,
+            body,
+        } = keep_alive_exchange(&mut stream, "frame-lie")?;
+        ensure!(status.contains(" 200 "), "{status}");
+        ensure!(body == b"hello", "{:?}", String::from_utf8_lossy(&body));
+        let values = |name: &str| -> Vec<&str> {
+            headers
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        ensure!(values("content-length") == ["5"], "{headers:?}");
+        for name in [
+            "transfer-encoding",
+            "connection",
+            "keep-alive",
+            "upgrade",
+            "proxy-authenticate",
+        ] {
+            ensure!(values(name).is_empty(), "{name} passed: {headers:?}");
+        }
+        ensure!(values("x-trident-variant") == ["frame-lie"], "{headers:?}");
+        ensure!(values("cache-control") == ["no-store"], "{headers:?}");
+        ensure!(
+            values("x-amzn-sagemaker-custom-attributes") == ["score=0.9, trace=abc"],
+            "{headers:?}"
+        );
+        ensure!(values("content-type") == ["text/plain"], "{headers:?}");
+    }
+    // The same connection goes on serving: the second exchange above, and a v2 request.
+    let dropped = counters_of(f, "frame_lie").1 - dropped_before;
+    ensure!(
+        dropped == 14,
+        "{dropped} headers counted as dropped (7 per reply)"
+    );
+    still_fine(f)
+}
+
+/// Header blocks over the bound, and custom attributes over SageMaker's: a 500 naming the
+/// plugin, and the server serves on.
+fn oversized_reply_headers_are_a_500(f: &Fixture) -> Result<(), Failed> {
+    for (mode, expected) in [
+        ("many-headers", "100000 headers (at most 64)"),
+        ("big-header", "bytes of headers (at most 16384)"),
+        (
+            "bad-attributes",
+            "x-amzn-sagemaker-custom-attributes header",
+        ),
+    ] {
+        let response = with_variant(f, mode);
+        ensure!(
+            response.status == 500,
+            "{mode}: {} {}",
+            response.status,
+            response.text()
+        );
+        let plugin = mode.replace('-', "_");
+        ensure!(
+            response.error().contains(&format!("plugin '{plugin}'"))
+                && response.error().contains(expected),
+            "{mode}: {}",
+            response.text()
+        );
+        still_fine(f)?;
+    }
+    Ok(())
 }
 
 fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(), Failed> {

@@ -7,6 +7,7 @@ mod error;
 mod request;
 mod response;
 pub mod service;
+pub mod shape;
 pub mod triton;
 
 pub use dtype::DataType;

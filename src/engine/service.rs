@@ -49,7 +49,8 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// Requests and output buffers the engine holds right now.
     fn in_flight(&self) -> InFlight;
 
-    /// Submits an inference.
+    /// Submits an inference. Every input is checked first ([`crate::engine::shape`]): a shape
+    /// or data the rule refuses is an `InvalidArg` error and never reaches the model.
     fn infer(&self, request: InferRequest) -> Result<Self::Responses, EngineError>;
 
     fn load_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;

@@ -67,9 +67,15 @@ impl Body for ResponseBody {
     }
 }
 
+/// The most non-empty chunks a chunked request body may arrive in; beyond it the request is 400.
+/// Each chunk costs a frame's work however small it is: six million 1-byte chunks cost seconds
+/// of CPU where the same bytes in one chunk cost milliseconds. Triton's own frontend has the
+/// same bound and message.
+pub const MAX_BODY_CHUNKS: usize = 65_536;
+
 /// Reads a request body whole; more than `limit` bytes is 413, refused from `Content-Length`
 /// before anything is read when the client declares it; a body that has not arrived within
-/// `timeout` is 408.
+/// `timeout` is 408; a chunked body in more than [`MAX_BODY_CHUNKS`] non-empty chunks is 400.
 pub async fn read_body<B>(
     body: B,
     headers: &http::HeaderMap,
@@ -80,21 +86,21 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body is larger than the limit of {limit} bytes"),
-        )
-    };
     let declared = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
-    let collect = http_body_util::Limited::new(body, limit).collect();
-    let collected = tokio::time::timeout(timeout, collect)
+    // hyper hands a chunked body over chunk by chunk (a large chunk possibly in several
+    // pieces), so counting pieces bounds the chunks. A body with a length arrives in pieces as
+    // large as the connection delivers them and is not counted.
+    let chunked = headers
+        .get(http::header::TRANSFER_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+    let max_pieces = if chunked { MAX_BODY_CHUNKS } else { usize::MAX };
+    tokio::time::timeout(timeout, collect(body, limit, max_pieces))
         .await
         .map_err(|_| {
             ApiError::new(
@@ -105,14 +111,56 @@ where
                 ),
             )
         })?
-        .map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                too_large()
-            } else {
-                ApiError::bad_request(format!("failed to read the request body: {e}"))
-            }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than the limit of {limit} bytes"),
+    )
+}
+
+/// The body's data, at most `limit` bytes in at most `max_pieces` non-empty pieces; one piece
+/// is returned as it is, several are joined once.
+async fn collect<B>(body: B, limit: usize, max_pieces: usize) -> Result<Bytes, ApiError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            ApiError::bad_request(format!("failed to read the request body: {}", e.into()))
         })?;
-    Ok(collected.to_bytes())
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if data.is_empty() {
+            continue;
+        }
+        total = total.saturating_add(data.len());
+        if total > limit {
+            return Err(too_large(limit));
+        }
+        if pieces.len() == max_pieces {
+            return Err(ApiError::bad_request(format!(
+                "Chunked request body exceeds maximum of {MAX_BODY_CHUNKS} non-empty chunks. \
+                 Send fewer or larger HTTP chunks."
+            )));
+        }
+        pieces.push(data);
+    }
+    Ok(match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().expect("one piece"),
+        _ => {
+            let mut joined = bytes::BytesMut::with_capacity(total);
+            for piece in pieces {
+                joined.extend_from_slice(&piece);
+            }
+            joined.freeze()
+        }
+    })
 }

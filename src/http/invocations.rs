@@ -16,7 +16,7 @@ use std::time::Instant;
 use crate::engine::{Engine, EngineError, InferRequest};
 use crate::plugins::host::LoadedPlugin;
 use crate::plugins::host::{Adapted, InferenceResult};
-use crate::plugins::{CallFailure, PluginError, PluginHost, Reply, Selection, convert};
+use crate::plugins::{CallFailure, PluginError, PluginHost, Selection, convert};
 use crate::protocol::binary_header::json_header_size;
 use crate::protocol::generate::{decode_generate_request, encode_generate_response, input_specs};
 use crate::protocol::sse::{EVENT_STREAM, error_event, event};
@@ -245,7 +245,7 @@ async fn infer_with<E: Engine>(
         let reply = reply
             .map_err(ApiError::from_call_failure)?
             .map_err(|e| ApiError::from_plugin(&plugin.name, e))?;
-        return reply_response(&plugin.name, reply);
+        return super::plugin_reply::reply_response(plugin, reply);
     }
 
     let encoded = match encode_infer_response(&response, &encoding) {
@@ -269,40 +269,6 @@ fn outcome<T>(result: &Result<Result<T, PluginError>, CallFailure>) -> &'static 
         Err(CallFailure::Memory { .. }) => "memory",
         Err(CallFailure::Trap { .. }) => "trap",
     }
-}
-
-/// A response adapter's reply as an HTTP response; what HTTP cannot carry is refused as a plugin
-/// fault (500).
-fn reply_response(plugin: &str, reply: Reply) -> Result<Response<ResponseBody>, ApiError> {
-    let fault = |what: String| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("plugin '{plugin}' {what}"),
-        )
-    };
-    let status = StatusCode::from_u16(reply.status)
-        .ok()
-        .filter(|s| s.as_u16() >= 200)
-        .ok_or_else(|| fault(format!("replied with an invalid status {}", reply.status)))?;
-    let mut response = Response::new(ResponseBody::full(reply.body));
-    *response.status_mut() = status;
-    let content_type = HeaderValue::from_str(&reply.content_type)
-        .map_err(|_| fault("replied with an invalid content type".into()))?;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, content_type);
-    for h in reply.headers {
-        let name = http::HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| fault(format!("replied with an invalid header name '{}'", h.name)))?;
-        let value = HeaderValue::from_str(&h.value).map_err(|_| {
-            fault(format!(
-                "replied with an invalid value for header '{}'",
-                h.name
-            ))
-        })?;
-        response.headers_mut().append(name, value);
-    }
-    Ok(response)
 }
 
 /// Triton's generate extension on `model`; with `stream`, server-sent events as responses come.

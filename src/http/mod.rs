@@ -7,6 +7,7 @@ pub mod invocation;
 pub mod invocations;
 pub mod models;
 pub mod ping;
+pub mod plugin_reply;
 pub mod redact;
 pub mod restricted;
 pub mod state;
@@ -30,6 +31,7 @@ use self::restricted::{Category, missing_header};
 pub use self::state::AppState;
 use crate::config::InferenceType;
 use crate::engine::Engine;
+use crate::metrics::PluginRow;
 
 /// The routes trident answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,8 +348,23 @@ pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState
             async move {
                 let response =
                     if request.uri().path() == "/metrics" && request.method() == Method::GET {
+                        let plugins: Vec<PluginRow> = state
+                            .plugins
+                            .load_full()
+                            .map(|host| {
+                                host.plugins()
+                                    .map(|p| PluginRow {
+                                        plugin: p.name.to_string(),
+                                        output_dropped_bytes: p.counters().output_dropped_bytes(),
+                                        reply_headers_dropped: p.counters().reply_headers_dropped(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
                         let mut response = Response::new(ResponseBody::full(
-                            state.metrics.render_with(state.engine.in_flight()),
+                            state
+                                .metrics
+                                .render_with(state.engine.in_flight(), &plugins),
                         ));
                         response.headers_mut().insert(
                             header::CONTENT_TYPE,

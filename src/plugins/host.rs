@@ -70,6 +70,10 @@ impl LoadedPlugin {
     pub fn serves_accept(&self, accept: Option<&str>) -> bool {
         self.response.is_some() && (accept.is_none() || media_matches(&self.accept, accept))
     }
+    /// What trident withheld from this plugin since it was loaded.
+    pub fn counters(&self) -> &super::counters::PluginCounters {
+        &self.limits.counters
+    }
 }
 
 /// The adapters chosen for one request.
@@ -366,6 +370,7 @@ async fn load_one(
             config: Arc::new(spec.config_strings()),
             memory_limit_mb: spec.memory_limit_mb,
             time_limit_ms: spec.time_limit_ms,
+            counters: Arc::default(),
         },
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),

@@ -6,11 +6,13 @@
 //! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`variants`]: choosing an A/B variant;
+//! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
 //! - `bindings`, `convert`: generated bindings and type conversions.
 
 mod bindings;
 pub mod cli;
 pub mod convert;
+pub mod counters;
 pub mod host;
 pub mod manifest;
 pub mod runtime;

@@ -16,11 +16,13 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::host;
+use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 
 /// How often the epoch advances: the granularity of time limits and of yields to tokio.
 const EPOCH_TICK: Duration = Duration::from_millis(2);
 
-/// Bytes of guest stdout or stderr kept per call (more traps the guest).
+/// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
+/// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
 const OUTPUT_CAPACITY: usize = 256 * 1024;
 
 /// The shared wasmtime engine and linker.
@@ -111,6 +113,30 @@ pub struct PluginState {
     /// When the guest code now running must stop (armed before instantiation and again before
     /// the call, so an instance made ahead of time gets its whole time limit).
     deadline: Instant,
+    /// What is left of this call's log output budget (`host.log`, stdout, stderr).
+    output: OutputBudget,
+}
+
+impl PluginState {
+    /// Logs `message` at `level` if the call's output budget allows, else counts it dropped
+    /// (saying so once per call).
+    fn log_within_budget(&mut self, level: tracing::Level, stream: &str, message: &str) {
+        let plugin = &*self.plugin;
+        match self.output.admit(message.len() + 1) {
+            Ok(()) => match level {
+                tracing::Level::ERROR => tracing::error!(plugin, stream, "{message}"),
+                tracing::Level::WARN => tracing::warn!(plugin, stream, "{message}"),
+                tracing::Level::INFO => tracing::info!(plugin, stream, "{message}"),
+                _ => tracing::debug!(plugin, stream, "{message}"),
+            },
+            Err(true) => tracing::warn!(
+                plugin,
+                budget_bytes = OUTPUT_BUDGET_BYTES,
+                "plugin output truncated: the rest of this call's output is dropped"
+            ),
+            Err(false) => {}
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -128,13 +154,13 @@ impl host::Host for PluginState {
     }
 
     fn log(&mut self, level: host::Level, message: String) {
-        let plugin = &*self.plugin;
-        match level {
-            host::Level::Debug => tracing::debug!(plugin, "{message}"),
-            host::Level::Info => tracing::info!(plugin, "{message}"),
-            host::Level::Warn => tracing::warn!(plugin, "{message}"),
-            host::Level::Error => tracing::error!(plugin, "{message}"),
-        }
+        let level = match level {
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        self.log_within_budget(level, "log", &message);
     }
 }
 
@@ -172,6 +198,8 @@ pub struct Limits {
     pub config: Arc<BTreeMap<String, String>>,
     pub memory_limit_mb: u64,
     pub time_limit_ms: u64,
+    /// Where the call's dropped output is counted.
+    pub counters: Arc<PluginCounters>,
 }
 
 /// One call's store and its captured output.
@@ -205,6 +233,7 @@ impl CallStore {
             plugin: Arc::clone(&limits.plugin),
             config: Arc::clone(&limits.config),
             deadline: Instant::now(),
+            output: OutputBudget::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -232,18 +261,25 @@ impl CallStore {
         self.store.set_epoch_deadline(1);
     }
 
-    /// Ends the call: logs what the guest printed and classifies a failure.
-    pub fn finish<T>(self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
-        let plugin = &*self.limits.plugin;
+    /// Ends the call: logs what the guest printed (within the call's output budget, counting
+    /// the rest) and classifies a failure.
+    pub fn finish<T>(mut self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
         for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let contents = pipe.contents();
             for line in String::from_utf8_lossy(&contents)
                 .lines()
                 .filter(|l| !l.is_empty())
             {
-                tracing::info!(plugin, stream, "{line}");
+                self.store
+                    .data_mut()
+                    .log_within_budget(tracing::Level::INFO, stream, line);
             }
         }
+        let dropped = self.store.data().output.dropped();
+        if dropped > 0 {
+            self.limits.counters.add_output_dropped(dropped);
+        }
+        let plugin = &*self.limits.plugin;
         result.map_err(|error| {
             let plugin = plugin.to_owned();
             if error.downcast_ref::<DeadlineExceeded>().is_some() {

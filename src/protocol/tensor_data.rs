@@ -179,28 +179,11 @@ impl<'de> Visitor<'de> for ElementSeed<'_> {
 
 /// Iterates the elements of a `BYTES` tensor (each a 4-byte little-endian length and the bytes).
 pub fn bytes_elements(data: &[u8]) -> impl Iterator<Item = Result<&[u8], ProtocolError>> {
-    let mut rest = data;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
-            rest = &[];
-            return Some(Err(malformed_bytes()));
-        };
-        let len = u32::from_le_bytes(*len) as usize;
-        if tail.len() < len {
-            rest = &[];
-            return Some(Err(malformed_bytes()));
-        }
-        let (element, tail) = tail.split_at(len);
-        rest = tail;
-        Some(Ok(element))
+    crate::engine::shape::bytes_elements(data).map(|element| {
+        element.map_err(|_| {
+            ProtocolError::Internal("a BYTES tensor from the model is malformed".into())
+        })
     })
-}
-
-fn malformed_bytes() -> ProtocolError {
-    ProtocolError::Internal("a BYTES tensor from the model is malformed".into())
 }
 
 /// Appends `data` (Triton's layout for `dtype`) to `out` as a flat JSON array.

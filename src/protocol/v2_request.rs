@@ -246,14 +246,10 @@ fn check_binary_size(
     Ok(())
 }
 
-/// The element count a shape implies; negative dimensions or overflow are refused.
+/// The element count a shape implies, by the engine's one rule for shapes
+/// ([`crate::engine::shape`]): negative dimensions and oversized shapes are refused.
 pub fn element_count(name: &str, shape: &[i64]) -> Result<usize, ProtocolError> {
-    shape.iter().try_fold(1usize, |total, &dim| {
-        usize::try_from(dim)
-            .ok()
-            .and_then(|dim| total.checked_mul(dim))
-            .ok_or_else(|| bad(format!("input '{name}' has an invalid shape {shape:?}")))
-    })
+    crate::engine::shape::element_count(name, shape).map_err(bad)
 }
 
 fn binary_data_size(

@@ -174,3 +174,63 @@ pub fn pseudo_random(seed: u64, count: usize) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The keys that appear more than once in one object, anywhere in the JSON text `json`
+/// (`serde_json::Value` keeps only the last of them, so it cannot tell).
+pub fn duplicate_keys(json: &str) -> Vec<String> {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+
+    struct Keys<'a>(&'a RefCell<Vec<String>>);
+    impl<'de> DeserializeSeed<'de> for Keys<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Keys(self.0))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    self.0.borrow_mut().push(key);
+                }
+                map.next_value_seed(Keys(self.0))?;
+            }
+            Ok(())
+        }
+    }
+
+    let found = RefCell::new(Vec::new());
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    Keys(&found)
+        .deserialize(&mut deserializer)
+        .expect("valid JSON");
+    found.into_inner()
+}

@@ -125,6 +125,8 @@ impl Engine for TritonEngine {
     }
 
     fn infer(&self, request: InferRequest) -> Result<TritonResponses, EngineError> {
+        // Whatever produced the request (a codec, a plugin), its inputs pass one rule here.
+        request.check_inputs()?;
         self.server.infer(request).map(TritonResponses)
     }
 

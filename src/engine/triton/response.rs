@@ -55,7 +55,7 @@ pub(super) unsafe fn read_response(
                 ),
             )?;
             if let Some(value) = read_parameter(kind, value) {
-                parameters.push((cstr_lossy(name), value));
+                set_parameter(&mut parameters, cstr_lossy(name), value);
             }
         }
 
@@ -185,4 +185,43 @@ unsafe fn take_output_bytes(base: *const u8, byte_size: usize, buffer_userp: *mu
     }
     // SAFETY: per the caller, `base` is readable for `byte_size` bytes.
     Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(base, byte_size) })
+}
+
+/// Sets `key` in `parameters`, keeping each key once: a later value replaces an earlier one in
+/// its place. An ensemble's response carries the parameters of its steps' responses merged as
+/// they come (`sequence_id`, `sequence_start` and `sequence_end` once per step); a JSON object
+/// may hold each key only once.
+fn set_parameter(
+    parameters: &mut Vec<(String, ParameterValue)>,
+    key: String,
+    value: ParameterValue,
+) {
+    match parameters.iter_mut().find(|(existing, _)| *existing == key) {
+        Some((_, old)) => *old = value,
+        None => parameters.push((key, value)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_parameter_key_is_kept_once_with_its_last_value() {
+        let mut parameters = Vec::new();
+        for (key, value) in [
+            ("sequence_id", 1),
+            ("sequence_start", 0),
+            ("sequence_id", 2),
+        ] {
+            set_parameter(&mut parameters, key.into(), ParameterValue::Int(value));
+        }
+        assert_eq!(
+            parameters,
+            [
+                ("sequence_id".to_string(), ParameterValue::Int(2)),
+                ("sequence_start".to_string(), ParameterValue::Int(0)),
+            ]
+        );
+    }
 }

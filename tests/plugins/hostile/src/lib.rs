@@ -1,18 +1,24 @@
 //! A request adapter that misbehaves in the way its `mode` config says:
 //! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
-//! data disagrees with its shape, `count` reports how many calls its instance has seen, `snoop`
+//! data disagrees with its shape, `huge-shape` one of shape `[0, 2^63-1]` and no data, `count` reports how many calls its instance has seen, `snoop`
 //! tries to read a file, the environment, a TCP connection
 //! to `config.target` and a DNS lookup, and reports
 //! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
-//! invocation it was given.
+//! invocation it was given, `flood` logs through `host.log` until its deadline, `flood-stdout`
+//! prints 128 KiB and then behaves.
+//!
+//! As a response adapter it also has modes for the reply's headers: `frame-lie` claims framing
+//! and trident headers it must not set (a wrong content-length, chunked, close, the variant)
+//! beside headers it may set, `many-headers` sends 100,000 headers, `big-header` one of 20 KiB,
+//! `bad-attributes` custom attributes over SageMaker's 1024 characters.
 
 wit_bindgen::generate!({ world: "adapter-plugin", path: "../../../wit" });
 
 use exports::trident::plugin::lifecycle::Guest as Lifecycle;
 use exports::trident::plugin::request_adapter::{Adapted, Guest as RequestAdapter, TensorRequest};
 use exports::trident::plugin::response_adapter::{Guest as ResponseAdapter, InferenceResult};
-use trident::plugin::host::config;
-use trident::plugin::types::{Datatype, Invocation, PluginError, Reply, Tensor};
+use trident::plugin::host::{config, log, Level};
+use trident::plugin::types::{Datatype, Header, Invocation, PluginError, Reply, Tensor};
 
 struct Plugin;
 
@@ -22,6 +28,31 @@ fn ones(rows: i64) -> Tensor {
         datatype: Datatype::Fp32,
         shape: vec![rows, 1],
         data: (0..rows).flat_map(|_| 1.0f32.to_le_bytes()).collect(),
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header { name: name.into(), value: value.into() }
+}
+
+/// The headers of a reply in the response modes.
+fn reply_headers() -> Vec<Header> {
+    match config("mode").as_deref() {
+        Some("frame-lie") => vec![
+            header("Content-Length", "1000"),
+            header("Transfer-Encoding", "chunked"),
+            header("Connection", "close"),
+            header("Keep-Alive", "timeout=600"),
+            header("Upgrade", "websocket"),
+            header("Proxy-Authenticate", "Basic"),
+            header("X-Trident-Variant", "a-lie"),
+            header("Cache-Control", "no-store"),
+            header("X-Amzn-SageMaker-Custom-Attributes", "score=0.9, trace=abc"),
+        ],
+        Some("many-headers") => (0..100_000).map(|i| header(&format!("x-h-{i}"), "v")).collect(),
+        Some("big-header") => vec![header("x-big", &"a".repeat(20_000))],
+        Some("bad-attributes") => vec![header("X-Amzn-SageMaker-Custom-Attributes", &"a".repeat(1025))],
+        _ => Vec::new(),
     }
 }
 
@@ -57,6 +88,15 @@ fn misbehave() -> Result<(), PluginError> {
             let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             Err(PluginError::Internal(format!("count: calls={calls}")))
         }
+        Some("flood") => loop {
+            log(Level::Info, &"flood ".repeat(170));
+        },
+        Some("flood-stdout") => {
+            for line in 0..64 {
+                println!("{line:04} {}", "x".repeat(2043));
+            }
+            Ok(())
+        }
         Some("chatty") => {
             println!("hello from the plugin's stdout");
             eprintln!("hello from the plugin's stderr");
@@ -82,8 +122,14 @@ impl RequestAdapter for Plugin {
         }
         misbehave()?;
         let mut tensor = ones(2);
-        if config("mode").as_deref() == Some("bad-tensor") {
-            tensor.shape = vec![3, 7];
+        match config("mode").as_deref() {
+            Some("bad-tensor") => tensor.shape = vec![3, 7],
+            // No data, an enormous shape: what killed the python backend's stub.
+            Some("huge-shape") => {
+                tensor.shape = vec![0, i64::MAX];
+                tensor.data.clear();
+            }
+            _ => {}
         }
         Ok(Adapted::Tensors(TensorRequest { inputs: vec![tensor], outputs: Vec::new() }))
     }
@@ -92,12 +138,11 @@ impl RequestAdapter for Plugin {
 impl ResponseAdapter for Plugin {
     fn adapt_response(_invocation: Invocation, inference: InferenceResult) -> Result<Reply, PluginError> {
         misbehave()?;
-        Ok(Reply {
-            status: 200,
-            content_type: "text/plain".into(),
-            headers: Vec::new(),
-            body: format!("{} outputs", inference.outputs.len()).into_bytes(),
-        })
+        let body = match config("mode").as_deref() {
+            Some("frame-lie") => b"hello".to_vec(),
+            _ => format!("{} outputs", inference.outputs.len()).into_bytes(),
+        };
+        Ok(Reply { status: 200, content_type: "text/plain".into(), headers: reply_headers(), body })
     }
 }
 
