@@ -66,6 +66,7 @@ const FUNCTIONS: &[&str] = &[
     "TRITONSERVER_ServerRegisterModelRepository",
     "TRITONSERVER_ServerUnregisterModelRepository",
     "TRITONSERVER_ServerLoadModel",
+    "TRITONSERVER_ServerLoadModelWithParameters",
     "TRITONSERVER_ServerUnloadModel",
     "TRITONSERVER_ServerUnloadModelAndDependents",
     "TRITONSERVER_ServerInferAsync",

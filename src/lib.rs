@@ -24,5 +24,4 @@ pub mod metrics;
 pub mod mme;
 pub mod plugins;
 pub mod protocol;
-pub mod recovery;
 pub mod serve;

@@ -20,7 +20,7 @@ use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
-use common::{copy_model, models_dir};
+use common::{copy_model, models_dir, stub_pids};
 
 struct Fixture {
     /// Runs the HTTP servers; dropped last.
@@ -32,6 +32,8 @@ struct Fixture {
     stream: SocketAddr,
     /// multi-model endpoint with a 2 s load timeout
     mme: SocketAddr,
+    /// multi-model endpoint with the default load timeout, for the recovery tests
+    mme_recovery: SocketAddr,
     /// single model `victim` (a copy of slow_echo whose stub the tests kill)
     victim: SocketAddr,
     models_root: tempfile::TempDir,
@@ -39,6 +41,11 @@ struct Fixture {
 }
 
 fn main() -> std::process::ExitCode {
+    // trident's own log beside the core's, for the timings of recoveries.
+    tracing_subscriber::fmt()
+        .with_env_filter("trident=info")
+        .with_ansi(false)
+        .init();
     let checks: &[common::Check<Fixture>] = &[
         (
             "disconnect_mid_request_leaks_nothing",
@@ -62,6 +69,14 @@ fn main() -> std::process::ExitCode {
         (
             "killed_model_process_is_a_clean_error_then_recovers",
             killed_model_process_is_a_clean_error_then_recovers,
+        ),
+        (
+            "mme_model_recovers_from_killed_processes_under_traffic",
+            mme_model_recovers_from_killed_processes_under_traffic,
+        ),
+        (
+            "lost_model_that_cannot_come_back_fails_ping",
+            lost_model_that_cannot_come_back_fails_ping,
         ),
     ];
     common::run_checks(start(), checks)
@@ -103,11 +118,16 @@ fn start() -> Fixture {
             models_root: models_root.path().to_path_buf(),
         })
     };
+    let mme_recovery = Config {
+        model_load_timeout: Duration::from_secs(trident::config::DEFAULT_MODEL_LOAD_TIMEOUT_SECS),
+        ..mme.clone()
+    };
     let serve = |config| common::serve(&runtime, Arc::new(AppState::new(engine.clone(), config)));
-    let (strict, stream, mme, victim) = (
+    let (strict, stream, mme, mme_recovery, victim) = (
         serve(strict),
         serve(stream),
         serve(mme),
+        serve(mme_recovery),
         serve(single("victim")),
     );
     Fixture {
@@ -116,6 +136,7 @@ fn start() -> Fixture {
         strict,
         stream,
         mme,
+        mme_recovery,
         victim,
         models_root,
         _victim_repository: victim_repository,
@@ -388,24 +409,6 @@ fn thread_count() -> usize {
         .unwrap_or(0)
 }
 
-/// The pids of python stubs serving `model` (their command line names the model's path).
-fn stub_pids(model_path: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.contains("triton_python_backend_stub") && cmdline.contains(model_path) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<(), Failed> {
     let model_path = f._victim_repository.path().join("victim");
     let model_path = model_path.to_string_lossy();
@@ -430,29 +433,29 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
     );
     // The python backend notices a dead stub by its health check (stub-timeout-seconds, 30 s).
     ensure!(took < Duration::from_secs(45), "error took {took:?}");
-    // trident reloads the model (the python backend would keep it READY and failing); later
-    // requests succeed again, or, if the reload failed, /ping says unhealthy. Nothing hangs.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let outcome = loop {
+    // The engine reloads the model (the python backend would keep it READY and failing);
+    // meanwhile /ping says why it is not healthy, then requests succeed and /ping is 200.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
         let answer = post_json(f.victim, "/invocations", &sleep_request(1));
-        if answer.status == 200 {
-            break "recovered";
-        }
-        if get(f.victim, "/ping").status != 200 {
-            break "unhealthy";
+        let ping = get(f.victim, "/ping");
+        if answer.status == 200 && ping.status == 200 {
+            break;
         }
         ensure!(
+            ping.status == 200 || ping.error().contains("victim"),
+            "/ping does not say which model: {}",
+            ping.text()
+        );
+        ensure!(
             Instant::now() < deadline,
-            "neither recovered nor reported unhealthy: {} {}",
+            "not recovered in 60 s: {} {}; /ping {}",
             answer.status,
-            answer.text()
+            answer.text(),
+            ping.text()
         );
         std::thread::sleep(Duration::from_millis(250));
-    };
-    ensure!(
-        outcome == "recovered",
-        "the model was not reloaded: {outcome}"
-    );
+    }
     ensure!(
         !stub_pids(&model_path).iter().any(|pid| stubs.contains(pid)),
         "the killed stubs are still listed"
@@ -471,4 +474,143 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
         thread_count()
     );
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
+}
+
+/// Loads a copy of `slow_echo` on the multi-model endpoint as `name`; its folder.
+fn load_echo(f: &Fixture, name: &str) -> Result<std::path::PathBuf, Failed> {
+    let url = f.models_root.path().join(name).join("model");
+    copy_model("slow_echo", url.parent().unwrap(), "model");
+    let body = json!({"model_name": name, "url": url}).to_string();
+    let load = request(
+        f.mme_recovery,
+        "POST",
+        "/models",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    );
+    ensure!(
+        load.status == 200,
+        "load {name}: {} {}",
+        load.status,
+        load.text()
+    );
+    Ok(url)
+}
+
+fn invoke_echo(f: &Fixture, name: &str) -> common::http_client::HttpResponse {
+    post_json(
+        f.mme_recovery,
+        &format!("/models/{name}/invoke"),
+        &sleep_request(1),
+    )
+}
+
+/// On a multi-model endpoint, a model whose processes are killed (SIGKILL and SIGSEGV, under
+/// four clients' traffic) is brought back by the engine; unloaded afterwards, it stays unloaded.
+fn mme_model_recovers_from_killed_processes_under_traffic(f: &Fixture) -> Result<(), Failed> {
+    let url = load_echo(f, "phoenix")?;
+    let url = url.to_string_lossy().into_owned();
+    for signal in ["KILL", "SEGV"] {
+        let stubs = stub_pids(&url);
+        ensure!(!stubs.is_empty(), "no python stub found for {url}");
+        let recovered = common::kill_under_traffic(
+            &stubs,
+            signal,
+            4,
+            &|| invoke_echo(f, "phoenix").status,
+            &|| get(f.mme_recovery, "/ping").status,
+            Duration::from_secs(90),
+        )?;
+        ensure!(
+            !stub_pids(&url).iter().any(|pid| stubs.contains(pid)),
+            "SIG{signal}: the killed stubs are still there"
+        );
+        ensure!(
+            recovered
+                .statuses
+                .iter()
+                .all(|s| [200, 400, 503].contains(s)),
+            "SIG{signal}: statuses during recovery {:?}",
+            recovered.statuses
+        );
+        eprintln!(
+            "SIG{signal}: recovered in {:?}, {} requests meanwhile",
+            recovered.took,
+            recovered.statuses.len()
+        );
+    }
+    let unload = request(f.mme_recovery, "DELETE", "/models/phoenix", &[], b"");
+    ensure!(
+        unload.status == 200,
+        "unload: {} {}",
+        unload.status,
+        unload.text()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let state = f.engine.model_state("phoenix")?;
+    ensure!(
+        state.as_ref().is_none_or(|s| s.state != "READY"),
+        "unloaded on purpose, yet back: {state:?}"
+    );
+    ensure!(
+        get(f.mme_recovery, "/ping").status == 200,
+        "ping after the unload"
+    );
+    ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
+}
+
+/// A model whose process dies and whose files no longer load: the engine tries, then reports
+/// it; /ping fails with the reason, and requests to the model fail quickly.
+fn lost_model_that_cannot_come_back_fails_ping(f: &Fixture) -> Result<(), Failed> {
+    let url = load_echo(f, "doomed")?;
+    ensure!(
+        invoke_echo(f, "doomed").status == 200,
+        "doomed serves first"
+    );
+    // Serving a while, as a model does before it dies (the watcher scans each second).
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(
+        url.join("1/model.py"),
+        "class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError('doomed: cannot start again')\n",
+    )?;
+    let stubs = stub_pids(&url.to_string_lossy());
+    ensure!(!stubs.is_empty(), "no python stub found");
+    for pid in &stubs {
+        ensure!(common::send_signal(*pid, "KILL"), "kill -KILL {pid} failed");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ping = loop {
+        let ping = get(f.mme_recovery, "/ping");
+        if ping.status != 200 && ping.error().contains("could not be reloaded") {
+            break ping;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "/ping never reported the lost model: {} {}",
+            ping.status,
+            ping.text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    ensure!(
+        ping.error().contains("model doomed") && ping.error().contains("cannot start again"),
+        "{}",
+        ping.text()
+    );
+    let started = Instant::now();
+    let invoke = invoke_echo(f, "doomed");
+    ensure!(
+        invoke.status >= 400 && started.elapsed() < Duration::from_secs(10),
+        "the lost model answered {} after {:?}",
+        invoke.status,
+        started.elapsed()
+    );
+    ensure!(
+        get(f.mme_recovery, "/ping").status != 200,
+        "/ping recovered by itself"
+    );
+    // Triton 2.51 cannot tear down an instance whose process died (its unload waits on the
+    // dead process), so the model cannot be unloaded either: the endpoint stays unhealthy
+    // until SageMaker replaces it. This check runs last for that reason.
+    Ok(())
 }

@@ -361,3 +361,78 @@ fn backend_processes_inherit_only_the_standard_streams() {
         );
     }
 }
+
+/// The README's example as the README runs it (repository `examples/models`, relative to the
+/// working folder): the request that killed the python backend's stub (`[0, 2^63-1]`, no data)
+/// is refused and the model keeps serving; then its stub is killed under four clients'
+/// traffic, and trident reloads the model: requests succeed again and `/ping` is 200.
+#[test]
+fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = trident()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["serve", "--model-repository", "examples/models"])
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    wait_ready(addr, &mut running.0);
+    let good = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
+    let answers = |response: &common::http_client::HttpResponse| {
+        response.status == 200
+            && response.json()["outputs"][0]["data"] == serde_json::json!([3.0, 5.0, 7.0])
+    };
+
+    let hostile = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0, i64::MAX], "data": []}]});
+    let refused = post_json(addr, "/invocations", &hostile);
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused
+            .error()
+            .contains("input 'INPUT0' has an invalid shape [0, 9223372036854775807]"),
+        "{}",
+        refused.text()
+    );
+    assert!(answers(&post_json(addr, "/invocations", &good)));
+    assert_eq!(get(addr, "/ping").status, 200);
+
+    let stubs: Vec<u32> = children(running.0.id())
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
+        })
+        .collect();
+    assert!(!stubs.is_empty(), "no python stub among trident's children");
+    let recovered = common::kill_under_traffic(
+        &stubs,
+        "KILL",
+        4,
+        &|| post_json(addr, "/invocations", &good).status,
+        &|| get(addr, "/ping").status,
+        Duration::from_secs(90),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(answers(&post_json(addr, "/invocations", &good)));
+    // New processes serve it (a killed one may linger as a zombie: Triton cannot tear down an
+    // instance whose process died).
+    let serving: Vec<u32> = children(running.0.id())
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
+        })
+        .collect();
+    assert!(
+        !serving.is_empty() && serving.iter().all(|pid| !stubs.contains(pid)),
+        "stubs after recovery {serving:?}, killed {stubs:?}"
+    );
+    eprintln!(
+        "recovered in {:?}; {} requests meanwhile",
+        recovered.took,
+        recovered.statuses.len()
+    );
+}

@@ -14,4 +14,4 @@ pub use dtype::DataType;
 pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue, Sequence, SequenceId};
 pub use response::{InferResponse, OutputTensor};
-pub use service::{Engine, InFlight, ModelState};
+pub use service::{Engine, HealthCheck, InFlight, ModelState};

@@ -26,6 +26,15 @@ pub struct InFlight {
     pub output_buffers: u64,
 }
 
+/// What `/ping` needs the engine to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthCheck {
+    /// Running, possibly without ready models (multi-model endpoints).
+    Live,
+    /// Running with every model ready.
+    Ready,
+}
+
 /// An inference engine; clones share the same engine.
 ///
 /// Fast calls (health, queries, submitting an inference) are plain methods; calls that wait on
@@ -36,6 +45,10 @@ pub trait Engine: Clone + Send + Sync + 'static {
 
     fn is_live(&self) -> Result<bool, EngineError>;
     fn is_ready(&self) -> Result<bool, EngineError>;
+    /// Whether the engine can serve as `check` asks, or why not. Beyond liveness and readiness
+    /// this knows about models that lost a backend process: while one is being reloaded, and
+    /// after it could not be, the engine is not healthy.
+    fn health(&self, check: HealthCheck) -> Result<(), String>;
     fn model_is_ready(&self, model: &str) -> Result<bool, EngineError>;
     /// Whether the model may send any number of responses per request.
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;

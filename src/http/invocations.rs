@@ -47,11 +47,9 @@ impl<E: Engine> AppState<E> {
         }
     }
 
-    /// Errors the model returns while executing: 400, or 507 when out-of-memory. A model whose
-    /// process died is reloaded in the background ([`crate::recovery`]).
-    async fn model_failed(&self, model: &str, error: EngineError) -> ApiError {
-        self.recovery
-            .on_inference_error(&self.engine, model, &error.message);
+    /// Errors the model returns while executing: 400, or 507 when out-of-memory. (A model whose
+    /// process died is the engine's to recover.)
+    async fn model_failed(&self, error: EngineError) -> ApiError {
         let oom = self.is_out_of_memory(&error.message).await;
         ApiError::bad_request_or_oom(error.message, oom)
     }
@@ -212,7 +210,7 @@ async fn infer_with<E: Engine>(
     };
     let response = match responses.next().await {
         Some(Ok(response)) => response,
-        Some(Err(error)) => return Err(state.model_failed(model, error).await),
+        Some(Err(error)) => return Err(state.model_failed(error).await),
         None => {
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -289,12 +287,7 @@ pub async fn generate<E: Engine>(
     if !stream {
         let mut collected = Vec::with_capacity(1);
         while let Some(item) = responses.next().await {
-            collected.push(item.map_err(|error| {
-                state
-                    .recovery
-                    .on_inference_error(&state.engine, model, &error.message);
-                ApiError::from_engine(error)
-            })?);
+            collected.push(item.map_err(ApiError::from_engine)?);
         }
         let [response] = collected.as_slice() else {
             return Err(ApiError::bad_request(
@@ -313,9 +306,6 @@ pub async fn generate<E: Engine>(
     let first = match responses.next().await {
         Some(Ok(response)) => Some(event(&encode_generate_response(&response)?)),
         Some(Err(error)) => {
-            state
-                .recovery
-                .on_inference_error(&state.engine, model, &error.message);
             let status = ApiError::from_engine(error.clone()).status;
             let mut response = with_content_type(
                 ResponseBody::full(error_event(&state.redactor.redact(&error.message))),

@@ -137,9 +137,6 @@ pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    if let Some(model) = state.registry.get(name) {
-        state.recovery.forget(&model.target);
-    }
     // As for loads: the unload finishes even if the client goes away.
     let (registry, engine, name) = (
         Arc::clone(&state.registry),

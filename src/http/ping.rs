@@ -7,9 +7,10 @@ use super::error::ApiError;
 use super::restricted::{Category, missing_header};
 use super::{AppState, restricted_error};
 use crate::config::PingMode;
-use crate::engine::Engine;
+use crate::engine::{Engine, HealthCheck};
 
-/// 200 with an empty body when the server is ready (or live, in `live` mode), else 400.
+/// 200 with an empty body when the engine is healthy: ready (or live, in `live` mode), with no
+/// model that lost its process; else 400 with why.
 pub fn ping<E: Engine>(
     state: &AppState<E>,
     headers: &HeaderMap,
@@ -17,22 +18,12 @@ pub fn ping<E: Engine>(
     if let Some(header) = missing_header(&state.config.restrictions, Category::Health, headers) {
         return Err(restricted_error(header));
     }
-    let (healthy, what) = match state.config.ping_mode {
-        PingMode::Ready => (state.engine.is_ready(), "ready"),
-        PingMode::Live => (state.engine.is_live(), "live"),
+    let check = match state.config.ping_mode {
+        PingMode::Ready => HealthCheck::Ready,
+        PingMode::Live => HealthCheck::Live,
     };
-    if let Some((model, why)) = state.recovery.unhealthy() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("model {model} lost its process and could not be reloaded: {why}"),
-        ));
-    }
-    if healthy.map_err(ApiError::from_engine)? {
-        Ok(Response::new(ResponseBody::empty()))
-    } else {
-        Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("server is not {what}"),
-        ))
+    match state.engine.health(check) {
+        Ok(()) => Ok(Response::new(ResponseBody::empty())),
+        Err(why) => Err(ApiError::new(StatusCode::BAD_REQUEST, why)),
     }
 }

@@ -6,7 +6,6 @@ use super::redact::Redactor;
 use crate::config::{Config, Mode};
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
-use crate::recovery::Recovery;
 use arc_swap::ArcSwapOption;
 
 use crate::plugins::PluginHost;
@@ -26,8 +25,6 @@ pub struct AppState<E> {
     /// requests in flight keep the set they started with.
     pub plugins: ArcSwapOption<PluginHost>,
     pub metrics: Metrics,
-    /// Models being reloaded because their process died.
-    pub recovery: Arc<Recovery>,
     /// Hides the server's folders in error bodies.
     pub redactor: Redactor,
 }
@@ -78,7 +75,6 @@ impl<E> AppState<E> {
             default_model,
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
-            recovery: Arc::default(),
             redactor: Redactor::for_config(&config),
             config,
         }

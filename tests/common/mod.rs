@@ -234,3 +234,96 @@ pub fn duplicate_keys(json: &str) -> Vec<String> {
         .expect("valid JSON");
     found.into_inner()
 }
+
+/// The pids of python backend stubs whose command line contains `needle` (a model's path or
+/// instance name).
+pub fn stub_pids(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("triton_python_backend_stub") && cmdline.contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// How a model came back after its processes were killed under traffic.
+#[derive(Debug)]
+pub struct Recovered {
+    /// From the kill to the first request that succeeded with `/ping` healthy again.
+    pub took: std::time::Duration,
+    /// The statuses the traffic got meanwhile, in no particular order.
+    pub statuses: Vec<u16>,
+}
+
+/// Kills `stubs` with `signal` while `threads` threads send `request` (each returns a status),
+/// then waits up to `bound` for a request to succeed with `ping` answering 200, and checks that
+/// 20 requests in a row then succeed. Every request meanwhile must be answered.
+pub fn kill_under_traffic(
+    stubs: &[u32],
+    signal: &str,
+    threads: usize,
+    request: &(dyn Fn() -> u16 + Sync),
+    ping: &dyn Fn() -> u16,
+    bound: std::time::Duration,
+) -> Result<Recovered, String> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    let stop = AtomicBool::new(false);
+    let statuses = Mutex::new(Vec::new());
+    let outcome = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let status = request();
+                    statuses.lock().unwrap().push(status);
+                }
+            });
+        }
+        // Traffic first, then the kill.
+        std::thread::sleep(Duration::from_millis(500));
+        let killed = Instant::now();
+        for &pid in stubs {
+            if !send_signal(pid, signal) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(format!("kill -{signal} {pid} failed"));
+            }
+        }
+        // The kill takes effect before the first check.
+        std::thread::sleep(Duration::from_millis(200));
+        let outcome = loop {
+            if request() == 200 && ping() == 200 {
+                break Ok(killed.elapsed());
+            }
+            if killed.elapsed() > bound {
+                break Err(format!("not recovered within {bound:?}; /ping {}", ping()));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        stop.store(true, Ordering::Relaxed);
+        outcome
+    });
+    let took = outcome?;
+    for n in 0..20 {
+        let status = request();
+        if status != 200 {
+            return Err(format!("request {n} after recovery: {status}"));
+        }
+    }
+    if ping() != 200 {
+        return Err("/ping after recovery is not 200".into());
+    }
+    Ok(Recovered {
+        took,
+        statuses: statuses.into_inner().unwrap(),
+    })
+}

@@ -8,8 +8,9 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use super::inference::ResponseStream;
+use super::recovery::Recovery;
 use super::server::{Server, TransactionPolicy};
-use crate::engine::service::{Engine, ModelState};
+use crate::engine::service::{Engine, HealthCheck, ModelState};
 use crate::engine::{EngineError, ErrorCode, InferRequest, InferResponse};
 
 /// The Triton core behind the engine interface. Cheap to clone.
@@ -19,12 +20,17 @@ pub struct TritonEngine {
     /// Transaction policy per loaded model, asked once per load instead of once per request;
     /// loads and unloads through this engine forget the model's entry.
     decoupled: Arc<RwLock<HashMap<String, bool>>>,
+    /// Models whose python backend process died ([`super::recovery`]).
+    recovery: Arc<Recovery>,
 }
 
 impl TritonEngine {
+    /// The engine over a started core; starts the recovery of models whose process dies.
     pub fn new(server: Server) -> TritonEngine {
+        let server = Arc::new(server);
         TritonEngine {
-            server: Arc::new(server),
+            recovery: Recovery::start(&server),
+            server,
             decoupled: Arc::default(),
         }
     }
@@ -70,6 +76,19 @@ impl Engine for TritonEngine {
 
     fn is_ready(&self) -> Result<bool, EngineError> {
         self.server.is_ready()
+    }
+
+    fn health(&self, check: HealthCheck) -> Result<(), String> {
+        self.recovery.health()?;
+        let (healthy, what) = match check {
+            HealthCheck::Live => (self.server.is_live(), "live"),
+            HealthCheck::Ready => (self.server.is_ready(), "ready"),
+        };
+        match healthy {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("server is not {what}")),
+            Err(error) => Err(error.message),
+        }
     }
 
     fn model_is_ready(&self, model: &str) -> Result<bool, EngineError> {
@@ -127,19 +146,40 @@ impl Engine for TritonEngine {
     fn infer(&self, request: InferRequest) -> Result<TritonResponses, EngineError> {
         // Whatever produced the request (a codec, a plugin), its inputs pass one rule here.
         request.check_inputs()?;
-        self.server.infer(request).map(TritonResponses)
+        let model = request.model_name.clone();
+        let stream = self.server.infer(request)?;
+        Ok(TritonResponses {
+            stream,
+            model,
+            recovery: Arc::clone(&self.recovery),
+        })
     }
 
     async fn load_model(&self, model: &str) -> Result<(), EngineError> {
         self.forget(model);
-        let model = model.to_owned();
-        self.blocking(move |s| s.load_model(&model)).await
+        let (model, recovery) = (model.to_owned(), Arc::clone(&self.recovery));
+        self.blocking(move |s| {
+            // Not while a recovery of the same model runs.
+            let model_lock = recovery.model_lock(&model);
+            let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
+            recovery.loaded_on_purpose(&model);
+            s.load_model(&model)
+        })
+        .await
     }
 
     async fn unload_model(&self, model: &str) -> Result<(), EngineError> {
         self.forget(model);
-        let model = model.to_owned();
-        self.blocking(move |s| s.unload_model(&model, true)).await
+        // Marked first, so a recovery that holds the lock now stops before loading it again.
+        self.recovery.unloaded_on_purpose(model);
+        let (model, recovery) = (model.to_owned(), Arc::clone(&self.recovery));
+        self.blocking(move |s| {
+            let model_lock = recovery.model_lock(&model);
+            let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
+            recovery.unloaded_on_purpose(&model);
+            s.unload_model(&model, true)
+        })
+        .await
     }
 
     async fn register_repository(
@@ -164,13 +204,23 @@ impl Engine for TritonEngine {
     }
 }
 
-/// The responses of one Triton inference.
-pub struct TritonResponses(ResponseStream);
+/// The responses of one Triton inference. An error saying the model's process died starts its
+/// recovery.
+pub struct TritonResponses {
+    stream: ResponseStream,
+    model: String,
+    recovery: Arc<Recovery>,
+}
 
 impl futures_core::Stream for TritonResponses {
     type Item = Result<InferResponse, EngineError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Pin::new(&mut self.0).poll_next(cx)
+        let poll = Pin::new(&mut self.stream).poll_next(cx);
+        if let Poll::Ready(Some(Err(error))) = &poll {
+            self.recovery
+                .on_inference_error(&self.model, &error.message);
+        }
+        poll
     }
 }

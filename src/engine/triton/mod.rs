@@ -7,6 +7,7 @@
 //! - `allocator` and `response`: outputs written into buffers trident owns;
 //! - [`in_flight`]: how many requests and output buffers Triton holds right now;
 //! - `descriptors`: what the processes the core's backends start inherit (std streams only);
+//! - `recovery`: models whose python backend process died, reloaded and reported in health;
 //! - [`EngineError`]: `TRITONSERVER_Error` as a Rust value.
 
 #![allow(unsafe_code)]
@@ -22,6 +23,7 @@ mod inference;
 pub mod library;
 mod message;
 mod options;
+mod recovery;
 mod response;
 mod server;
 

@@ -228,6 +228,26 @@ impl Server {
         })
     }
 
+    /// Loads `name` again with `config` (Triton's JSON form of its configuration) as an
+    /// override. The core counts an override as a change, so this makes new instances (and
+    /// new backend processes) even when nothing on disk changed, where a plain load of a
+    /// loaded model does nothing. Blocks until the new instances are loaded or have failed.
+    pub fn reload_model_with_config(&self, name: &str, config: &str) -> Result<(), EngineError> {
+        let cname = to_cstring("model name", name)?;
+        let parameter = Parameter::string(self.triton, "config", config)?;
+        let mut parameters = [parameter.ptr.as_ptr().cast_const()];
+        // SAFETY: valid server; the name and the parameter outlive the call (Triton copies what
+        // it keeps); the array holds exactly `parameters.len()` valid parameter pointers.
+        check(self.api(), unsafe {
+            self.api().TRITONSERVER_ServerLoadModelWithParameters(
+                self.raw(),
+                cname.as_ptr(),
+                parameters.as_mut_ptr(),
+                parameters.len() as u64,
+            )
+        })
+    }
+
     /// Starts unloading a model; with `dependents`, also the models that depend on it (the
     /// composing models of an ensemble). Returns before the unload has finished: poll
     /// [`Server::model_index`] for `UNAVAILABLE`.

@@ -1,0 +1,235 @@
+//! Models whose backend process died, brought back by the engine itself.
+//!
+//! Triton 2.51's python backend runs each model instance in a stub process. When that process
+//! dies (killed by a signal, or crashed by what it was sent), the backend keeps the model
+//! `READY` while every request to the instance fails with `Stub process '<instance>' is not
+//! healthy.`, and it never starts the process again. What the core offers does not help
+//! directly: a load of a loaded, unchanged model does nothing, and an unload waits forever on
+//! the dead process (its finalize message is never answered). So trident:
+//!
+//! 1. **notices** a death two ways: a request fails with that message naming an instance that
+//!    has no live process ([`Recovery::on_inference_error`]), or the [`watch`] thread (a scan of
+//!    this process's children each second) sees a stub it knew become a zombie or vanish while
+//!    its model is still `READY`;
+//! 2. **reloads** the model on the [`reload`] thread: the model is loaded again with its own
+//!    configuration as an override, plus a parameter `trident_recovery` that changes each time,
+//!    so the core always counts it as a change and makes new instances with new processes
+//!    (requests already queued on the old instances fail; the new ones serve). The attempt
+//!    succeeds when the model is `READY` and every live stub of it is a new process; up to
+//!    [`reload::ATTEMPTS`] tries, [`reload::RETRY_PAUSE`] apart;
+//! 3. **tells the truth** through [`Recovery::health`]: while a model is being reloaded and after
+//!    all attempts failed, the engine reports it, and `/ping` fails with the reason, so
+//!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure.
+//!
+//! A model unloaded on purpose (`Engine::unload_model`) is never brought back, and a recovery
+//! never runs beside a load or unload of the same model: all take the model's lock.
+
+mod processes;
+mod reload;
+mod watch;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::server::Server;
+use processes::model_of_instance;
+
+/// What the python backend says about an instance whose process is gone: `Stub process
+/// '<instance>' is not healthy.`, or the same without the instance's name.
+const DEAD_PROCESS: (&str, &str) = ("Stub process", "is not healthy");
+
+/// Whether a message says a python backend process is gone; with the instance it names.
+fn dead_process(message: &str) -> Option<Option<&str>> {
+    let start = message.find(DEAD_PROCESS.0)? + DEAD_PROCESS.0.len();
+    let between = &message[start..start + message[start..].find(DEAD_PROCESS.1)?];
+    Some(
+        between
+            .trim()
+            .strip_prefix('\'')
+            .and_then(|s| s.strip_suffix('\'')),
+    )
+}
+
+/// Where a model stands after its process died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Lost {
+    /// Being reloaded now.
+    Reloading,
+    /// Every attempt failed; the reason of the last.
+    Failed(String),
+}
+
+#[derive(Default)]
+struct State {
+    lost: HashMap<String, Lost>,
+    /// Models unloaded on purpose: not to be brought back.
+    unwanted: HashSet<String>,
+    /// How many times each model was reloaded: the watcher forgets the processes it saw
+    /// before a reload.
+    reloads: HashMap<String, u64>,
+    /// One lock per model, taken by loads, unloads and recoveries of that model.
+    locks: HashMap<String, Arc<Mutex<()>>>,
+}
+
+/// The engine's recovery of models whose process died. Shared by the engine's clones and its
+/// two threads.
+pub struct Recovery {
+    state: Mutex<State>,
+    /// Models to reload, for the reload thread.
+    requests: Mutex<Sender<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Recovery {
+    /// Starts the reload thread and the watcher for `server`; both hold it weakly and end
+    /// when the server is dropped.
+    pub fn start(server: &Arc<Server>) -> Arc<Recovery> {
+        let (sender, receiver) = channel();
+        let recovery = Arc::new(Recovery {
+            state: Mutex::default(),
+            requests: Mutex::new(sender),
+        });
+        type Work = Box<dyn FnOnce() + Send>;
+        let threads: [(&str, Work); 2] = [
+            ("trident-reload", {
+                let (server, recovery) = (Arc::downgrade(server), Arc::downgrade(&recovery));
+                Box::new(move || reload::run(receiver, server, recovery))
+            }),
+            ("trident-watch", {
+                let (server, recovery) = (Arc::downgrade(server), Arc::downgrade(&recovery));
+                Box::new(move || watch::run(server, recovery))
+            }),
+        ];
+        for (name, work) in threads {
+            if let Err(error) = std::thread::Builder::new().name(name.into()).spawn(work) {
+                tracing::error!(%error, thread = name, "cannot start a recovery thread");
+            }
+        }
+        recovery
+    }
+
+    /// The lock of `model`'s loads, unloads and recoveries.
+    pub fn model_lock(&self, model: &str) -> Arc<Mutex<()>> {
+        Arc::clone(lock(&self.state).locks.entry(model.to_owned()).or_default())
+    }
+
+    /// Looks at an inference error of a request to `model`: when it says an instance's process
+    /// is gone, and that instance has no live process now (a request queued on an instance
+    /// already replaced says so too), its model is reloaded.
+    pub fn on_inference_error(&self, model: &str, message: &str) {
+        let Some(instance) = dead_process(message) else {
+            return;
+        };
+        if let Some(instance) = instance
+            && processes::live_stubs()
+                .iter()
+                .any(|s| s.instance == instance)
+        {
+            return;
+        }
+        let owner = instance.and_then(model_of_instance).unwrap_or(model);
+        self.report(owner, message);
+    }
+
+    /// Asks for `model` to be reloaded, unless it is being reloaded already or could not be
+    /// (then only a load on purpose tries again).
+    fn report(&self, model: &str, why: &str) {
+        {
+            let mut state = lock(&self.state);
+            if state.lost.contains_key(model) || state.unwanted.contains(model) {
+                return;
+            }
+            state.lost.insert(model.to_owned(), Lost::Reloading);
+        }
+        tracing::warn!(
+            model,
+            why,
+            "a process of the model died; reloading the model"
+        );
+        let _ = lock(&self.requests).send(model.to_owned());
+    }
+
+    /// A load of `model` through the engine: it is wanted, and a failure to recover it is
+    /// outdated.
+    pub fn loaded_on_purpose(&self, model: &str) {
+        let mut state = lock(&self.state);
+        state.unwanted.remove(model);
+        if matches!(state.lost.get(model), Some(Lost::Failed(_))) {
+            state.lost.remove(model);
+        }
+    }
+
+    /// An unload of `model` through the engine: it is not to be brought back.
+    pub fn unloaded_on_purpose(&self, model: &str) {
+        let mut state = lock(&self.state);
+        state.unwanted.insert(model.to_owned());
+        if matches!(state.lost.get(model), Some(Lost::Failed(_))) {
+            state.lost.remove(model);
+        }
+    }
+
+    /// `Err` with why while a model is being reloaded, or after it could not be.
+    pub fn health(&self) -> Result<(), String> {
+        let state = lock(&self.state);
+        let mut lost: Vec<_> = state.lost.iter().collect();
+        lost.sort_by(|a, b| a.0.cmp(b.0));
+        match lost.first() {
+            None => Ok(()),
+            Some((model, Lost::Reloading)) => Err(format!(
+                "model {model} is being reloaded: a process of it died"
+            )),
+            Some((model, Lost::Failed(why))) => Err(format!(
+                "model {model} lost its process and could not be reloaded: {why}"
+            )),
+        }
+    }
+
+    fn is_lost(&self, model: &str) -> bool {
+        lock(&self.state).lost.contains_key(model)
+    }
+
+    fn is_unwanted(&self, model: &str) -> bool {
+        lock(&self.state).unwanted.contains(model)
+    }
+
+    fn reloads(&self, model: &str) -> u64 {
+        lock(&self.state).reloads.get(model).copied().unwrap_or(0)
+    }
+
+    /// Counts a reload of `model` about to start; returns its number.
+    fn next_reload(&self, model: &str) -> u64 {
+        let mut state = lock(&self.state);
+        let count = state.reloads.entry(model.to_owned()).or_default();
+        *count += 1;
+        *count
+    }
+
+    fn finish(&self, model: &str, outcome: Result<(), String>) {
+        let mut state = lock(&self.state);
+        match outcome {
+            Ok(()) => state.lost.remove(model),
+            Err(why) => state.lost.insert(model.to_owned(), Lost::Failed(why)),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_backend_messages_of_a_dead_process_are_recognised() {
+        assert_eq!(
+            dead_process("Stub process 'victim_0_2' is not healthy."),
+            Some(Some("victim_0_2"))
+        );
+        assert_eq!(dead_process("Stub process is not healthy."), Some(None));
+        assert_eq!(dead_process("Stub process 'x' started"), None);
+        assert_eq!(dead_process("the input is not healthy"), None);
+        assert_eq!(dead_process(""), None);
+    }
+}
