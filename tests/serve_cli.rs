@@ -147,23 +147,33 @@ fn wait_ready(addr: SocketAddr, child: &mut Child) {
     }
 }
 
-#[test]
-fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
-    let repo = tempfile::tempdir().unwrap();
-    copy_model("slow_echo", repo.path(), "slow_echo");
+/// Starts `command` (trident, or a shell that execs it with the arguments that follow) serving
+/// `repository` on a free loopback port, its output discarded, and waits until it is ready.
+fn serve_ready(
+    mut command: Command,
+    repository: impl AsRef<std::ffi::OsStr>,
+) -> (Running, SocketAddr) {
     let port = free_port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let child = trident()
+    let child = command
         .arg("serve")
         .arg("--model-repository")
-        .arg(repo.path())
+        .arg(repository)
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start trident");
     let mut running = Running(child);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_ready(addr, &mut running.0);
+    (running, addr)
+}
+
+#[test]
+fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
+    let repo = tempfile::tempdir().unwrap();
+    copy_model("slow_echo", repo.path(), "slow_echo");
+    let (mut running, addr) = serve_ready(trident(), repo.path());
 
     let body = serde_json::json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [1500]}]});
     let started = Instant::now();
@@ -203,24 +213,13 @@ fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
 #[test]
 fn the_readme_example_serves_its_answer() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
-    let port = free_port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let metrics_port = free_port();
-    let child = trident()
-        .arg("serve")
-        .arg("--model-repository")
-        .arg(&examples)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .env(
-            "SAGEMAKER_SAFE_PORT_RANGE",
-            format!("{metrics_port}-{metrics_port}"),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start trident");
-    let mut running = Running(child);
-    wait_ready(addr, &mut running.0);
+    let mut command = trident();
+    command.env(
+        "SAGEMAKER_SAFE_PORT_RANGE",
+        format!("{metrics_port}-{metrics_port}"),
+    );
+    let (_running, addr) = serve_ready(command, &examples);
     let body = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
     let response = post_json(addr, "/invocations", &body);
     assert_eq!(response.status, 200, "{}", response.text());
@@ -291,6 +290,17 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The python backend stubs among `pid`'s children (a zombie has no command line: not listed).
+fn stub_children(pid: u32) -> Vec<u32> {
+    children(pid)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
+        })
+        .collect()
+}
+
 /// The python stub the core starts for a model holds none of trident's descriptors: not its
 /// sockets (the listener, a client's connection) and not one trident inherited without
 /// close-on-exec (descriptor 9 here, opened by the shell that execs trident), only the standard
@@ -300,23 +310,13 @@ fn backend_processes_inherit_only_the_standard_streams() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
     let inherited = tempfile::NamedTempFile::new().unwrap();
     let inherited_path = inherited.path().to_string_lossy().into_owned();
-    let port = free_port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let child = without_sagemaker_environment(common::command("sh"))
+    let mut shell = without_sagemaker_environment(common::command("sh"));
+    shell
         .arg("-c")
         .arg(r#"exec 9<"$0" && exec "$@""#)
         .arg(&inherited_path)
-        .arg(env!("CARGO_BIN_EXE_trident"))
-        .arg("serve")
-        .arg("--model-repository")
-        .arg(&examples)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start trident");
-    let mut running = Running(child);
-    wait_ready(addr, &mut running.0);
+        .arg(env!("CARGO_BIN_EXE_trident"));
+    let (running, addr) = serve_ready(shell, &examples);
     let trident_pid = running.0.id();
     let trident_open = open_descriptors(trident_pid);
     assert!(
@@ -328,13 +328,7 @@ fn backend_processes_inherit_only_the_standard_streams() {
     let body = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
     assert_eq!(post_json(addr, "/invocations", &body).status, 200);
 
-    let stubs: Vec<u32> = children(trident_pid)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
-        })
-        .collect();
+    let stubs: Vec<u32> = stub_children(trident_pid);
     assert!(!stubs.is_empty(), "no python stub among trident's children");
     let trident_open = open_descriptors(trident_pid);
     for stub in stubs {
@@ -368,18 +362,9 @@ fn backend_processes_inherit_only_the_standard_streams() {
 /// traffic, and trident reloads the model: requests succeed again and `/ping` is 200.
 #[test]
 fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
-    let port = free_port();
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let child = trident()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["serve", "--model-repository", "examples/models"])
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start trident");
-    let mut running = Running(child);
-    wait_ready(addr, &mut running.0);
+    let mut command = trident();
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    let (running, addr) = serve_ready(command, "examples/models");
     let good = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
     let answers = |response: &common::http_client::HttpResponse| {
         response.status == 200
@@ -399,13 +384,7 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     assert!(answers(&post_json(addr, "/invocations", &good)));
     assert_eq!(get(addr, "/ping").status, 200);
 
-    let stubs: Vec<u32> = children(running.0.id())
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
-        })
-        .collect();
+    let stubs: Vec<u32> = stub_children(running.0.id());
     assert!(!stubs.is_empty(), "no python stub among trident's children");
     let recovered = common::kill_under_traffic(
         &stubs,
@@ -419,13 +398,7 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     assert!(answers(&post_json(addr, "/invocations", &good)));
     // New processes serve it (a killed one may linger as a zombie: Triton cannot tear down an
     // instance whose process died).
-    let serving: Vec<u32> = children(running.0.id())
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
-        })
-        .collect();
+    let serving: Vec<u32> = stub_children(running.0.id());
     assert!(
         !serving.is_empty() && serving.iter().all(|pid| !stubs.contains(pid)),
         "stubs after recovery {serving:?}, killed {stubs:?}"
