@@ -324,6 +324,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn renders_what_was_withheld_from_each_plugin() {
+        let rows = [PluginRow {
+            plugin: "frame_lie".into(),
+            output_dropped_bytes: 1234,
+            reply_headers_dropped: 14,
+        }];
+        let text = Metrics::default().render_with(InFlight::default(), &rows);
+        assert!(
+            text.contains("trident_plugin_output_dropped_bytes_total{plugin=\"frame_lie\"} 1234\n")
+        );
+        assert!(
+            text.contains("trident_plugin_reply_headers_dropped_total{plugin=\"frame_lie\"} 14\n")
+        );
+        assert!(text.contains("# TYPE trident_plugin_reply_headers_dropped_total counter\n"));
+    }
+
+    #[test]
     fn renders_counters_and_histograms() {
         let metrics = Metrics::default();
         metrics.observe("invocations", "add_sub", 200, Duration::from_millis(3));
