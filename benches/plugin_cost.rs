@@ -105,7 +105,7 @@ fn main() {
             + "\n";
         let v2 = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, columns], "data": values}]})
             .to_string();
-        let invocation = trident::http::invocation::Invocation {
+        let invocation = trident::invocation::Invocation {
             content_type: Some("text/csv".into()),
             accept: Some("text/csv".into()),
             ..Default::default()

@@ -9,6 +9,7 @@
 //! - [`mme`]: the SageMaker multi-model endpoint: url checks, repository layout, the registry,
 //!   the out-of-memory policy.
 //! - [`http`]: the server SageMaker talks to: router, one module per route family, errors.
+//! - [`invocation`]: what SageMaker's headers say about one invocation (plugins read it too).
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
 //! - [`plugins`]: the WebAssembly plugin host: manifest, limits, adapters, OOM policy, A/B.
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod http;
+pub mod invocation;
 pub mod metrics;
 pub mod mme;
 pub mod plugins;

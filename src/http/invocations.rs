@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
-use super::invocation::Invocation;
+use crate::invocation::Invocation;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -3,7 +3,6 @@
 
 pub mod body;
 pub mod error;
-pub mod invocation;
 pub mod invocations;
 pub mod models;
 pub mod ping;
@@ -25,7 +24,7 @@ use tokio::net::TcpListener;
 
 use self::body::{ResponseBody, read_body};
 use self::error::ApiError;
-use self::invocation::Invocation;
+use crate::invocation::Invocation;
 use self::invocations::ErrorStyle;
 use self::restricted::{Category, missing_header};
 pub use self::state::AppState;

@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, header};
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
-use super::invocation::Invocation;
+use crate::invocation::Invocation;
 use super::invocations::{ErrorStyle, infer};
 use crate::engine::Engine;
 use crate::engine::ErrorCode;

@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::bindings::types::{Datatype, Header, Invocation, Tensor};
 use crate::engine::{DataType, InputTensor, OutputTensor};
-use crate::http::invocation::Invocation as HttpInvocation;
+use crate::invocation::Invocation as HttpInvocation;
 
 pub fn datatype_to_wit(dtype: DataType) -> Datatype {
     match dtype {

@@ -1,5 +1,6 @@
 //! What SageMaker says about an invocation in its headers, gathered once per request and carried
-//! to the inference path (where payload plugins will read it).
+//! to the inference path, where payload plugins read it. Plain data, below `http` and `plugins`
+//! alike.
 
 use http::HeaderMap;
 
