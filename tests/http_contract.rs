@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::Failed;
 use serde_json::{Value, json};
+use trident::config::restrictions::parse_restrictions;
 use trident::config::{Config, InferenceType, Mode, PingMode};
 use trident::engine::Engine;
 use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
-use trident::http::restricted::parse_restrictions;
 
 use common::http_client::{HttpResponse, get, post, post_json, raw, request};
 use common::{copy_model, models_dir};

@@ -7,6 +7,7 @@ mod error;
 mod request;
 mod response;
 pub mod service;
+pub mod settings;
 pub mod shape;
 pub mod triton;
 
@@ -15,3 +16,4 @@ pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue, Sequence, SequenceId};
 pub use response::{InferResponse, OutputTensor};
 pub use service::{Engine, HealthCheck, InFlight, ModelState};
+pub use settings::{BackendSetting, CoreLogging};

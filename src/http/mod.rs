@@ -24,12 +24,12 @@ use tokio::net::TcpListener;
 
 use self::body::{ResponseBody, read_body};
 use self::error::ApiError;
-use crate::invocation::Invocation;
 use self::invocations::ErrorStyle;
 use self::restricted::{Category, missing_header};
 pub use self::state::AppState;
 use crate::config::InferenceType;
 use crate::engine::Engine;
+use crate::invocation::Invocation;
 use crate::metrics::PluginRow;
 
 /// The routes trident answers.

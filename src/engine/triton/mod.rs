@@ -27,11 +27,12 @@ mod recovery;
 mod response;
 mod server;
 
+pub use crate::engine::settings::{BackendSetting, CoreLogging};
 pub use counters::in_flight;
 pub use engine::{TritonEngine, TritonResponses};
 pub use inference::ResponseStream;
 pub use library::{ApiVersion, LoadError, Triton};
-pub use options::{BackendSetting, CoreLogging, ModelControl, ServerConfig};
+pub use options::{ModelControl, ServerConfig};
 pub use server::{ModelIndexEntry, Server, TransactionPolicy};
 
 use crate::engine::DataType;

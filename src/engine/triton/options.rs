@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::error::{check, to_cstring};
 use super::ffi;
 use super::library::Triton;
+use crate::engine::settings::{BackendSetting, CoreLogging};
 use crate::engine::{EngineError, ErrorCode};
 
 /// How Triton decides which models are loaded.
@@ -18,45 +19,6 @@ pub enum ModelControl {
     Explicit { startup_models: Vec<String> },
     /// Every model of the repositories, fixed for the server's lifetime.
     LoadAll,
-}
-
-/// Triton's own logging, which goes to its standard error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoreLogging {
-    pub info: bool,
-    pub warn: bool,
-    pub error: bool,
-    /// 0 is off; higher is more verbose.
-    pub verbose: i32,
-}
-
-impl Default for CoreLogging {
-    fn default() -> Self {
-        CoreLogging {
-            info: true,
-            warn: true,
-            error: true,
-            verbose: 0,
-        }
-    }
-}
-
-/// One `--backend-config=<backend>,<setting>=<value>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendSetting {
-    pub backend: String,
-    pub setting: String,
-    pub value: String,
-}
-
-impl BackendSetting {
-    pub fn new(backend: &str, setting: &str, value: impl ToString) -> BackendSetting {
-        BackendSetting {
-            backend: backend.into(),
-            setting: setting.into(),
-            value: value.to_string(),
-        }
-    }
 }
 
 /// Everything the Triton core is started with.

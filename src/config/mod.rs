@@ -2,14 +2,17 @@
 //! resolved once into one typed [`Config`], with the start-up checks of Triton's SageMaker entry
 //! script (same conditions and messages; the binary exits 1 on any of them).
 
+pub mod ports;
+pub mod restrictions;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 
-use crate::engine::triton::{BackendSetting, CoreLogging};
-use crate::http::restricted::{Restriction, parse_restrictions};
+use crate::engine::{BackendSetting, CoreLogging};
+use restrictions::{Restriction, parse_restrictions};
 
 /// SageMaker's real-time payload limit.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 6 * 1024 * 1024;
@@ -361,7 +364,7 @@ impl ServeArgs {
         if let Some(args) = &self.additional_args {
             apply_additional_args(args, &mut backend_config, &mut core_logging)?;
         }
-        let metrics_port = crate::metrics::choose_port(
+        let metrics_port = ports::choose_port(
             self.metrics_port,
             self.safe_port_range.as_deref(),
             self.port,
