@@ -11,7 +11,6 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::error::ApiError;
 
 /// A response body.
 pub enum ResponseBody {
@@ -73,6 +72,36 @@ impl Body for ResponseBody {
 /// same bound and message.
 pub const MAX_BODY_CHUNKS: usize = 65_536;
 
+/// Why a request body could not be read; each kind knows its status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BodyError {
+    /// More than the limit (413).
+    #[error("request body is larger than the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    /// Not all there in time (408).
+    #[error("the request body did not arrive within {seconds} s")]
+    TooSlow { seconds: f64 },
+    /// A chunked body in too many chunks (400, Triton's message).
+    #[error(
+        "Chunked request body exceeds maximum of {MAX_BODY_CHUNKS} non-empty chunks. Send fewer \
+         or larger HTTP chunks."
+    )]
+    TooManyChunks,
+    /// The connection failed while reading (400).
+    #[error("failed to read the request body: {0}")]
+    Broken(String),
+}
+
+impl BodyError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+            BodyError::TooManyChunks | BodyError::Broken(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
 /// Reads a request body whole; more than `limit` bytes is 413, refused from `Content-Length`
 /// before anything is read when the client declares it; a body that has not arrived within
 /// `timeout` is 408; a chunked body in more than [`MAX_BODY_CHUNKS`] non-empty chunks is 400.
@@ -81,7 +110,7 @@ pub async fn read_body<B>(
     headers: &http::HeaderMap,
     limit: usize,
     timeout: std::time::Duration,
-) -> Result<Bytes, ApiError>
+) -> Result<Bytes, BodyError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -91,7 +120,7 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large(limit));
+        return Err(BodyError::TooLarge { limit });
     }
     // hyper hands a chunked body over chunk by chunk (a large chunk possibly in several
     // pieces), so counting pieces bounds the chunks. A body with a length arrives in pieces as
@@ -102,27 +131,14 @@ where
     let max_pieces = if chunked { MAX_BODY_CHUNKS } else { usize::MAX };
     tokio::time::timeout(timeout, collect(body, limit, max_pieces))
         .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request body did not arrive within {} s",
-                    timeout.as_secs_f64()
-                ),
-            )
+        .map_err(|_| BodyError::TooSlow {
+            seconds: timeout.as_secs_f64(),
         })?
-}
-
-fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("request body is larger than the limit of {limit} bytes"),
-    )
 }
 
 /// The body's data, at most `limit` bytes in at most `max_pieces` non-empty pieces; one piece
 /// is returned as it is, several are joined once.
-async fn collect<B>(body: B, limit: usize, max_pieces: usize) -> Result<Bytes, ApiError>
+async fn collect<B>(body: B, limit: usize, max_pieces: usize) -> Result<Bytes, BodyError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -131,9 +147,7 @@ where
     let mut pieces: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            ApiError::bad_request(format!("failed to read the request body: {}", e.into()))
-        })?;
+        let frame = frame.map_err(|e| BodyError::Broken(e.into().to_string()))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
@@ -142,13 +156,10 @@ where
         }
         total = total.saturating_add(data.len());
         if total > limit {
-            return Err(too_large(limit));
+            return Err(BodyError::TooLarge { limit });
         }
         if pieces.len() == max_pieces {
-            return Err(ApiError::bad_request(format!(
-                "Chunked request body exceeds maximum of {MAX_BODY_CHUNKS} non-empty chunks. \
-                 Send fewer or larger HTTP chunks."
-            )));
+            return Err(BodyError::TooManyChunks);
         }
         pieces.push(data);
     }

@@ -8,6 +8,12 @@ use crate::engine::{EngineError, ErrorCode};
 use crate::mme::registry::MmeError;
 use crate::protocol::ProtocolError;
 
+impl From<super::body::BodyError> for ApiError {
+    fn from(error: super::body::BodyError) -> ApiError {
+        ApiError::new(error.status(), error.to_string())
+    }
+}
+
 /// An error answer: status, message, and for 405 the methods the route allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
