@@ -11,7 +11,6 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-
 /// A response body.
 pub enum ResponseBody {
     /// Known parts, sent in order; the length is known up front.

@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 
 use self::body::{ResponseBody, read_body};
 use self::error::ApiError;
-use self::invocations::ErrorStyle;
+use self::invocations::InferRoute;
 use self::restricted::{Category, missing_header};
 pub use self::state::AppState;
 use crate::config::InferenceType;
@@ -152,20 +152,12 @@ async fn dispatch<E: Engine>(
             let model = &state.default_model;
             match state.config.inference_type {
                 InferenceType::Infer => {
-                    invocations::infer(
-                        state,
-                        "/invocations",
-                        model,
-                        &invocation,
-                        headers,
-                        body,
-                        ErrorStyle::ByCode,
-                    )
-                    .await
+                    let route = InferRoute::Invocations;
+                    invocations::infer(state, route, model, &invocation, headers, body).await
                 }
-                InferenceType::Generate => invocations::generate(state, model, body, false).await,
+                InferenceType::Generate => invocations::generate_once(state, model, body).await,
                 InferenceType::GenerateStream => {
-                    invocations::generate(state, model, body, true).await
+                    invocations::generate_events(state, model, body).await
                 }
             }
         }

@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, header};
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
-use super::invocations::{ErrorStyle, infer};
+use super::invocations::{InferRoute, infer};
 use crate::engine::Engine;
 use crate::engine::ErrorCode;
 use crate::invocation::Invocation;
@@ -163,17 +163,8 @@ pub async fn invoke<E: Engine>(
         .registry
         .get(name)
         .ok_or_else(|| ApiError::from(not_loaded(name)))?;
-    let route = "/models/{name}/invoke";
-    infer(
-        state,
-        route,
-        &model.target,
-        invocation,
-        headers,
-        body,
-        ErrorStyle::MultiModel,
-    )
-    .await
+    let route = InferRoute::Invoke;
+    infer(state, route, &model.target, invocation, headers, body).await
 }
 
 fn outcome<T, E>(result: &Result<T, E>) -> Outcome {

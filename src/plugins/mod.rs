@@ -20,6 +20,6 @@ pub mod signing;
 pub mod variants;
 pub mod warm;
 
-pub use bindings::types::{PluginError, Reply};
+pub use bindings::types::{Invocation as WitInvocation, PluginError, Reply};
 pub use host::{PluginHost, Selection};
 pub use runtime::CallFailure;

@@ -1,0 +1,44 @@
+//! Which codec reads a request and which writes its answer, chosen once per request: KServe v2
+//! (JSON or the binary extension) or a plugin of the model's selection.
+
+use std::sync::Arc;
+
+use crate::invocation::Invocation;
+use crate::plugins::Selection;
+use crate::plugins::host::LoadedPlugin;
+
+/// The codecs of one request.
+#[derive(Clone, Default)]
+pub struct Codecs {
+    /// The request adapter that decodes the body, or `None` for KServe v2.
+    pub request: Option<Arc<LoadedPlugin>>,
+    /// The response adapter that writes the answer, or `None` for KServe v2.
+    pub response: Option<Arc<LoadedPlugin>>,
+    /// The A/B variant that chose them, when the model has variants.
+    pub variant: Option<String>,
+}
+
+impl Codecs {
+    /// The codecs `selection` offers for `invocation`: its request adapter when it takes the
+    /// body's content type; its response adapter for requests that adapter took when it
+    /// writes what the client accepts, and for plain v2 requests only when the client's
+    /// `Accept` names it (a plain v2 request keeps its v2 answer).
+    pub fn choose(selection: Selection, invocation: &Invocation) -> Codecs {
+        let request = selection
+            .request
+            .filter(|p| p.serves_content_type(invocation.content_type.as_deref()));
+        let accept = invocation.accept.as_deref();
+        let response = selection.response.filter(|p| {
+            if request.is_some() {
+                p.serves_accept(accept)
+            } else {
+                p.claims_accept(accept)
+            }
+        });
+        Codecs {
+            request,
+            response,
+            variant: selection.variant,
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! What went wrong in an inference, by where it happened. Each route maps it to a status in one
+//! place (`http::invocations`).
+
+use crate::engine::EngineError;
+use crate::plugins::{CallFailure, PluginError};
+use crate::protocol::ProtocolError;
+
+/// Why an inference did not produce an answer.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The body (or a request plugin's v2 body) could not be decoded.
+    Decode(ProtocolError),
+    /// A plugin refused the request on purpose (its own error, with the status it chose).
+    PluginRefused { plugin: String, error: PluginError },
+    /// A plugin call failed: trapped, ran out of time or memory.
+    PluginFailed(CallFailure),
+    /// The engine refused the request before the model ran (unknown model, a decoupled model
+    /// on a route that answers once, inputs the engine does not accept).
+    Refused(EngineError),
+    /// The model failed while it ran.
+    Model(EngineError),
+    /// The model finished without a response.
+    NoResponse,
+    /// The model's answer could not be encoded.
+    Encode(ProtocolError),
+}
+
+impl Failure {
+    /// The message the client is shown (before redaction).
+    pub fn message(&self) -> String {
+        match self {
+            Failure::Decode(e) | Failure::Encode(e) => e.to_string(),
+            Failure::PluginRefused { plugin, error } => match error {
+                PluginError::BadRequest(m) | PluginError::UnsupportedMediaType(m) => m.clone(),
+                PluginError::Internal(m) => format!("plugin '{plugin}': {m}"),
+            },
+            Failure::PluginFailed(e) => e.to_string(),
+            Failure::Refused(e) | Failure::Model(e) => e.message.clone(),
+            Failure::NoResponse => "the model completed the request without a response".into(),
+        }
+    }
+}

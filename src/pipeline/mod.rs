@@ -1,0 +1,237 @@
+//! The inference pipeline between HTTP and the engine: one straight path per request.
+//!
+//! ```text
+//! codecs chosen once (v2 JSON / binary, or the model's plugins)   codecs.rs
+//!   ─▶ decode (a request plugin, or the v2 codec)
+//!   ─▶ engine (shapes checked there; one response expected)
+//!   ─▶ encode (a response plugin's reply, or v2 JSON / binary)
+//!   ─▶ an Answer, or one Failure saying where it went wrong       failure.rs
+//! ```
+//! Generate and its stream have their own path (`generate.rs`). Nothing here knows HTTP
+//! statuses: each route maps a [`Failure`] to one (`http::invocations`).
+
+mod codecs;
+mod failure;
+pub mod generate;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::HeaderMap;
+
+pub use codecs::Codecs;
+pub use failure::Failure;
+
+use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse};
+use crate::invocation::Invocation;
+use crate::metrics::Metrics;
+use crate::plugins::host::{Adapted, InferenceResult, LoadedPlugin};
+use crate::plugins::{CallFailure, PluginError, PluginHost, Reply, convert};
+use crate::protocol::binary_header::json_header_size;
+use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
+use crate::protocol::v2_response::{EncodedBody, encode_infer_response};
+
+/// Triton's message for a decoupled model asked for one answer.
+pub const DECOUPLED_REFUSED: &str =
+    "HTTP end point doesn't support models with decoupled transaction policy";
+
+/// What an inference answers.
+pub enum Answer {
+    /// KServe v2, JSON or binary.
+    V2(EncodedBody),
+    /// A response adapter's reply, as the plugin wrote it (trident frames it for HTTP).
+    Reply {
+        plugin: Arc<LoadedPlugin>,
+        reply: Reply,
+    },
+}
+
+/// An inference's answer or failure, and the A/B variant that served it.
+pub struct Outcome {
+    pub variant: Option<String>,
+    pub result: Result<Answer, Failure>,
+}
+
+/// What one request's inference runs on.
+pub struct Pipeline<'a, E> {
+    pub engine: &'a E,
+    /// The plugin set the request started with (a reload meanwhile does not change it).
+    pub plugins: Option<Arc<PluginHost>>,
+    /// Where plugin calls are counted.
+    pub metrics: &'a Metrics,
+}
+
+/// One request to the pipeline: which route it came by, for which model, with SageMaker's
+/// headers and the body.
+pub struct Request<'a> {
+    pub route: &'a str,
+    pub model: &'a str,
+    pub invocation: &'a Invocation,
+    pub headers: &'a HeaderMap,
+    pub body: Bytes,
+}
+
+impl<E: Engine> Pipeline<'_, E> {
+    /// One KServe v2 inference: codecs chosen once, decode → engine → encode.
+    pub async fn infer(&self, request: Request<'_>) -> Outcome {
+        let selection = self.plugins.as_ref().and_then(|plugins| {
+            plugins.select(
+                request.model,
+                request.invocation.target_variant.as_deref(),
+                request.invocation.inference_id.as_deref(),
+            )
+        });
+        let codecs = selection
+            .map(|s| Codecs::choose(s, request.invocation))
+            .unwrap_or_default();
+        let variant = codecs.variant.clone();
+        Outcome {
+            variant,
+            result: self.run(&request, &codecs).await,
+        }
+    }
+
+    async fn run(&self, request: &Request<'_>, codecs: &Codecs) -> Result<Answer, Failure> {
+        let (infer, encoding) = self.decode(request, codecs).await?;
+        let response = self.one_response(request.model, infer).await?;
+        self.encode(request, codecs, response, &encoding).await
+    }
+
+    /// The request as the engine takes it: from the request plugin, or the v2 codec.
+    async fn decode(
+        &self,
+        request: &Request<'_>,
+        codecs: &Codecs,
+    ) -> Result<(InferRequest, OutputEncoding), Failure> {
+        let (Some(plugin), Some(plugins)) = (&codecs.request, &self.plugins) else {
+            let content_type = request.invocation.content_type.as_deref();
+            return json_header_size(content_type.map(str::as_bytes), request.body.len())
+                .and_then(|json_len| decode_infer_request(request.model, &request.body, json_len))
+                .map_err(Failure::Decode);
+        };
+        let started = Instant::now();
+        let adapted = plugins
+            .adapt_request(plugin, &self.wit_invocation(request, plugin))
+            .await;
+        self.observe(plugin, "request", codecs, &adapted, started);
+        match plugin_result(plugin, adapted)? {
+            Adapted::Tensors(tensors) => {
+                let mut infer = InferRequest::new(request.model);
+                infer.inputs = tensors
+                    .inputs
+                    .into_iter()
+                    .map(convert::input_from_wit)
+                    .collect();
+                infer.requested_outputs = tensors.outputs;
+                Ok((infer, OutputEncoding::default()))
+            }
+            Adapted::V2Json(json) => decode_infer_request(request.model, &Bytes::from(json), None)
+                .map_err(Failure::Decode),
+        }
+    }
+
+    /// Submits the request and takes its one response; a decoupled model is refused first.
+    async fn one_response(
+        &self,
+        model: &str,
+        request: InferRequest,
+    ) -> Result<InferResponse, Failure> {
+        match self.engine.is_decoupled(model) {
+            Ok(false) => {}
+            Ok(true) => {
+                let refused = EngineError::new(ErrorCode::Unsupported, DECOUPLED_REFUSED);
+                return Err(Failure::Refused(refused));
+            }
+            Err(error) => return Err(Failure::Refused(error)),
+        }
+        let mut responses = self.engine.infer(request).map_err(Failure::Refused)?;
+        match responses.next().await {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(error)) => Err(Failure::Model(error)),
+            None => Err(Failure::NoResponse),
+        }
+    }
+
+    /// The answer: the response plugin's reply, or v2 JSON / binary as the request asked.
+    async fn encode(
+        &self,
+        request: &Request<'_>,
+        codecs: &Codecs,
+        response: InferResponse,
+        encoding: &OutputEncoding,
+    ) -> Result<Answer, Failure> {
+        let (Some(plugin), Some(plugins)) = (&codecs.response, &self.plugins) else {
+            return encode_infer_response(&response, encoding)
+                .map(Answer::V2)
+                .map_err(Failure::Encode);
+        };
+        let result = InferenceResult {
+            model_name: response.model_name.clone(),
+            model_version: response.model_version.to_string(),
+            outputs: response
+                .outputs
+                .iter()
+                .map(convert::output_to_wit)
+                .collect(),
+        };
+        let started = Instant::now();
+        let reply = plugins
+            .adapt_response(plugin, &self.wit_invocation(request, plugin), &result)
+            .await;
+        self.observe(plugin, "response", codecs, &reply, started);
+        Ok(Answer::Reply {
+            plugin: Arc::clone(plugin),
+            reply: plugin_result(plugin, reply)?,
+        })
+    }
+
+    fn wit_invocation(
+        &self,
+        request: &Request<'_>,
+        plugin: &LoadedPlugin,
+    ) -> crate::plugins::WitInvocation {
+        convert::invocation_to_wit(
+            request.route,
+            request.model,
+            request.invocation,
+            request.headers,
+            &plugin.headers,
+            &request.body,
+        )
+    }
+
+    fn observe<T>(
+        &self,
+        plugin: &LoadedPlugin,
+        hook: &'static str,
+        codecs: &Codecs,
+        result: &Result<Result<T, PluginError>, CallFailure>,
+        started: Instant,
+    ) {
+        let outcome = match result {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "error",
+            Err(CallFailure::Deadline { .. }) => "timeout",
+            Err(CallFailure::Memory { .. }) => "memory",
+            Err(CallFailure::Trap { .. }) => "trap",
+        };
+        let variant = codecs.variant.as_deref().unwrap_or("");
+        self.metrics
+            .observe_plugin(&plugin.name, hook, variant, outcome, started.elapsed());
+    }
+}
+
+/// A plugin call's value, or the failure it was.
+fn plugin_result<T>(
+    plugin: &LoadedPlugin,
+    result: Result<Result<T, PluginError>, CallFailure>,
+) -> Result<T, Failure> {
+    result
+        .map_err(Failure::PluginFailed)?
+        .map_err(|error| Failure::PluginRefused {
+            plugin: plugin.name.to_string(),
+            error,
+        })
+}
