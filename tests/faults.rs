@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use libtest_mimic::Failed;
 use serde_json::json;
 use trident::config::{ClientLimits, Config, InferenceType, Mode, PingMode};
-use trident::engine::Engine;
 use trident::engine::triton::TritonEngine;
+use trident::engine::{Engine, ModelState};
 use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
@@ -376,7 +376,7 @@ fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
         let state = f.engine.model_state("hung")?;
         let unloaded = state
             .as_ref()
-            .is_none_or(|s| s.state != "READY" && s.state != "LOADING");
+            .is_none_or(|s| !matches!(s, ModelState::Ready | ModelState::Loading));
         if unloaded && get(f.mme, "/models/hung").status == 404 && !listed(f.mme, "hung") {
             break;
         }
@@ -549,7 +549,7 @@ fn mme_model_recovers_from_killed_processes_under_traffic(f: &Fixture) -> Result
     std::thread::sleep(Duration::from_secs(3));
     let state = f.engine.model_state("phoenix")?;
     ensure!(
-        state.as_ref().is_none_or(|s| s.state != "READY"),
+        state.as_ref().is_none_or(|s| *s != ModelState::Ready),
         "unloaded on purpose, yet back: {state:?}"
     );
     ensure!(

@@ -15,8 +15,8 @@ use libtest_mimic::Failed;
 use serde_json::{Value, json};
 use trident::config::restrictions::parse_restrictions;
 use trident::config::{Config, InferenceType, Mode, PingMode};
-use trident::engine::Engine;
 use trident::engine::triton::TritonEngine;
+use trident::engine::{Engine, ModelState};
 use trident::http::AppState;
 
 use common::http_client::{HttpResponse, get, post, post_json, raw, request};
@@ -1041,7 +1041,9 @@ fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
     let response = load(at, "targeted", &url, Some("my-model.tar.gz"));
     ensure!(response.status == 200, "{}", response.text());
     ensure!(
-        f.engine.model_is_ready("my-model.tar.gz")?,
+        f.engine
+            .model_state("my-model.tar.gz")?
+            .is_some_and(|s| s == ModelState::Ready),
         "not loaded under the target name"
     );
     ensure!(
@@ -1058,7 +1060,10 @@ fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
         "unload waited {:?}",
         started.elapsed()
     );
-    ensure!(!f.engine.model_is_ready("my-model.tar.gz")?, "still loaded");
+    ensure!(
+        f.engine.model_state("my-model.tar.gz")? != Some(ModelState::Ready),
+        "still loaded"
+    );
     Ok(())
 }
 

@@ -10,11 +10,31 @@ use super::{EngineError, InferRequest, InferResponse};
 
 /// A model's state in the engine's index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelState {
-    /// `READY`, `LOADING`, `UNLOADING`, `UNAVAILABLE`.
-    pub state: String,
-    /// Why it is in that state (`unloaded` after an unload).
-    pub reason: String,
+pub enum ModelState {
+    Ready,
+    Loading,
+    Unloading,
+    /// Not serving, with the engine's reason (`unloaded` after an unload, or why a load failed).
+    Unavailable(String),
+}
+
+impl ModelState {
+    /// The state for Triton's index names (`READY`, `LOADING`, `UNLOADING`, `UNAVAILABLE`); a
+    /// name the core might add later counts as unavailable, with the name as the reason.
+    pub fn from_index(state: &str, reason: &str) -> ModelState {
+        match state {
+            "READY" => ModelState::Ready,
+            "LOADING" => ModelState::Loading,
+            "UNLOADING" => ModelState::Unloading,
+            "UNAVAILABLE" => ModelState::Unavailable(reason.to_owned()),
+            other => ModelState::Unavailable(format!("{other}: {reason}")),
+        }
+    }
+
+    /// Unloaded on purpose: what an unload waits for.
+    pub fn is_unloaded(&self) -> bool {
+        matches!(self, ModelState::Unavailable(reason) if reason == "unloaded")
+    }
 }
 
 /// What the engine holds on the server's behalf right now; both are zero when idle.
@@ -43,19 +63,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// The responses of one inference; dropping it before the end cancels the request.
     type Responses: Stream<Item = Result<InferResponse, EngineError>> + Send + Unpin + 'static;
 
-    fn is_live(&self) -> Result<bool, EngineError>;
-    fn is_ready(&self) -> Result<bool, EngineError>;
     /// Whether the engine can serve as `check` asks, or why not. Beyond liveness and readiness
     /// this knows about models that lost a backend process: while one is being reloaded, and
     /// after it could not be, the engine is not healthy.
     fn health(&self, check: HealthCheck) -> Result<(), String>;
-    fn model_is_ready(&self, model: &str) -> Result<bool, EngineError>;
     /// Whether the model may send any number of responses per request.
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
     /// The model's metadata (inputs and outputs with datatypes and shapes).
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError>;
-    /// The model's configuration (Triton's JSON form of `config.pbtxt`).
-    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's state in the index, `None` when the engine has never heard of it.
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;
 
@@ -80,4 +95,26 @@ pub trait Engine: Clone + Send + Sync + 'static {
         &self,
         repository: &Path,
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_states_are_typed() {
+        assert_eq!(ModelState::from_index("READY", ""), ModelState::Ready);
+        assert_eq!(ModelState::from_index("LOADING", ""), ModelState::Loading);
+        assert_eq!(
+            ModelState::from_index("UNLOADING", ""),
+            ModelState::Unloading
+        );
+        assert!(ModelState::from_index("UNAVAILABLE", "unloaded").is_unloaded());
+        let failed = ModelState::from_index("UNAVAILABLE", "init failed");
+        assert!(!failed.is_unloaded());
+        assert_eq!(
+            ModelState::from_index("RETIRING", "x"),
+            ModelState::Unavailable("RETIRING: x".into())
+        );
+    }
 }

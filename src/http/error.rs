@@ -147,7 +147,6 @@ impl From<MmeError> for ApiError {
             MmeError::BadRequest(_) => StatusCode::BAD_REQUEST,
             MmeError::NotFound(_) => StatusCode::NOT_FOUND,
             MmeError::Conflict(_) => StatusCode::CONFLICT,
-            MmeError::OutOfMemory(_) => StatusCode::INSUFFICIENT_STORAGE,
             MmeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             MmeError::Engine(_) => StatusCode::BAD_REQUEST,
         };

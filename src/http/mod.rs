@@ -92,7 +92,7 @@ impl<'a> Route<'a> {
 }
 
 /// The 403 of a restricted API.
-pub fn restricted_error(header: &str) -> ApiError {
+fn restricted_error(header: &str) -> ApiError {
     ApiError::new(
         http::StatusCode::FORBIDDEN,
         format!("This API is restricted, expecting header '{header}'"),
@@ -144,7 +144,10 @@ async fn dispatch<E: Engine>(
     let limit = state.config.max_body_bytes;
     let timeout = state.config.client_limits.body_read_timeout;
     match (route, &parts.method) {
-        (Route::Ping, &Method::GET) => ping::ping(state, headers),
+        (Route::Ping, &Method::GET) => {
+            require(state, Category::Health, headers)?;
+            ping::ping(state)
+        }
         (Route::Invocations, &Method::POST) => {
             require(state, Category::Inference, headers)?;
             let invocation = Invocation::from_headers(headers);

@@ -52,9 +52,6 @@ pub enum MmeError {
     /// 409
     #[error("{0}")]
     Conflict(String),
-    /// 507
-    #[error("{0}")]
-    OutOfMemory(String),
     /// 500
     #[error("{0}")]
     Internal(String),
@@ -253,7 +250,7 @@ impl ModelRegistry {
                 .map_err(|e| MmeError::Internal(e.message))?;
             match state {
                 None => return Ok(()),
-                Some(s) if s.state == "UNAVAILABLE" && s.reason == "unloaded" => return Ok(()),
+                Some(state) if state.is_unloaded() => return Ok(()),
                 Some(_) if Instant::now() >= deadline => {
                     return Err(MmeError::Internal(format!(
                         "Model {target} did not unload within {} s",

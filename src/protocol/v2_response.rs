@@ -25,16 +25,6 @@ impl EncodedBody {
             parts: vec![Bytes::from(body)],
         }
     }
-
-    /// The total length of the parts.
-    pub fn len(&self) -> usize {
-        self.parts.iter().map(Bytes::len).sum()
-    }
-
-    /// Whether the body is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Encodes one inference response.

@@ -42,11 +42,6 @@ impl TritonEngine {
             .remove(model);
     }
 
-    /// The server underneath, for calls outside the engine interface.
-    pub fn server(&self) -> &Server {
-        &self.server
-    }
-
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Server) -> Result<T, EngineError> + Send + 'static,
@@ -70,14 +65,6 @@ impl Engine for TritonEngine {
         super::counters::in_flight()
     }
 
-    fn is_live(&self) -> Result<bool, EngineError> {
-        self.server.is_live()
-    }
-
-    fn is_ready(&self) -> Result<bool, EngineError> {
-        self.server.is_ready()
-    }
-
     fn health(&self, check: HealthCheck) -> Result<(), String> {
         self.recovery.health()?;
         let (healthy, what) = match check {
@@ -89,10 +76,6 @@ impl Engine for TritonEngine {
             Ok(false) => Err(format!("server is not {what}")),
             Err(error) => Err(error.message),
         }
-    }
-
-    fn model_is_ready(&self, model: &str) -> Result<bool, EngineError> {
-        self.server.model_is_ready(model, None)
     }
 
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError> {
@@ -127,19 +110,17 @@ impl Engine for TritonEngine {
         self.server.model_metadata(model, None)
     }
 
-    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError> {
-        self.server.model_config(model, None)
-    }
-
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {
         Ok(self
             .server
             .model_index(false)?
             .into_iter()
             .find(|entry| entry.name == model)
-            .map(|entry| ModelState {
-                state: entry.state.unwrap_or_default(),
-                reason: entry.reason.unwrap_or_default(),
+            .map(|entry| {
+                ModelState::from_index(
+                    entry.state.as_deref().unwrap_or_default(),
+                    entry.reason.as_deref().unwrap_or_default(),
+                )
             }))
     }
 

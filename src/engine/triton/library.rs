@@ -118,11 +118,6 @@ fn format_attempts(attempts: &[Attempt]) -> String {
 static TRITON: OnceLock<Triton> = OnceLock::new();
 static LOADING: Mutex<()> = Mutex::new(());
 
-/// The loaded Triton core, if [`load`] has succeeded.
-pub fn loaded() -> Option<&'static Triton> {
-    TRITON.get()
-}
-
 /// Loads the Triton core, or returns the one already loaded.
 ///
 /// Looks, in order, at `explicit` (a library file or a Triton home), `$TRITON_HOME`,
