@@ -82,11 +82,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let server = tokio::task::spawn_blocking(move || Server::start(triton, &core)).await??;
     let grace = config.shutdown_grace;
     let metrics_port = config.metrics_port;
-    let mut state = AppState::new(TritonEngine::new(server), config);
+    let mut state = AppState::new(TritonEngine::new(server), config).with_plugins(plugins);
     if let Some(folder) = &triton_folder {
-        state.redactor.hide(folder, "<triton>");
+        state = state.hiding(folder, "<triton>");
     }
-    state.plugins.store(plugins);
     let state = Arc::new(state);
     tokio::spawn(reload_on_sighup(Arc::clone(&state)));
     if let Some(port) = metrics_port {

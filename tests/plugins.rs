@@ -295,8 +295,8 @@ fn start() -> Fixture {
                 plugins: Some(path.clone()),
                 ..Config::new(mode)
             },
-        );
-        state.plugins.store(Some(Arc::new(host)));
+        )
+        .with_plugins(Some(Arc::new(host)));
         let state = Arc::new(state);
         servers.insert(name, (common::serve(&runtime, Arc::clone(&state)), state));
     }

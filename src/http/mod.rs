@@ -230,9 +230,37 @@ fn execution_parameters<E>(state: &AppState<E>) -> Response<ResponseBody> {
     response
 }
 
-/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops accepting and lets
-/// in-flight requests finish for up to `grace`.
+/// What a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Serves {
+    /// SageMaker's routes.
+    Routes,
+    /// `GET /metrics` only.
+    Metrics,
+}
+
+/// Serves SageMaker's routes on `listener` until `shutdown` completes, then stops accepting
+/// and lets in-flight requests finish for up to `grace`.
 pub async fn serve<E: Engine>(
+    listener: TcpListener,
+    state: Arc<AppState<E>>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    accept(Serves::Routes, listener, state, shutdown, grace).await;
+}
+
+/// Serves `GET /metrics` (Prometheus text) on its own listener until the process ends, with the
+/// same connection limits and timeouts as the main listener.
+pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState<E>>) {
+    let never = std::future::pending::<()>();
+    accept(Serves::Metrics, listener, state, never, Duration::ZERO).await;
+}
+
+/// The one accept loop of every listener: HTTP/1.1 with the header timeout and size limit, at
+/// most `max_connections` at once (one more is answered 503 at once), until `shutdown`.
+async fn accept<E: Engine>(
+    serves: Serves,
     listener: TcpListener,
     state: Arc<AppState<E>>,
     shutdown: impl Future<Output = ()>,
@@ -269,12 +297,18 @@ pub async fn serve<E: Engine>(
                 let state = Arc::clone(&state);
                 let service = service_fn(move |request| {
                     let state = Arc::clone(&state);
-                    async move { Ok::<_, Infallible>(handle(&state, request).await) }
+                    async move {
+                        let response = match serves {
+                            Serves::Routes => handle(&state, request).await,
+                            Serves::Metrics => metrics_response(&state, &request),
+                        };
+                        Ok::<_, Infallible>(response)
+                    }
                 });
                 let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {
-                        tracing::debug!(%error, "connection ended with an error");
+                        tracing::debug!(%error, ?serves, "connection ended with an error");
                     }
                     drop(slot);
                 });
@@ -329,56 +363,36 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
     tracing::debug!(limit, "connection refused: at the connection limit");
 }
 
-/// Serves `GET /metrics` (Prometheus text) on its own listener until the process ends.
-pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState<E>>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let state = Arc::clone(&state);
-        let service = service_fn(move |request: Request<Incoming>| {
-            let state = Arc::clone(&state);
-            async move {
-                let response =
-                    if request.uri().path() == "/metrics" && request.method() == Method::GET {
-                        let plugins: Vec<PluginRow> = state
-                            .plugins
-                            .load_full()
-                            .map(|host| {
-                                host.plugins()
-                                    .map(|p| PluginRow {
-                                        plugin: p.name.to_string(),
-                                        output_dropped_bytes: p.counters().output_dropped_bytes(),
-                                        reply_headers_dropped: p.counters().reply_headers_dropped(),
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        let mut response = Response::new(ResponseBody::full(
-                            state
-                                .metrics
-                                .render_with(state.engine.in_flight(), &plugins),
-                        ));
-                        response.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("text/plain; version=0.0.4"),
-                        );
-                        response
-                    } else {
-                        ApiError::not_found("metrics are served at GET /metrics").into_response()
-                    };
-                Ok::<_, Infallible>(response)
-            }
-        });
-        tokio::spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "metrics connection ended with an error");
-            }
-        });
+/// The metrics listener's answer: the Prometheus text at `GET /metrics`, else 404.
+fn metrics_response<E: Engine, B>(
+    state: &AppState<E>,
+    request: &Request<B>,
+) -> Response<ResponseBody> {
+    if request.uri().path() != "/metrics" || request.method() != Method::GET {
+        return ApiError::not_found("metrics are served at GET /metrics").into_response();
     }
+    let plugins: Vec<PluginRow> = state
+        .plugins
+        .load_full()
+        .map(|host| {
+            host.plugins()
+                .map(|p| PluginRow {
+                    plugin: p.name.to_string(),
+                    output_dropped_bytes: p.counters().output_dropped_bytes(),
+                    reply_headers_dropped: p.counters().reply_headers_dropped(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = state
+        .metrics
+        .render_with(state.engine.in_flight(), &plugins);
+    let mut response = Response::new(ResponseBody::full(text));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
 }
 
 #[cfg(test)]

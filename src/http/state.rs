@@ -59,6 +59,18 @@ impl<E> AppState<E> {
         crate::mme::oom::is_out_of_memory(message)
     }
 
+    /// Serves with `plugins` from the start (they can still be swapped by a reload).
+    pub fn with_plugins(self, plugins: Option<Arc<PluginHost>>) -> AppState<E> {
+        self.plugins.store(plugins);
+        self
+    }
+
+    /// Hides `folder` from error bodies as `label`, beside the folders the configuration names.
+    pub fn hiding(mut self, folder: &std::path::Path, label: &'static str) -> AppState<E> {
+        self.redactor.hide(folder, label);
+        self
+    }
+
     pub fn new(engine: E, config: Config) -> AppState<E> {
         let (default_model, models_root) = match &config.mode {
             Mode::SingleModel { default_model, .. } => (
