@@ -8,8 +8,8 @@
 use std::os::raw::{c_char, c_void};
 use std::ptr::{self, NonNull};
 
-use super::error::check;
 use super::ffi;
+use super::handle::out_value;
 use crate::engine::{EngineError, ErrorCode};
 
 /// Memory for one output tensor, owned by trident until the response is read.
@@ -29,18 +29,16 @@ unsafe impl Sync for ResponseAllocator {}
 
 impl ResponseAllocator {
     pub(super) fn new(api: &ffi::TritonServerApi) -> Result<ResponseAllocator, EngineError> {
-        let mut allocator = ptr::null_mut();
-        // SAFETY: `allocator` is valid for a write; the callbacks have the signatures Triton
-        // expects and never unwind (see each one).
-        let status = unsafe {
+        // SAFETY: the out-pointer is valid for a write; the callbacks have the signatures
+        // Triton expects and never unwind (see each one).
+        let allocator = out_value(api, |allocator| unsafe {
             api.TRITONSERVER_ResponseAllocatorNew(
-                &mut allocator,
+                allocator,
                 Some(alloc_output),
                 Some(release_output),
                 None,
             )
-        };
-        check(api, status)?;
+        })?;
         NonNull::new(allocator)
             .map(ResponseAllocator)
             .ok_or_else(|| {

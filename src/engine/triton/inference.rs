@@ -13,7 +13,6 @@
 use std::os::raw::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -23,16 +22,17 @@ use tokio::sync::mpsc;
 use super::convert::datatype_to_raw;
 use super::error::{check, to_cstring};
 use super::ffi;
+use super::handle::Owned;
 use super::library::Triton;
 use super::response::read_response;
 use super::server::Server;
 use crate::engine::{EngineError, ErrorCode};
-use crate::engine::{InferRequest, InferResponse, ParameterValue, SequenceId};
+use crate::engine::{InferRequest, InferResponse, InputTensor, ParameterValue, SequenceId};
 
 type ResponseResult = Result<InferResponse, EngineError>;
 
 /// A request pointer that Triton owns while the request is in flight.
-struct RequestPtr(NonNull<ffi::TRITONSERVER_InferenceRequest>);
+struct RequestPtr(*mut ffi::TRITONSERVER_InferenceRequest);
 
 // SAFETY: Triton's request object may be cancelled from any thread; the pointer is only used
 // under the `InFlight` lock, which the release callback also takes before deleting it.
@@ -62,51 +62,41 @@ struct ResponseContext {
     sender: mpsc::UnboundedSender<ResponseResult>,
 }
 
-/// Deletes a request Triton does not own (before `InferAsync` succeeds).
-struct UnsubmittedRequest {
-    triton: &'static Triton,
-    ptr: NonNull<ffi::TRITONSERVER_InferenceRequest>,
-}
-
-impl Drop for UnsubmittedRequest {
-    fn drop(&mut self) {
-        // SAFETY: the request was never handed to Triton (or Triton refused it), so we own it and
-        // delete it exactly once, here.
-        let status = unsafe {
-            self.triton
-                .api
-                .TRITONSERVER_InferenceRequestDelete(self.ptr.as_ptr())
-        };
-        if let Err(e) = check(&self.triton.api, status) {
-            tracing::warn!(error = %e, "deleting an unsubmitted Triton request failed");
-        }
-    }
-}
+/// A request Triton does not own yet (before `InferAsync` succeeds), deleted on drop.
+type UnsubmittedRequest = Owned<ffi::TRITONSERVER_InferenceRequest>;
 
 impl Server {
     /// Submits an inference. The returned stream yields each response (one for most models,
     /// any number for decoupled ones) and ends after the last. Dropping the stream early cancels
     /// the request in Triton.
     pub fn infer(&self, request: InferRequest) -> Result<ResponseStream, EngineError> {
-        let triton = self.triton;
-        let api = &triton.api;
+        let triton = self.triton();
         let model = to_cstring("model name", &request.model_name)?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid server; the model name outlives the call; `raw` is valid for a write.
-        check(api, unsafe {
-            api.TRITONSERVER_InferenceRequestNew(
-                &mut raw,
-                self.ptr.as_ptr(),
-                model.as_ptr(),
-                request.model_version.unwrap_or(-1),
-            )
-        })?;
-        let ptr = NonNull::new(raw).ok_or_else(|| {
-            EngineError::new(ErrorCode::Internal, "Triton returned a null request")
-        })?;
-        let unsubmitted = UnsubmittedRequest { triton, ptr };
-        let inputs = describe(triton, ptr, &request)?;
+        // SAFETY: `InferenceRequestNew` writes a new request the caller owns; valid server; the
+        // model name outlives the call.
+        let unsubmitted: UnsubmittedRequest = unsafe {
+            Owned::create(triton, |raw| {
+                triton.api.TRITONSERVER_InferenceRequestNew(
+                    raw,
+                    self.raw(),
+                    model.as_ptr(),
+                    request.model_version.unwrap_or(-1),
+                )
+            })
+        }?;
+        let inputs = describe(&unsubmitted, &request)?;
+        self.submit(unsubmitted, inputs)
+    }
 
+    /// Hands a described request to Triton with its callbacks; on success Triton owns it.
+    fn submit(
+        &self,
+        unsubmitted: UnsubmittedRequest,
+        inputs: Vec<Bytes>,
+    ) -> Result<ResponseStream, EngineError> {
+        let triton = self.triton();
+        let api = &triton.api;
+        let ptr = unsubmitted.as_ptr();
         let in_flight = Arc::new(InFlight {
             triton,
             request: Mutex::new(None),
@@ -118,48 +108,41 @@ impl Server {
         let (sender, receiver) = mpsc::unbounded_channel();
         let response_context = Box::into_raw(Box::new(ResponseContext { triton, sender }));
 
-        // SAFETY: `ptr` is our unsubmitted request; both contexts are live boxes whose ownership
-        // passes to the callbacks only if `InferAsync` succeeds. The allocator lives for the
-        // process.
-        let submitted = unsafe {
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestSetReleaseCallback(
-                    ptr.as_ptr(),
-                    Some(release_request),
-                    request_context.cast(),
-                ),
+        // SAFETY: `ptr` is our unsubmitted request; the release callback's context is a live
+        // box whose ownership passes to the callback only if `InferAsync` succeeds.
+        let submitted = check(api, unsafe {
+            api.TRITONSERVER_InferenceRequestSetReleaseCallback(
+                ptr,
+                Some(release_request),
+                request_context.cast(),
             )
-            .and_then(|()| {
-                check(
-                    api,
-                    api.TRITONSERVER_InferenceRequestSetResponseCallback(
-                        ptr.as_ptr(),
-                        triton.allocator.as_ptr(),
-                        std::ptr::null_mut(),
-                        Some(complete_response),
-                        response_context.cast(),
-                    ),
+        })
+        .and_then(|()| {
+            // SAFETY: as above for the response context; the allocator lives for the process.
+            check(api, unsafe {
+                api.TRITONSERVER_InferenceRequestSetResponseCallback(
+                    ptr,
+                    triton.allocator.as_ptr(),
+                    std::ptr::null_mut(),
+                    Some(complete_response),
+                    response_context.cast(),
                 )
             })
-            .and_then(|()| {
-                // Publish the pointer before Triton can release it; the release callback takes
-                // the same lock, so it cannot run its delete before this store is visible.
-                *in_flight.lock() = Some(RequestPtr(ptr));
-                check(
-                    api,
-                    api.TRITONSERVER_ServerInferAsync(
-                        self.ptr.as_ptr(),
-                        ptr.as_ptr(),
-                        std::ptr::null_mut(),
-                    ),
-                )
+        })
+        .and_then(|()| {
+            // Publish the pointer before Triton can release it; the release callback takes
+            // the same lock, so it cannot run its delete before this store is visible.
+            *in_flight.lock() = Some(RequestPtr(ptr));
+            // SAFETY: valid server and request, both callbacks set.
+            check(api, unsafe {
+                api.TRITONSERVER_ServerInferAsync(self.raw(), ptr, std::ptr::null_mut())
             })
-        };
+        });
         match submitted {
             Ok(()) => {
                 super::counters::request_submitted();
-                std::mem::forget(unsubmitted);
+                // Triton owns the request now; its release callback deletes it.
+                unsubmitted.into_raw();
                 Ok(ResponseStream {
                     receiver,
                     in_flight,
@@ -181,114 +164,124 @@ impl Server {
     }
 }
 
-/// Sets id, timeout, parameters, inputs and requested outputs on a new request; returns the
-/// input buffers, which must stay alive until Triton releases the request.
-fn describe(
-    triton: &'static Triton,
-    ptr: NonNull<ffi::TRITONSERVER_InferenceRequest>,
-    request: &InferRequest,
-) -> Result<Vec<Bytes>, EngineError> {
-    let api = &triton.api;
-    let r = ptr.as_ptr();
-    // SAFETY (whole body): `r` is a live request we own; every C string and shape slice passed
-    // is a local that outlives its call (Triton copies names, ids and shapes). Input data is
-    // referenced, not copied: its `Bytes` are returned to be kept until release.
-    unsafe {
-        if let Some(id) = &request.id {
-            let id = to_cstring("request id", id)?;
-            check(api, api.TRITONSERVER_InferenceRequestSetId(r, id.as_ptr()))?;
-        }
-        if let Some(timeout) = request.timeout {
-            let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r, micros),
-            )?;
-        }
-        if let Some(priority) = request.priority {
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestSetPriorityUInt64(r, priority),
-            )?;
-        }
-        match &request.sequence.id {
-            Some(SequenceId::Number(id)) => check(
-                api,
-                api.TRITONSERVER_InferenceRequestSetCorrelationId(r, *id),
-            )?,
-            Some(SequenceId::String(id)) => {
-                let id = to_cstring("sequence id", id)?;
-                check(
-                    api,
-                    api.TRITONSERVER_InferenceRequestSetCorrelationIdString(r, id.as_ptr()),
-                )?
-            }
-            None => {}
-        }
-        let mut flags = 0;
-        if request.sequence.start {
-            flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
-        }
-        if request.sequence.end {
-            flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
-        }
-        if flags != 0 {
-            check(api, api.TRITONSERVER_InferenceRequestSetFlags(r, flags))?;
-        }
-        for (key, value) in &request.parameters {
-            let key = to_cstring("parameter name", key)?;
-            let status = match value {
-                ParameterValue::String(s) => {
-                    let s = to_cstring("parameter value", s)?;
-                    api.TRITONSERVER_InferenceRequestSetStringParameter(r, key.as_ptr(), s.as_ptr())
-                }
-                ParameterValue::Int(i) => {
-                    api.TRITONSERVER_InferenceRequestSetIntParameter(r, key.as_ptr(), *i)
-                }
-                ParameterValue::Bool(b) => {
-                    api.TRITONSERVER_InferenceRequestSetBoolParameter(r, key.as_ptr(), *b)
-                }
-                ParameterValue::Double(d) => {
-                    api.TRITONSERVER_InferenceRequestSetDoubleParameter(r, key.as_ptr(), *d)
-                }
-            };
-            check(api, status)?;
-        }
-        let mut buffers = Vec::with_capacity(request.inputs.len());
-        for input in &request.inputs {
-            let name = to_cstring("input name", &input.name)?;
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestAddInput(
-                    r,
-                    name.as_ptr(),
-                    datatype_to_raw(input.datatype),
-                    input.shape.as_ptr(),
-                    input.shape.len() as u64,
-                ),
-            )?;
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestAppendInputData(
-                    r,
-                    name.as_ptr(),
-                    input.data.as_ptr().cast(),
-                    input.data.len(),
-                    ffi::TRITONSERVER_MEMORY_CPU,
-                    0,
-                ),
-            )?;
-            buffers.push(input.data.clone());
-        }
-        for output in &request.requested_outputs {
-            let name = to_cstring("output name", output)?;
-            check(
-                api,
-                api.TRITONSERVER_InferenceRequestAddRequestedOutput(r, name.as_ptr()),
-            )?;
-        }
-        Ok(buffers)
+/// Sets id, timeout, priority, sequence, parameters, inputs and requested outputs on a new
+/// request; returns the input buffers, which must stay alive until Triton releases the request.
+fn describe(r: &UnsubmittedRequest, request: &InferRequest) -> Result<Vec<Bytes>, EngineError> {
+    let api = &r.triton().api;
+    if let Some(id) = &request.id {
+        r.set_text(api.TRITONSERVER_InferenceRequestSetId, "request id", id)?;
     }
+    if let Some(timeout) = request.timeout {
+        let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+        r.set(
+            api.TRITONSERVER_InferenceRequestSetTimeoutMicroseconds,
+            micros,
+        )?;
+    }
+    if let Some(priority) = request.priority {
+        r.set(api.TRITONSERVER_InferenceRequestSetPriorityUInt64, priority)?;
+    }
+    match &request.sequence.id {
+        Some(SequenceId::Number(id)) => {
+            r.set(api.TRITONSERVER_InferenceRequestSetCorrelationId, *id)?
+        }
+        Some(SequenceId::String(id)) => r.set_text(
+            api.TRITONSERVER_InferenceRequestSetCorrelationIdString,
+            "sequence id",
+            id,
+        )?,
+        None => {}
+    }
+    let mut flags = 0;
+    if request.sequence.start {
+        flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+    }
+    if request.sequence.end {
+        flags |= ffi::TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+    }
+    if flags != 0 {
+        r.set(api.TRITONSERVER_InferenceRequestSetFlags, flags)?;
+    }
+    for (key, value) in &request.parameters {
+        set_parameter(r, key, value)?;
+    }
+    let mut buffers = Vec::with_capacity(request.inputs.len());
+    for input in &request.inputs {
+        add_input(r, input)?;
+        buffers.push(input.data.clone());
+    }
+    for output in &request.requested_outputs {
+        r.set_text(
+            api.TRITONSERVER_InferenceRequestAddRequestedOutput,
+            "output name",
+            output,
+        )?;
+    }
+    Ok(buffers)
+}
+
+/// One request parameter, by its type.
+fn set_parameter(
+    r: &UnsubmittedRequest,
+    key: &str,
+    value: &ParameterValue,
+) -> Result<(), EngineError> {
+    let api = &r.triton().api;
+    let key = to_cstring("parameter name", key)?;
+    let r = r.as_ptr();
+    // SAFETY (each arm): the request is live and ours; the key (and a string value) are
+    // NUL-terminated locals that outlive the call, and Triton copies them.
+    let status = match value {
+        ParameterValue::String(s) => {
+            let s = to_cstring("parameter value", s)?;
+            // SAFETY: see above.
+            unsafe {
+                api.TRITONSERVER_InferenceRequestSetStringParameter(r, key.as_ptr(), s.as_ptr())
+            }
+        }
+        // SAFETY: see above.
+        ParameterValue::Int(i) => unsafe {
+            api.TRITONSERVER_InferenceRequestSetIntParameter(r, key.as_ptr(), *i)
+        },
+        // SAFETY: see above.
+        ParameterValue::Bool(b) => unsafe {
+            api.TRITONSERVER_InferenceRequestSetBoolParameter(r, key.as_ptr(), *b)
+        },
+        // SAFETY: see above.
+        ParameterValue::Double(d) => unsafe {
+            api.TRITONSERVER_InferenceRequestSetDoubleParameter(r, key.as_ptr(), *d)
+        },
+    };
+    check(api, status)
+}
+
+/// One input: its name, type and shape, and its data referenced in place (not copied).
+fn add_input(r: &UnsubmittedRequest, input: &InputTensor) -> Result<(), EngineError> {
+    let api = &r.triton().api;
+    let name = to_cstring("input name", &input.name)?;
+    // SAFETY: the request is live and ours; the name and the shape slice outlive the call and
+    // Triton copies them.
+    check(api, unsafe {
+        api.TRITONSERVER_InferenceRequestAddInput(
+            r.as_ptr(),
+            name.as_ptr(),
+            datatype_to_raw(input.datatype),
+            input.shape.as_ptr(),
+            input.shape.len() as u64,
+        )
+    })?;
+    // SAFETY: as above; the data is referenced, not copied: the caller keeps its `Bytes` alive
+    // until Triton releases the request.
+    check(api, unsafe {
+        api.TRITONSERVER_InferenceRequestAppendInputData(
+            r.as_ptr(),
+            name.as_ptr(),
+            input.data.as_ptr().cast(),
+            input.data.len(),
+            ffi::TRITONSERVER_MEMORY_CPU,
+            0,
+        )
+    })
 }
 
 /// Triton is done with the request: forget the pointer, delete it, free the inputs.
@@ -389,7 +382,7 @@ impl ResponseStream {
             // SAFETY: the pointer is present only while Triton has not released the request,
             // and the release callback cannot delete it while we hold the lock. Cancelling only
             // marks the request; it does not call back synchronously.
-            let status = unsafe { api.TRITONSERVER_InferenceRequestCancel(request.0.as_ptr()) };
+            let status = unsafe { api.TRITONSERVER_InferenceRequestCancel(request.0) };
             if let Err(e) = check(api, status) {
                 tracing::debug!(error = %e, "cancelling a Triton request failed");
             }

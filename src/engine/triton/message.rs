@@ -1,41 +1,22 @@
 //! `TRITONSERVER_Message`: JSON documents Triton hands out (metadata, configs, the model index).
 
-use std::ptr::NonNull;
-
 use super::error::check;
 use super::ffi;
-use super::library::Triton;
+use super::handle::Owned;
 use crate::engine::{EngineError, ErrorCode};
 
 /// An owned Triton message, deleted on drop.
-pub(super) struct Message {
-    triton: &'static Triton,
-    ptr: NonNull<ffi::TRITONSERVER_Message>,
-}
+pub(super) type Message = Owned<ffi::TRITONSERVER_Message>;
 
 impl Message {
-    /// Takes ownership of a message a Triton call returned.
-    pub(super) fn from_raw(
-        triton: &'static Triton,
-        ptr: *mut ffi::TRITONSERVER_Message,
-    ) -> Result<Message, EngineError> {
-        NonNull::new(ptr)
-            .map(|ptr| Message { triton, ptr })
-            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "Triton returned a null message"))
-    }
-
     /// The message parsed as JSON.
     pub(super) fn to_json(&self) -> Result<serde_json::Value, EngineError> {
+        let api = &self.triton().api;
         let (mut base, mut size) = (std::ptr::null(), 0usize);
         // SAFETY: the message is valid while `self` lives; both out-pointers are valid for writes.
-        let status = unsafe {
-            self.triton.api.TRITONSERVER_MessageSerializeToJson(
-                self.ptr.as_ptr(),
-                &mut base,
-                &mut size,
-            )
-        };
-        check(&self.triton.api, status)?;
+        check(api, unsafe {
+            api.TRITONSERVER_MessageSerializeToJson(self.as_ptr(), &mut base, &mut size)
+        })?;
         if base.is_null() {
             return Err(EngineError::new(
                 ErrorCode::Internal,
@@ -51,19 +32,5 @@ impl Message {
                 format!("Triton returned invalid JSON: {e}"),
             )
         })
-    }
-}
-
-impl Drop for Message {
-    fn drop(&mut self) {
-        // SAFETY: the message is owned by `self` and deleted exactly once, here.
-        let status = unsafe {
-            self.triton
-                .api
-                .TRITONSERVER_MessageDelete(self.ptr.as_ptr())
-        };
-        if let Err(e) = check(&self.triton.api, status) {
-            tracing::warn!(error = %e, "deleting a Triton message failed");
-        }
     }
 }

@@ -19,6 +19,7 @@ mod descriptors;
 mod engine;
 mod error;
 mod ffi;
+mod handle;
 mod inference;
 pub mod library;
 mod message;

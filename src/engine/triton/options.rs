@@ -2,14 +2,14 @@
 //! `TRITONSERVER_ServerOptions` that is deleted once the server is created.
 
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::time::Duration;
 
 use super::error::{check, to_cstring};
 use super::ffi;
+use super::handle::Owned;
 use super::library::Triton;
+use crate::engine::EngineError;
 use crate::engine::settings::{BackendSetting, CoreLogging};
-use crate::engine::{EngineError, ErrorCode};
 
 /// How Triton decides which models are loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,204 +83,179 @@ impl Default for ServerConfig {
     }
 }
 
-/// An owned `TRITONSERVER_ServerOptions`, deleted on drop.
-pub(super) struct ServerOptions {
-    triton: &'static Triton,
-    ptr: NonNull<ffi::TRITONSERVER_ServerOptions>,
-}
+/// An owned `TRITONSERVER_ServerOptions`, deleted on drop (once the server is created).
+pub(super) type ServerOptions = Owned<ffi::TRITONSERVER_ServerOptions>;
 
 impl ServerOptions {
-    pub(super) fn as_ptr(&self) -> *mut ffi::TRITONSERVER_ServerOptions {
-        self.ptr.as_ptr()
-    }
-
     /// Builds Triton's options from `config`.
     pub(super) fn from_config(
         triton: &'static Triton,
         config: &ServerConfig,
     ) -> Result<ServerOptions, EngineError> {
+        // SAFETY: `ServerOptionsNew` writes a new options object the caller owns.
+        let options =
+            unsafe { Owned::create(triton, |raw| triton.api.TRITONSERVER_ServerOptionsNew(raw)) }?;
         let api = &triton.api;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: `raw` is valid for a write.
-        check(api, unsafe { api.TRITONSERVER_ServerOptionsNew(&mut raw) })?;
-        let options = NonNull::new(raw)
-            .map(|ptr| ServerOptions { triton, ptr })
-            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "null server options"))?;
-        let o = options.as_ptr();
-        let path = |p: &PathBuf| to_cstring("a path", &p.to_string_lossy());
-
-        // SAFETY (every call below): `o` is the live options object owned by `options`; each
-        // C string is a local that outlives the call, and Triton copies what it keeps.
-        unsafe {
-            let id = to_cstring("server id", "trident")?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetServerId(o, id.as_ptr()),
-            )?;
-            for repo in &config.model_repositories {
-                let repo = path(repo)?;
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, repo.as_ptr()),
-                )?;
-            }
-            match &config.model_control {
-                ModelControl::Explicit { startup_models } => {
-                    check(
-                        api,
-                        api.TRITONSERVER_ServerOptionsSetModelControlMode(
-                            o,
-                            ffi::TRITONSERVER_MODEL_CONTROL_EXPLICIT,
-                        ),
-                    )?;
-                    for model in startup_models {
-                        let model = to_cstring("model name", model)?;
-                        check(
-                            api,
-                            api.TRITONSERVER_ServerOptionsSetStartupModel(o, model.as_ptr()),
-                        )?;
-                    }
-                }
-                ModelControl::LoadAll => check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetModelControlMode(
-                        o,
-                        ffi::TRITONSERVER_MODEL_CONTROL_NONE,
-                    ),
-                )?,
-            }
-            let home = triton.home();
-            if let Some(dir) = config
-                .backend_directory
-                .clone()
-                .or_else(|| home.map(|h| h.join("backends")))
-            {
-                let dir = path(&dir)?;
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetBackendDirectory(o, dir.as_ptr()),
-                )?;
-            }
-            if let Some(dir) = config
-                .repo_agent_directory
-                .clone()
-                .or_else(|| home.map(|h| h.join("repoagents")))
-            {
-                let dir = path(&dir)?;
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, dir.as_ptr()),
-                )?;
-            }
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetStrictReadiness(o, config.strict_readiness),
-            )?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetStrictModelConfig(o, config.strict_model_config),
-            )?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetExitOnError(o, config.exit_on_error),
-            )?;
-            let exit_timeout = u32::try_from(config.exit_timeout.as_secs()).unwrap_or(u32::MAX);
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetExitTimeout(o, exit_timeout),
-            )?;
-            let log = &config.logging;
-            check(api, api.TRITONSERVER_ServerOptionsSetLogInfo(o, log.info))?;
-            check(api, api.TRITONSERVER_ServerOptionsSetLogWarn(o, log.warn))?;
-            check(api, api.TRITONSERVER_ServerOptionsSetLogError(o, log.error))?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetLogVerbose(o, log.verbose),
-            )?;
-            for s in &config.backend_config {
-                let backend = to_cstring("backend name", &s.backend)?;
-                let setting = to_cstring("backend setting", &s.setting)?;
-                let value = to_cstring("backend setting value", &s.value)?;
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetBackendConfig(
-                        o,
-                        backend.as_ptr(),
-                        setting.as_ptr(),
-                        value.as_ptr(),
-                    ),
-                )?;
-            }
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetModelNamespacing(o, config.model_namespacing),
-            )?;
-            if let Some(n) = config.buffer_manager_threads {
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetBufferManagerThreadCount(o, n),
-                )?;
-            }
-            if let Some(n) = config.model_load_threads {
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetModelLoadThreadCount(o, n),
-                )?;
-            }
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, config.model_load_retries),
-            )?;
-            for &(device, fraction) in &config.model_load_gpu_limits {
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
-                        o,
-                        ffi::TRITONSERVER_INSTANCEGROUPKIND_GPU,
-                        device,
-                        fraction,
-                    ),
-                )?;
-            }
-            if let Some(bytes) = config.pinned_memory_pool_bytes {
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(o, bytes),
-                )?;
-            }
-            if let Some(cc) = config.min_compute_capability {
-                check(
-                    api,
-                    api.TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(o, cc),
-                )?;
-            }
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetMetrics(o, config.core_metrics),
-            )?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetGpuMetrics(o, config.core_metrics),
-            )?;
-            check(
-                api,
-                api.TRITONSERVER_ServerOptionsSetCpuMetrics(o, config.core_metrics),
-            )?;
+        options.set_text(
+            api.TRITONSERVER_ServerOptionsSetServerId,
+            "server id",
+            "trident",
+        )?;
+        options.set_models(config)?;
+        options.set_directories(config)?;
+        options.set(
+            api.TRITONSERVER_ServerOptionsSetStrictReadiness,
+            config.strict_readiness,
+        )?;
+        options.set(
+            api.TRITONSERVER_ServerOptionsSetStrictModelConfig,
+            config.strict_model_config,
+        )?;
+        options.set(
+            api.TRITONSERVER_ServerOptionsSetExitOnError,
+            config.exit_on_error,
+        )?;
+        let exit_timeout = u32::try_from(config.exit_timeout.as_secs()).unwrap_or(u32::MAX);
+        options.set(api.TRITONSERVER_ServerOptionsSetExitTimeout, exit_timeout)?;
+        options.set_logging(&config.logging)?;
+        options.set_backend_config(&config.backend_config)?;
+        options.set_resources(config)?;
+        for setter in [
+            api.TRITONSERVER_ServerOptionsSetMetrics,
+            api.TRITONSERVER_ServerOptionsSetGpuMetrics,
+            api.TRITONSERVER_ServerOptionsSetCpuMetrics,
+        ] {
+            options.set(setter, config.core_metrics)?;
         }
         Ok(options)
     }
-}
 
-impl Drop for ServerOptions {
-    fn drop(&mut self) {
-        // SAFETY: the options object is owned by `self` and deleted exactly once, here.
-        let status = unsafe {
-            self.triton
-                .api
-                .TRITONSERVER_ServerOptionsDelete(self.ptr.as_ptr())
-        };
-        if let Err(e) = check(&self.triton.api, status) {
-            tracing::warn!(error = %e, "deleting Triton server options failed");
+    /// Repositories, model control and the startup models.
+    fn set_models(&self, config: &ServerConfig) -> Result<(), EngineError> {
+        let api = &self.triton().api;
+        for repository in &config.model_repositories {
+            self.set_text(
+                api.TRITONSERVER_ServerOptionsSetModelRepositoryPath,
+                "a path",
+                &repository.to_string_lossy(),
+            )?;
         }
+        match &config.model_control {
+            ModelControl::Explicit { startup_models } => {
+                self.set(
+                    api.TRITONSERVER_ServerOptionsSetModelControlMode,
+                    ffi::TRITONSERVER_MODEL_CONTROL_EXPLICIT,
+                )?;
+                for model in startup_models {
+                    self.set_text(
+                        api.TRITONSERVER_ServerOptionsSetStartupModel,
+                        "model name",
+                        model,
+                    )?;
+                }
+                Ok(())
+            }
+            ModelControl::LoadAll => self.set(
+                api.TRITONSERVER_ServerOptionsSetModelControlMode,
+                ffi::TRITONSERVER_MODEL_CONTROL_NONE,
+            ),
+        }
+    }
+
+    /// Where backends and repository agents live; by default beside the core library.
+    fn set_directories(&self, config: &ServerConfig) -> Result<(), EngineError> {
+        let api = &self.triton().api;
+        let home = self.triton().home();
+        let folders = [
+            (
+                api.TRITONSERVER_ServerOptionsSetBackendDirectory,
+                &config.backend_directory,
+                "backends",
+            ),
+            (
+                api.TRITONSERVER_ServerOptionsSetRepoAgentDirectory,
+                &config.repo_agent_directory,
+                "repoagents",
+            ),
+        ];
+        for (setter, chosen, default) in folders {
+            let folder = chosen.clone().or_else(|| home.map(|h| h.join(default)));
+            if let Some(folder) = folder {
+                self.set_text(setter, "a path", &folder.to_string_lossy())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_logging(&self, log: &CoreLogging) -> Result<(), EngineError> {
+        let api = &self.triton().api;
+        self.set(api.TRITONSERVER_ServerOptionsSetLogInfo, log.info)?;
+        self.set(api.TRITONSERVER_ServerOptionsSetLogWarn, log.warn)?;
+        self.set(api.TRITONSERVER_ServerOptionsSetLogError, log.error)?;
+        self.set(api.TRITONSERVER_ServerOptionsSetLogVerbose, log.verbose)
+    }
+
+    fn set_backend_config(&self, settings: &[BackendSetting]) -> Result<(), EngineError> {
+        let api = &self.triton().api;
+        for s in settings {
+            let backend = to_cstring("backend name", &s.backend)?;
+            let setting = to_cstring("backend setting", &s.setting)?;
+            let value = to_cstring("backend setting value", &s.value)?;
+            // SAFETY: the options object is live while `self` is; the three strings are
+            // NUL-terminated locals that outlive the call, and Triton copies them.
+            check(api, unsafe {
+                api.TRITONSERVER_ServerOptionsSetBackendConfig(
+                    self.as_ptr(),
+                    backend.as_ptr(),
+                    setting.as_ptr(),
+                    value.as_ptr(),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Threads, memory and device limits.
+    fn set_resources(&self, config: &ServerConfig) -> Result<(), EngineError> {
+        let api = &self.triton().api;
+        self.set(
+            api.TRITONSERVER_ServerOptionsSetModelNamespacing,
+            config.model_namespacing,
+        )?;
+        if let Some(n) = config.buffer_manager_threads {
+            self.set(api.TRITONSERVER_ServerOptionsSetBufferManagerThreadCount, n)?;
+        }
+        if let Some(n) = config.model_load_threads {
+            self.set(api.TRITONSERVER_ServerOptionsSetModelLoadThreadCount, n)?;
+        }
+        self.set(
+            api.TRITONSERVER_ServerOptionsSetModelLoadRetryCount,
+            config.model_load_retries,
+        )?;
+        for &(device, fraction) in &config.model_load_gpu_limits {
+            // SAFETY: the options object is live while `self` is; the other arguments are
+            // plain values.
+            check(api, unsafe {
+                api.TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
+                    self.as_ptr(),
+                    ffi::TRITONSERVER_INSTANCEGROUPKIND_GPU,
+                    device,
+                    fraction,
+                )
+            })?;
+        }
+        if let Some(bytes) = config.pinned_memory_pool_bytes {
+            self.set(
+                api.TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize,
+                bytes,
+            )?;
+        }
+        if let Some(cc) = config.min_compute_capability {
+            self.set(
+                api.TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability,
+                cc,
+            )?;
+        }
+        Ok(())
     }
 }

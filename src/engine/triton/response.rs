@@ -9,6 +9,7 @@ use super::allocator::OutputBuffer;
 use super::convert::datatype_from_raw;
 use super::error::{check, copy_error, cstr_lossy};
 use super::ffi;
+use super::handle::out_value;
 use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 
@@ -21,61 +22,76 @@ pub(super) unsafe fn read_response(
     api: &ffi::TritonServerApi,
     response: *mut ffi::TRITONSERVER_InferenceResponse,
 ) -> Result<InferResponse, EngineError> {
-    // SAFETY (whole body): `response` is valid per the caller; every out-pointer passed below is
-    // a local valid for writes; the strings and arrays Triton returns live as long as the response
+    // SAFETY (every block below): `response` is valid per the caller; every out-pointer is a
+    // local valid for writes; the strings and arrays Triton returns live as long as the response
     // and are copied before this function returns.
-    unsafe {
-        let error = api.TRITONSERVER_InferenceResponseError(response);
-        if !error.is_null() {
-            // Owned by the response: copy, do not delete.
-            return Err(copy_error(api, error));
-        }
-
-        let (mut model, mut version) = (std::ptr::null(), 0i64);
-        check(
-            api,
-            api.TRITONSERVER_InferenceResponseModel(response, &mut model, &mut version),
-        )?;
-        let mut id = std::ptr::null();
-        check(api, api.TRITONSERVER_InferenceResponseId(response, &mut id))?;
-        let id = Some(cstr_lossy(id)).filter(|id| !id.is_empty());
-
-        let mut count = 0u32;
-        check(
-            api,
-            api.TRITONSERVER_InferenceResponseParameterCount(response, &mut count),
-        )?;
-        let mut parameters = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            let (mut name, mut kind, mut value) = (std::ptr::null(), 0, std::ptr::null());
-            check(
-                api,
-                api.TRITONSERVER_InferenceResponseParameter(
-                    response, index, &mut name, &mut kind, &mut value,
-                ),
-            )?;
-            if let Some(value) = read_parameter(kind, value) {
-                set_parameter(&mut parameters, cstr_lossy(name), value);
-            }
-        }
-
-        check(
-            api,
-            api.TRITONSERVER_InferenceResponseOutputCount(response, &mut count),
-        )?;
-        let mut outputs = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            outputs.push(read_output(api, response, index)?);
-        }
-
-        Ok(InferResponse {
-            model_name: cstr_lossy(model),
-            model_version: version,
-            id,
-            parameters,
-            outputs,
-        })
+    let error = unsafe { api.TRITONSERVER_InferenceResponseError(response) };
+    if !error.is_null() {
+        // Owned by the response: copy, do not delete.
+        // SAFETY: see above; a non-null error is valid while the response is.
+        return Err(unsafe { copy_error(api, error) });
     }
+    let (mut model, mut version) = (std::ptr::null(), 0i64);
+    // SAFETY: see above.
+    check(api, unsafe {
+        api.TRITONSERVER_InferenceResponseModel(response, &mut model, &mut version)
+    })?;
+    // SAFETY: see above.
+    let model_name = unsafe { cstr_lossy(model) };
+    // SAFETY: see above.
+    let id = out_value(api, |id| unsafe {
+        api.TRITONSERVER_InferenceResponseId(response, id)
+    })?;
+    // SAFETY: see above.
+    let id = Some(unsafe { cstr_lossy(id) }).filter(|id| !id.is_empty());
+    // SAFETY: see above.
+    let parameters = unsafe { read_parameters(api, response) }?;
+    // SAFETY: see above.
+    let count = out_value(api, |count| unsafe {
+        api.TRITONSERVER_InferenceResponseOutputCount(response, count)
+    })?;
+    let mut outputs = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        // SAFETY: see above; `index` is below the output count.
+        outputs.push(unsafe { read_output(api, response, index) }?);
+    }
+    Ok(InferResponse {
+        model_name,
+        model_version: version,
+        id,
+        parameters,
+        outputs,
+    })
+}
+
+/// The response's parameters, each key once.
+///
+/// # Safety
+/// As for [`read_response`].
+unsafe fn read_parameters(
+    api: &ffi::TritonServerApi,
+    response: *mut ffi::TRITONSERVER_InferenceResponse,
+) -> Result<Vec<(String, ParameterValue)>, EngineError> {
+    // SAFETY: see `read_response`.
+    let count = out_value(api, |count| unsafe {
+        api.TRITONSERVER_InferenceResponseParameterCount(response, count)
+    })?;
+    let mut parameters = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        let (mut name, mut kind, mut value) = (std::ptr::null(), 0, std::ptr::null());
+        // SAFETY: see `read_response`; `index` is below the parameter count.
+        check(api, unsafe {
+            api.TRITONSERVER_InferenceResponseParameter(
+                response, index, &mut name, &mut kind, &mut value,
+            )
+        })?;
+        // SAFETY: Triton returned `value` for `kind`, and `name` as a C string; both live as
+        // long as the response.
+        if let Some(value) = unsafe { read_parameter(kind, value) } {
+            set_parameter(&mut parameters, unsafe { cstr_lossy(name) }, value);
+        }
+    }
+    Ok(parameters)
 }
 
 /// # Safety

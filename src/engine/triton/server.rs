@@ -3,24 +3,23 @@
 //! These calls block (a load runs the model's initialisation); async callers run them on
 //! `tokio::task::spawn_blocking`. Inference is asynchronous and lives in `inference`.
 
-use std::ffi::CString;
 use std::path::Path;
-use std::ptr::NonNull;
 
 use serde::Deserialize;
 
 use super::error::{check, to_cstring};
 use super::ffi;
+use super::handle::{Owned, out_value};
 use super::library::Triton;
 use super::message::Message;
 use super::options::{ServerConfig, ServerOptions};
 use crate::engine::{EngineError, ErrorCode};
 
-/// A running Triton core. Stopped and deleted on drop, which waits for in-flight inferences up
-/// to the configured exit timeout.
+/// A running Triton core. Stopped and deleted on drop (deleting stops it first), which waits for
+/// in-flight inferences up to the configured exit timeout. Callbacks of requests still in flight
+/// use only the process-wide allocator and their own boxed state, never this object.
 pub struct Server {
-    pub(super) triton: &'static Triton,
-    pub(super) ptr: NonNull<ffi::TRITONSERVER_Server>,
+    handle: Owned<ffi::TRITONSERVER_Server>,
 }
 
 // SAFETY: Triton's server object is documented as safe to use from any thread concurrently;
@@ -56,80 +55,69 @@ impl Server {
         let options = ServerOptions::from_config(triton, config)?;
         // Backends fork from here on (python stubs): they get stdin, stdout and stderr only.
         super::descriptors::keep_from_child_processes();
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: `options` is a complete options object that outlives the call (Triton copies
-        // it); `raw` is valid for a write.
-        let status = unsafe {
-            triton
-                .api
-                .TRITONSERVER_ServerNew(&mut raw, options.as_ptr())
-        };
-        check(&triton.api, status)?;
-        let ptr = NonNull::new(raw).ok_or_else(|| {
-            EngineError::new(ErrorCode::Internal, "Triton returned a null server")
-        })?;
-        Ok(Server { triton, ptr })
+        // SAFETY: `ServerNew` writes a new server the caller owns; `options` is a complete
+        // options object that outlives the call (Triton copies it).
+        let handle = unsafe {
+            Owned::create(triton, |raw| {
+                triton.api.TRITONSERVER_ServerNew(raw, options.as_ptr())
+            })
+        }?;
+        Ok(Server { handle })
     }
 
     /// The loaded core this server runs on.
     pub fn triton(&self) -> &'static Triton {
-        self.triton
+        self.handle.triton()
     }
 
-    fn api(&self) -> &ffi::TritonServerApi {
-        &self.triton.api
+    fn api(&self) -> &'static ffi::TritonServerApi {
+        &self.handle.triton().api
     }
 
-    fn raw(&self) -> *mut ffi::TRITONSERVER_Server {
-        self.ptr.as_ptr()
+    /// The server object, for a Triton call; valid while `self` lives.
+    pub(super) fn raw(&self) -> *mut ffi::TRITONSERVER_Server {
+        self.handle.as_ptr()
     }
 
     /// Whether the core is live (running, possibly without ready models).
     pub fn is_live(&self) -> Result<bool, EngineError> {
-        let mut live = false;
         // SAFETY: the server is valid while `self` lives; `live` is valid for a write.
-        check(self.api(), unsafe {
-            self.api().TRITONSERVER_ServerIsLive(self.raw(), &mut live)
-        })?;
-        Ok(live)
+        out_value(self.api(), |live| unsafe {
+            self.api().TRITONSERVER_ServerIsLive(self.raw(), live)
+        })
     }
 
     /// Whether the core is ready (with strict readiness: every loaded model is ready).
     pub fn is_ready(&self) -> Result<bool, EngineError> {
-        let mut ready = false;
         // SAFETY: as in `is_live`.
-        check(self.api(), unsafe {
-            self.api()
-                .TRITONSERVER_ServerIsReady(self.raw(), &mut ready)
-        })?;
-        Ok(ready)
+        out_value(self.api(), |ready| unsafe {
+            self.api().TRITONSERVER_ServerIsReady(self.raw(), ready)
+        })
     }
 
     /// Whether a model (a version, or the latest with `None`) is ready for inference.
     pub fn model_is_ready(&self, name: &str, version: Option<i64>) -> Result<bool, EngineError> {
         let name = to_cstring("model name", name)?;
-        let mut ready = false;
         // SAFETY: valid server, NUL-terminated name that outlives the call, valid out-pointer.
-        check(self.api(), unsafe {
+        out_value(self.api(), |ready| unsafe {
             self.api().TRITONSERVER_ServerModelIsReady(
                 self.raw(),
                 name.as_ptr(),
                 version.unwrap_or(-1),
-                &mut ready,
+                ready,
             )
-        })?;
-        Ok(ready)
+        })
     }
 
     /// The server metadata document (`name`, `version`, `extensions`).
     pub fn metadata(&self) -> Result<serde_json::Value, EngineError> {
-        let mut message = std::ptr::null_mut();
-        // SAFETY: valid server and out-pointer; the message returned is owned by us.
-        check(self.api(), unsafe {
-            self.api()
-                .TRITONSERVER_ServerMetadata(self.raw(), &mut message)
-        })?;
-        Message::from_raw(self.triton, message)?.to_json()
+        // SAFETY: `ServerMetadata` writes a new message the caller owns; valid server.
+        let message = unsafe {
+            Message::create(self.triton(), |message| {
+                self.api().TRITONSERVER_ServerMetadata(self.raw(), message)
+            })
+        }?;
+        message.to_json()
     }
 
     /// A model's metadata document (inputs and outputs with datatypes and shapes).
@@ -139,17 +127,18 @@ impl Server {
         version: Option<i64>,
     ) -> Result<serde_json::Value, EngineError> {
         let name = to_cstring("model name", name)?;
-        let mut message = std::ptr::null_mut();
         // SAFETY: as in `metadata`; the name outlives the call.
-        check(self.api(), unsafe {
-            self.api().TRITONSERVER_ServerModelMetadata(
-                self.raw(),
-                name.as_ptr(),
-                version.unwrap_or(-1),
-                &mut message,
-            )
-        })?;
-        Message::from_raw(self.triton, message)?.to_json()
+        let message = unsafe {
+            Message::create(self.triton(), |message| {
+                self.api().TRITONSERVER_ServerModelMetadata(
+                    self.raw(),
+                    name.as_ptr(),
+                    version.unwrap_or(-1),
+                    message,
+                )
+            })
+        }?;
+        message.to_json()
     }
 
     /// A model's configuration as JSON (config format version 1).
@@ -159,18 +148,19 @@ impl Server {
         version: Option<i64>,
     ) -> Result<serde_json::Value, EngineError> {
         let name = to_cstring("model name", name)?;
-        let mut message = std::ptr::null_mut();
         // SAFETY: as in `model_metadata`.
-        check(self.api(), unsafe {
-            self.api().TRITONSERVER_ServerModelConfig(
-                self.raw(),
-                name.as_ptr(),
-                version.unwrap_or(-1),
-                1,
-                &mut message,
-            )
-        })?;
-        Message::from_raw(self.triton, message)?.to_json()
+        let message = unsafe {
+            Message::create(self.triton(), |message| {
+                self.api().TRITONSERVER_ServerModelConfig(
+                    self.raw(),
+                    name.as_ptr(),
+                    version.unwrap_or(-1),
+                    1,
+                    message,
+                )
+            })
+        }?;
+        message.to_json()
     }
 
     /// Whether a loaded model answers each request once or is decoupled.
@@ -180,15 +170,14 @@ impl Server {
         version: Option<i64>,
     ) -> Result<TransactionPolicy, EngineError> {
         let name = to_cstring("model name", name)?;
-        let mut flags = 0u32;
         let mut unused = std::ptr::null_mut();
         // SAFETY: valid server, name and out-pointers for the duration of the call.
-        check(self.api(), unsafe {
+        let flags: u32 = out_value(self.api(), |flags| unsafe {
             self.api().TRITONSERVER_ServerModelTransactionProperties(
                 self.raw(),
                 name.as_ptr(),
                 version.unwrap_or(-1),
-                &mut flags,
+                flags,
                 &mut unused,
             )
         })?;
@@ -206,14 +195,14 @@ impl Server {
         } else {
             0
         };
-        let mut message = std::ptr::null_mut();
-        // SAFETY: valid server and out-pointer; the message returned is owned by us.
-        check(self.api(), unsafe {
-            self.api()
-                .TRITONSERVER_ServerModelIndex(self.raw(), flags, &mut message)
-        })?;
-        let json = Message::from_raw(self.triton, message)?.to_json()?;
-        serde_json::from_value(json).map_err(|e| {
+        // SAFETY: `ServerModelIndex` writes a new message the caller owns; valid server.
+        let message = unsafe {
+            Message::create(self.triton(), |message| {
+                self.api()
+                    .TRITONSERVER_ServerModelIndex(self.raw(), flags, message)
+            })
+        }?;
+        serde_json::from_value(message.to_json()?).map_err(|e| {
             EngineError::new(ErrorCode::Internal, format!("unexpected model index: {e}"))
         })
     }
@@ -234,8 +223,8 @@ impl Server {
     /// loaded model does nothing. Blocks until the new instances are loaded or have failed.
     pub fn reload_model_with_config(&self, name: &str, config: &str) -> Result<(), EngineError> {
         let cname = to_cstring("model name", name)?;
-        let parameter = Parameter::string(self.triton, "config", config)?;
-        let mut parameters = [parameter.ptr.as_ptr().cast_const()];
+        let parameter = string_parameter(self.triton(), "config", config)?;
+        let mut parameters = [parameter.as_ptr().cast_const()];
         // SAFETY: valid server; the name and the parameter outlive the call (Triton copies what
         // it keeps); the array holds exactly `parameters.len()` valid parameter pointers.
         check(self.api(), unsafe {
@@ -253,16 +242,14 @@ impl Server {
     /// [`Server::model_index`] for `UNAVAILABLE`.
     pub fn unload_model(&self, name: &str, dependents: bool) -> Result<(), EngineError> {
         let name = to_cstring("model name", name)?;
+        let api = self.api();
+        let unload = if dependents {
+            api.TRITONSERVER_ServerUnloadModelAndDependents
+        } else {
+            api.TRITONSERVER_ServerUnloadModel
+        };
         // SAFETY: valid server; the name outlives the call.
-        check(self.api(), unsafe {
-            if dependents {
-                self.api()
-                    .TRITONSERVER_ServerUnloadModelAndDependents(self.raw(), name.as_ptr())
-            } else {
-                self.api()
-                    .TRITONSERVER_ServerUnloadModel(self.raw(), name.as_ptr())
-            }
-        })
+        check(api, unsafe { unload(self.raw(), name.as_ptr()) })
     }
 
     /// Adds a model repository at run time. Each `(folder, model name)` pair serves the model in
@@ -275,12 +262,10 @@ impl Server {
         let path = to_cstring("repository path", &repository.to_string_lossy())?;
         let mappings = name_mapping
             .iter()
-            .map(|(folder, name)| Parameter::string(self.triton, folder, name))
+            .map(|(folder, name)| string_parameter(self.triton(), folder, name))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut pointers: Vec<*const ffi::TRITONSERVER_Parameter> = mappings
-            .iter()
-            .map(|p| p.ptr.as_ptr().cast_const())
-            .collect();
+        let mut pointers: Vec<*const ffi::TRITONSERVER_Parameter> =
+            mappings.iter().map(|p| p.as_ptr().cast_const()).collect();
         let count = u32::try_from(pointers.len())
             .map_err(|_| EngineError::new(ErrorCode::InvalidArg, "too many name mappings"))?;
         // SAFETY: valid server; `path` and every parameter in `pointers` outlive the call
@@ -314,49 +299,22 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: the server is owned by `self` and deleted exactly once, here. Deleting stops it
-        // first if needed. Callbacks of requests still in flight use only the process-wide
-        // allocator and their own boxed state, never this object.
-        let status = unsafe { self.api().TRITONSERVER_ServerDelete(self.raw()) };
-        if let Err(e) = check(self.api(), status) {
-            tracing::warn!(error = %e, "deleting the Triton server failed");
-        }
-    }
-}
-
-/// An owned `TRITONSERVER_Parameter`, deleted on drop.
-struct Parameter {
+/// A string `TRITONSERVER_Parameter` (a load override, a repository's name mapping).
+fn string_parameter(
     triton: &'static Triton,
-    ptr: NonNull<ffi::TRITONSERVER_Parameter>,
-}
-
-impl Parameter {
-    fn string(triton: &'static Triton, key: &str, value: &str) -> Result<Parameter, EngineError> {
-        let key: CString = to_cstring("parameter name", key)?;
-        let value: CString = to_cstring("parameter value", value)?;
-        // SAFETY: both strings are NUL-terminated and outlive the call; Triton copies them.
-        let raw = unsafe {
-            triton.api.TRITONSERVER_ParameterNew(
-                key.as_ptr(),
-                ffi::TRITONSERVER_PARAMETER_STRING,
-                value.as_ptr().cast(),
-            )
-        };
-        NonNull::new(raw)
-            .map(|ptr| Parameter { triton, ptr })
-            .ok_or_else(|| EngineError::new(ErrorCode::Internal, "Triton refused a parameter"))
-    }
-}
-
-impl Drop for Parameter {
-    fn drop(&mut self) {
-        // SAFETY: the parameter is owned by `self` and deleted exactly once, here.
-        unsafe {
-            self.triton
-                .api
-                .TRITONSERVER_ParameterDelete(self.ptr.as_ptr())
-        }
+    key: &str,
+    value: &str,
+) -> Result<Owned<ffi::TRITONSERVER_Parameter>, EngineError> {
+    let key = to_cstring("parameter name", key)?;
+    let value = to_cstring("parameter value", value)?;
+    // SAFETY: both strings are NUL-terminated and outlive the call; Triton copies them and
+    // returns a new parameter the caller owns, or null.
+    unsafe {
+        let raw = triton.api.TRITONSERVER_ParameterNew(
+            key.as_ptr(),
+            ffi::TRITONSERVER_PARAMETER_STRING,
+            value.as_ptr().cast(),
+        );
+        Owned::from_raw(triton, raw)
     }
 }
