@@ -18,6 +18,8 @@
 //! - [`metrics`]: Prometheus metrics, served on their own port.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]
+// No function over 80 lines (clippy.toml); the test crates in tests/ are exempt.
+#![warn(clippy::too_many_lines)]
 
 pub mod cli;
 pub mod config;

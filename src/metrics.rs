@@ -148,6 +148,15 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        self.render_requests(&mut out);
+        self.render_statuses(&mut out);
+        self.render_plugin_calls(&mut out);
+        self.render_model_lifecycle(&mut out);
+        out
+    }
+
+    /// Requests, errors and the latency histogram, by route and model.
+    fn render_requests(&self, out: &mut String) {
         let series = lock(&self.series);
         let mut keys: Vec<_> = series.keys().collect();
         keys.sort();
@@ -205,7 +214,9 @@ impl Metrics {
                 entry.requests
             );
         }
-        drop(series);
+    }
+
+    fn render_statuses(&self, out: &mut String) {
         out.push_str("# HELP trident_responses_total Responses by route and status code.\n");
         out.push_str("# TYPE trident_responses_total counter\n");
         let statuses = lock(&self.statuses);
@@ -218,6 +229,9 @@ impl Metrics {
             );
         }
         drop(statuses);
+    }
+
+    fn render_plugin_calls(&self, out: &mut String) {
         out.push_str("# HELP trident_plugin_calls_total Plugin calls by plugin, hook, variant and outcome.\n");
         out.push_str("# TYPE trident_plugin_calls_total counter\n");
         let calls = lock(&self.plugin_calls);
@@ -241,7 +255,10 @@ impl Metrics {
                 calls[*key].1
             );
         }
-        drop(calls);
+    }
+
+    /// Multi-model endpoint loads and unloads, by outcome.
+    fn render_model_lifecycle(&self, out: &mut String) {
         for (name, help, map) in [
             (
                 "trident_model_loads_total",
@@ -269,7 +286,6 @@ impl Metrics {
                 );
             }
         }
-        out
     }
 }
 

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::Failed;
 use serde_json::json;
-use trident::config::{ClientLimits, Config, InferenceType, Mode, PingMode};
+use trident::config::{ClientLimits, Config, InferenceType};
 use trident::engine::triton::TritonEngine;
 use trident::engine::{Engine, ModelState};
 use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
-use common::{copy_model, models_dir, stub_pids};
+use common::{configs, copy_model, models_dir, stub_pids};
 
 struct Fixture {
     /// Runs the HTTP servers; dropped last.
@@ -91,13 +91,7 @@ fn start() -> Fixture {
     );
     let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
-    let single = |model: &str| Config {
-        shutdown_grace: Duration::from_secs(5),
-        ..Config::new(Mode::SingleModel {
-            repository: models_dir(),
-            default_model: model.into(),
-        })
-    };
+    let single = configs::single_model;
     let strict = Config {
         client_limits: ClientLimits {
             max_connections: 3,
@@ -111,12 +105,8 @@ fn start() -> Fixture {
         ..single("text_stream")
     };
     let mme = Config {
-        ping_mode: PingMode::Live,
         model_load_timeout: Duration::from_secs(2),
-        ..Config::new(Mode::MultiModel {
-            repository: models_dir(),
-            models_root: models_root.path().to_path_buf(),
-        })
+        ..configs::multi_model(models_root.path())
     };
     let mme_recovery = Config {
         model_load_timeout: Duration::from_secs(trident::config::DEFAULT_MODEL_LOAD_TIMEOUT_SECS),

@@ -17,6 +17,9 @@ use restrictions::{Restriction, parse_restrictions};
 /// SageMaker's real-time payload limit.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 6 * 1024 * 1024;
 
+/// Where SageMaker puts multi-model endpoint models.
+pub const DEFAULT_MODELS_ROOT: &str = "/opt/ml/models";
+
 /// The flags of `trident serve`; each falls back to its SageMaker environment variable.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -36,7 +39,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "/tmp/sagemaker")]
     pub multi_model_repository: PathBuf,
     /// Where multi-model endpoint urls must point.
-    #[arg(long, default_value = crate::mme::url::DEFAULT_MODELS_ROOT)]
+    #[arg(long, default_value = DEFAULT_MODELS_ROOT)]
     pub models_root: PathBuf,
     /// The model `/invocations` serves.
     #[arg(long, env = "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME")]
@@ -279,52 +282,9 @@ impl ServeArgs {
     /// Resolves and checks the configuration.
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let multi_model = flag(&self.multi_model);
-        let mode = if multi_model {
-            Mode::MultiModel {
-                repository: self.multi_model_repository.clone(),
-                models_root: self.models_root.clone(),
-            }
-        } else {
-            let default_model =
-                single_model_default(&self.model_repository, self.default_model.as_deref())?;
-            Mode::SingleModel {
-                repository: self.model_repository.clone(),
-                default_model,
-            }
-        };
-        let inference_type = match self.inference_type.as_str() {
-            "infer" => InferenceType::Infer,
-            "generate" => InferenceType::Generate,
-            "generate_stream" => InferenceType::GenerateStream,
-            other => {
-                return Err(ConfigError(format!(
-                    "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}'\n       Must be one of: infer, generate, generate_stream"
-                )));
-            }
-        };
-        let ping = |name: &str, value: &str| match value {
-            "ready" => Ok(PingMode::Ready),
-            "live" => Ok(PingMode::Live),
-            other => Err(ConfigError(format!(
-                "ERROR: Invalid {name} '{other}'. Must be one of: ready, live"
-            ))),
-        };
-        let ping_mode = match (&self.override_ping_mode, multi_model, &self.ping_mode) {
-            (Some(mode), _, _) => ping("SAGEMAKER_TRITON_OVERRIDE_PING_MODE", mode)?,
-            (None, true, _) => PingMode::Live,
-            (None, false, Some(mode)) => ping("SAGEMAKER_TRITON_PING_MODE", mode)?,
-            (None, false, None) => PingMode::Ready,
-        };
-        if multi_model {
-            tracing::info!(
-                "Triton is running in SageMaker MME mode. Using Triton ping mode: \"{}\"",
-                if ping_mode == PingMode::Live {
-                    "live"
-                } else {
-                    "ready"
-                }
-            );
-        }
+        let mode = self.mode(multi_model)?;
+        let inference_type = self.inference_type()?;
+        let ping_mode = self.ping_mode(multi_model)?;
         let restrictions = parse_restrictions(self.restricted_api.iter().map(String::as_str))
             .map_err(ConfigError)?;
         let batch = flag(&self.batch).then(|| BatchSettings {
@@ -343,27 +303,7 @@ impl ServeArgs {
                 "ERROR: SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT must be in (0, 1], got {limit}"
             )));
         }
-
-        let mut core_logging = CoreLogging {
-            info: flag(&self.log_info),
-            warn: flag(&self.log_warning),
-            error: flag(&self.log_error),
-            verbose: i32::from(flag(&self.log_verbose)),
-        };
-        let mut backend_config = vec![
-            BackendSetting::new(
-                "python",
-                "shm-default-byte-size",
-                self.shm_default_byte_size,
-            ),
-            BackendSetting::new("python", "shm-growth-byte-size", self.shm_growth_byte_size),
-        ];
-        if let Some(version) = &self.tensorflow_version {
-            backend_config.push(BackendSetting::new("tensorflow", "version", version));
-        }
-        if let Some(args) = &self.additional_args {
-            apply_additional_args(args, &mut backend_config, &mut core_logging)?;
-        }
+        let (core_logging, backend_config) = self.core_settings()?;
         let metrics_port = ports::choose_port(
             self.metrics_port,
             self.safe_port_range.as_deref(),
@@ -396,6 +336,86 @@ impl ServeArgs {
             model_namespacing: flag(&self.disable_model_namespacing),
             triton_home: self.triton_home,
         })
+    }
+
+    /// Single-model (with its default model, checked like the entry script) or multi-model.
+    fn mode(&self, multi_model: bool) -> Result<Mode, ConfigError> {
+        if multi_model {
+            return Ok(Mode::MultiModel {
+                repository: self.multi_model_repository.clone(),
+                models_root: self.models_root.clone(),
+            });
+        }
+        let default_model =
+            single_model_default(&self.model_repository, self.default_model.as_deref())?;
+        Ok(Mode::SingleModel {
+            repository: self.model_repository.clone(),
+            default_model,
+        })
+    }
+
+    fn inference_type(&self) -> Result<InferenceType, ConfigError> {
+        match self.inference_type.as_str() {
+            "infer" => Ok(InferenceType::Infer),
+            "generate" => Ok(InferenceType::Generate),
+            "generate_stream" => Ok(InferenceType::GenerateStream),
+            other => Err(ConfigError(format!(
+                "ERROR: Invalid SAGEMAKER_TRITON_INFERENCE_TYPE '{other}'\n       Must be one of: infer, generate, generate_stream"
+            ))),
+        }
+    }
+
+    /// The override wins; a multi-model endpoint defaults to `live`, a single model to `ready`.
+    fn ping_mode(&self, multi_model: bool) -> Result<PingMode, ConfigError> {
+        let ping = |name: &str, value: &str| match value {
+            "ready" => Ok(PingMode::Ready),
+            "live" => Ok(PingMode::Live),
+            other => Err(ConfigError(format!(
+                "ERROR: Invalid {name} '{other}'. Must be one of: ready, live"
+            ))),
+        };
+        let ping_mode = match (&self.override_ping_mode, multi_model, &self.ping_mode) {
+            (Some(mode), _, _) => ping("SAGEMAKER_TRITON_OVERRIDE_PING_MODE", mode)?,
+            (None, true, _) => PingMode::Live,
+            (None, false, Some(mode)) => ping("SAGEMAKER_TRITON_PING_MODE", mode)?,
+            (None, false, None) => PingMode::Ready,
+        };
+        if multi_model {
+            tracing::info!(
+                "Triton is running in SageMaker MME mode. Using Triton ping mode: \"{}\"",
+                if ping_mode == PingMode::Live {
+                    "live"
+                } else {
+                    "ready"
+                }
+            );
+        }
+        Ok(ping_mode)
+    }
+
+    /// The core's logging and backend settings, with `SAGEMAKER_TRITON_ADDITIONAL_ARGS` applied.
+    fn core_settings(&self) -> Result<(CoreLogging, Vec<BackendSetting>), ConfigError> {
+        let mut core_logging = CoreLogging {
+            info: flag(&self.log_info),
+            warn: flag(&self.log_warning),
+            error: flag(&self.log_error),
+            verbose: i32::from(flag(&self.log_verbose)),
+        };
+        let mut backend_config = vec![
+            BackendSetting::new(
+                "python",
+                "shm-default-byte-size",
+                self.shm_default_byte_size,
+            ),
+            BackendSetting::new("python", "shm-growth-byte-size", self.shm_growth_byte_size),
+        ];
+        if let Some(version) = &self.tensorflow_version {
+            backend_config.push(BackendSetting::new("tensorflow", "version", version));
+        }
+        if let Some(args) = &self.additional_args {
+            apply_additional_args(args, &mut backend_config, &mut core_logging)?;
+        }
+        Ok((core_logging, backend_config))
     }
 }
 

@@ -75,7 +75,7 @@ impl<E> AppState<E> {
         let (default_model, models_root) = match &config.mode {
             Mode::SingleModel { default_model, .. } => (
                 default_model.clone(),
-                crate::mme::url::DEFAULT_MODELS_ROOT.into(),
+                crate::config::DEFAULT_MODELS_ROOT.into(),
             ),
             Mode::MultiModel { models_root, .. } => {
                 (UNSPECIFIED_MODEL.to_owned(), models_root.clone())

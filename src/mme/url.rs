@@ -4,9 +4,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// Where SageMaker puts multi-model endpoint models.
-pub const DEFAULT_MODELS_ROOT: &str = "/opt/ml/models";
-
 /// A refused url, with the reason a client is shown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -12,7 +12,7 @@ use wasmtime::component::Component;
 
 use super::bindings::types::{Invocation, PluginError, Reply};
 use super::bindings::{oom, request, response};
-use super::manifest::{Manifest, PluginSpec};
+use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::runtime::{CallFailure, Limits, PluginState, Runtime};
 use super::variants::{Weighted, choose};
 use super::warm::Warm;
@@ -116,6 +116,68 @@ pub struct LoadError {
     pub message: String,
 }
 
+/// How a model's requests reach its adapters: one arm, or weighted variants.
+fn routing(
+    model: &str,
+    spec: &ModelPlugins,
+    get: impl Fn(&Option<String>) -> Option<Arc<LoadedPlugin>>,
+) -> Result<Routing, LoadError> {
+    if spec.variants.is_empty() {
+        let arm = Arm {
+            request: get(&spec.request),
+            response: get(&spec.response),
+        };
+        check_arm(model, &arm)?;
+        return Ok(Routing::Single(arm));
+    }
+    let mut arms = Vec::new();
+    for variant in &spec.variants {
+        let arm = Arm {
+            request: get(&variant.request),
+            response: get(&variant.response),
+        };
+        check_arm(model, &arm)?;
+        arms.push(arm);
+    }
+    let weights = spec
+        .variants
+        .iter()
+        .map(|v| Weighted {
+            name: v.name.clone(),
+            weight: v.weight,
+        })
+        .collect();
+    Ok(Routing::Variants { weights, arms })
+}
+
+/// Each plugin of an arm exports the hook the arm uses it for.
+fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
+    let roles = [
+        (
+            &arm.request,
+            "request adapter",
+            arm.request.as_ref().is_none_or(|p| p.request.is_some()),
+        ),
+        (
+            &arm.response,
+            "response adapter",
+            arm.response.as_ref().is_none_or(|p| p.response.is_some()),
+        ),
+    ];
+    for (plugin, role, exported) in roles {
+        if !exported {
+            return Err(LoadError {
+                plugin: plugin
+                    .as_ref()
+                    .map(|p| p.name.to_string())
+                    .unwrap_or_default(),
+                message: format!("model '{model}' uses it as a {role}, which it does not export"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -150,62 +212,7 @@ impl PluginHost {
         let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
         let mut models = BTreeMap::new();
         for (model, spec) in &manifest.models {
-            let check = |arm: &Arm| -> Result<(), LoadError> {
-                for (plugin, role, ok) in [
-                    (
-                        &arm.request,
-                        "request adapter",
-                        arm.request.as_ref().is_none_or(|p| p.request.is_some()),
-                    ),
-                    (
-                        &arm.response,
-                        "response adapter",
-                        arm.response.as_ref().is_none_or(|p| p.response.is_some()),
-                    ),
-                ] {
-                    if !ok {
-                        let name = plugin
-                            .as_ref()
-                            .map(|p| p.name.to_string())
-                            .unwrap_or_default();
-                        return Err(LoadError {
-                            plugin: name,
-                            message: format!(
-                                "model '{model}' uses it as a {role}, which it does not export"
-                            ),
-                        });
-                    }
-                }
-                Ok(())
-            };
-            let routing = if spec.variants.is_empty() {
-                let arm = Arm {
-                    request: get(&spec.request),
-                    response: get(&spec.response),
-                };
-                check(&arm)?;
-                Routing::Single(arm)
-            } else {
-                let mut arms = Vec::new();
-                for variant in &spec.variants {
-                    let arm = Arm {
-                        request: get(&variant.request),
-                        response: get(&variant.response),
-                    };
-                    check(&arm)?;
-                    arms.push(arm);
-                }
-                let weights = spec
-                    .variants
-                    .iter()
-                    .map(|v| Weighted {
-                        name: v.name.clone(),
-                        weight: v.weight,
-                    })
-                    .collect();
-                Routing::Variants { weights, arms }
-            };
-            models.insert(model.clone(), routing);
+            models.insert(model.clone(), routing(model, spec, get)?);
         }
         let oom = get(&manifest.oom);
         if let Some(plugin) = &oom

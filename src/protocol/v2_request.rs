@@ -83,122 +83,155 @@ pub fn decode_infer_request(
     let json_len = json_len.unwrap_or(body.len());
     let json: RequestJson = serde_json::from_slice(&body[..json_len])
         .map_err(|e| bad(format!("failed to parse the request JSON: {e}")))?;
-    let mut binary_offset = json_len;
-
     let mut request = InferRequest::new(model_name);
     request.id = json.id.filter(|id| !id.is_empty());
     let mut encoding = OutputEncoding::default();
     if let Some(parameters) = json.parameters {
-        for (key, value) in parameters {
-            match key.as_str() {
-                "binary_data_output" => encoding.binary_by_default = expect_bool(&key, &value)?,
-                "sequence_id" => request.sequence.id = Some(sequence_id(&value)?),
-                "sequence_start" => request.sequence.start = expect_bool(&key, &value)?,
-                "sequence_end" => request.sequence.end = expect_bool(&key, &value)?,
-                "priority" => request.priority = Some(expect_u64(&key, &value)?),
-                "timeout" => {
-                    request.timeout = Some(Duration::from_micros(expect_u64(&key, &value)?))
-                }
-                reserved if reserved.starts_with("triton_") => {
-                    return Err(bad(
-                        "parameter keys starting with 'triton_' are reserved for \
-                         Triton usage and should not be specified."
-                            .into(),
-                    ));
-                }
-                frontend if FRONTEND_PARAMETERS.contains(&frontend) => {}
-                _ => {
-                    let value = parameter_value(&key, value)?;
-                    request.parameters.push((key, value));
-                }
-            }
-        }
+        apply_parameters(&mut request, &mut encoding, parameters)?;
     }
-
+    let mut binary = BinaryData {
+        body,
+        offset: json_len,
+    };
     for input in json.inputs {
-        let datatype: DataType = input
-            .datatype
-            .parse()
-            .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
-        let elements = element_count(&input.name, &input.shape)?;
-        let binary_size = binary_data_size(&input.name, input.parameters.as_ref())?;
-        let data = match (binary_size, input.data) {
-            (Some(_), Some(_)) => {
-                return Err(bad(format!(
-                    "input '{}' has both 'data' and 'binary_data_size'",
-                    input.name
-                )));
-            }
-            (None, None) => {
-                return Err(bad(format!(
-                    "input '{}' has neither 'data' nor 'binary_data_size'",
-                    input.name
-                )));
-            }
-            (Some(size), None) => {
-                let end = binary_offset
-                    .checked_add(size)
-                    .filter(|&end| end <= body.len())
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "input '{}' declares binary_data_size {size} but only {} bytes of \
-                             binary data remain",
-                            input.name,
-                            body.len() - binary_offset
-                        ))
-                    })?;
-                let data = body.slice(binary_offset..end);
-                binary_offset = end;
-                check_binary_size(&input.name, datatype, &input.shape, elements, &data)?;
-                data
-            }
-            (None, Some(raw)) => {
-                let (data, count) = decode_json_data(raw.get(), datatype)
-                    .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
-                if count != elements {
-                    return Err(bad(format!(
-                        "input '{}' has shape {:?}, {elements} elements, but its data has {count}",
-                        input.name, input.shape
-                    )));
-                }
-                Bytes::from(data)
-            }
-        };
-        request.inputs.push(InputTensor {
-            name: input.name,
-            datatype,
-            shape: input.shape,
-            data,
-        });
+        request.inputs.push(decode_input(input, &mut binary)?);
     }
-    if binary_offset != body.len() {
+    if binary.offset != body.len() {
         return Err(bad(format!(
             "{} bytes of binary data follow the inputs that declare binary_data_size",
-            body.len() - binary_offset
+            body.len() - binary.offset
         )));
     }
-
     for output in json.outputs {
         // A listed output is JSON unless it asks for binary itself, whatever the default says.
-        let mut binary = false;
-        if let Some(parameters) = &output.parameters {
-            for (key, value) in parameters {
-                match key.as_str() {
-                    "binary_data" => binary = expect_bool(key, value)?,
-                    "classification" => {
-                        return Err(bad(format!(
-                            "output '{}': classification outputs are not supported",
-                            output.name
-                        )));
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let binary = output_is_binary(&output)?;
         encoding.per_output.push((output.name.clone(), binary));
         request.requested_outputs.push(output.name);
     }
     Ok((request, encoding))
+}
+
+/// The request's parameters: the ones with a meaning of their own (sequence, priority, timeout,
+/// the output default) are applied, `triton_` keys refused, the rest passed to the model.
+fn apply_parameters(
+    request: &mut InferRequest,
+    encoding: &mut OutputEncoding,
+    parameters: Map<String, Value>,
+) -> Result<(), ProtocolError> {
+    for (key, value) in parameters {
+        match key.as_str() {
+            "binary_data_output" => encoding.binary_by_default = expect_bool(&key, &value)?,
+            "sequence_id" => request.sequence.id = Some(sequence_id(&value)?),
+            "sequence_start" => request.sequence.start = expect_bool(&key, &value)?,
+            "sequence_end" => request.sequence.end = expect_bool(&key, &value)?,
+            "priority" => request.priority = Some(expect_u64(&key, &value)?),
+            "timeout" => request.timeout = Some(Duration::from_micros(expect_u64(&key, &value)?)),
+            reserved if reserved.starts_with("triton_") => {
+                return Err(bad(
+                    "parameter keys starting with 'triton_' are reserved for \
+                     Triton usage and should not be specified."
+                        .into(),
+                ));
+            }
+            frontend if FRONTEND_PARAMETERS.contains(&frontend) => {}
+            _ => {
+                let value = parameter_value(&key, value)?;
+                request.parameters.push((key, value));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The binary part of a body, read in order by the inputs that declare `binary_data_size`.
+struct BinaryData<'b> {
+    body: &'b Bytes,
+    /// Where the next input's bytes start.
+    offset: usize,
+}
+
+impl BinaryData<'_> {
+    /// The next `size` bytes, shared with the body (no copy).
+    fn take(&mut self, name: &str, size: usize) -> Result<Bytes, ProtocolError> {
+        let end = self
+            .offset
+            .checked_add(size)
+            .filter(|&end| end <= self.body.len())
+            .ok_or_else(|| {
+                bad(format!(
+                    "input '{name}' declares binary_data_size {size} but only {} bytes of \
+                     binary data remain",
+                    self.body.len() - self.offset
+                ))
+            })?;
+        let data = self.body.slice(self.offset..end);
+        self.offset = end;
+        Ok(data)
+    }
+}
+
+/// One input: its data from JSON or from the binary part, checked against its shape.
+fn decode_input(input: InputJson, binary: &mut BinaryData) -> Result<InputTensor, ProtocolError> {
+    let datatype: DataType = input
+        .datatype
+        .parse()
+        .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
+    let elements = element_count(&input.name, &input.shape)?;
+    let binary_size = binary_data_size(&input.name, input.parameters.as_ref())?;
+    let data = match (binary_size, input.data) {
+        (Some(_), Some(_)) => {
+            return Err(bad(format!(
+                "input '{}' has both 'data' and 'binary_data_size'",
+                input.name
+            )));
+        }
+        (None, None) => {
+            return Err(bad(format!(
+                "input '{}' has neither 'data' nor 'binary_data_size'",
+                input.name
+            )));
+        }
+        (Some(size), None) => {
+            let data = binary.take(&input.name, size)?;
+            check_binary_size(&input.name, datatype, &input.shape, elements, &data)?;
+            data
+        }
+        (None, Some(raw)) => {
+            let (data, count) = decode_json_data(raw.get(), datatype)
+                .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
+            if count != elements {
+                return Err(bad(format!(
+                    "input '{}' has shape {:?}, {elements} elements, but its data has {count}",
+                    input.name, input.shape
+                )));
+            }
+            Bytes::from(data)
+        }
+    };
+    Ok(InputTensor {
+        name: input.name,
+        datatype,
+        shape: input.shape,
+        data,
+    })
+}
+
+/// Whether a requested output asks for binary data; classification outputs are refused.
+fn output_is_binary(output: &OutputJson) -> Result<bool, ProtocolError> {
+    let mut binary = false;
+    for (key, value) in output.parameters.iter().flatten() {
+        match key.as_str() {
+            "binary_data" => binary = expect_bool(key, value)?,
+            "classification" => {
+                return Err(bad(format!(
+                    "output '{}': classification outputs are not supported",
+                    output.name
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(binary)
 }
 
 /// A binary input must hold exactly what its shape says: `elements` × the element size, or for

@@ -1,6 +1,7 @@
 //! Shared helpers for tests that run the real Triton core.
 #![allow(dead_code)]
 
+pub mod configs;
 pub mod http_client;
 pub mod plugins;
 
@@ -11,6 +12,14 @@ macro_rules! ensure {
         if !$cond {
             return Err(format!($($msg)+).into());
         }
+    };
+}
+
+/// A list of [`Check`]s named after their functions: `checks![ping_is_200, infer_json]`.
+#[macro_export]
+macro_rules! checks {
+    ($($check:ident),* $(,)?) => {
+        &[$((stringify!($check), $check)),*]
     };
 }
 

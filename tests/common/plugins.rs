@@ -12,7 +12,7 @@ pub fn built_guests() -> &'static Path {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let target = root.join("target/plugins");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        for manifest in ["plugins/Cargo.toml", "tests/plugins/Cargo.toml"] {
+        for manifest in ["plugins/Cargo.toml", "tests/guests/Cargo.toml"] {
             let status = Command::new(&cargo)
                 .args(["build", "--release", "--locked", "--target", "wasm32-wasip2"])
                 .arg("--manifest-path")

@@ -1,0 +1,41 @@
+//! Server configurations the test crates share: a single model or a multi-model endpoint over a
+//! repository, with a short shutdown grace so a test binary stops quickly.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use trident::config::{Config, Mode, PingMode};
+
+use super::models_dir;
+
+/// How long a test server waits for in-flight requests when it stops.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// One model of the test models (`tests/models`) as the default model.
+pub fn single_model(model: &str) -> Config {
+    single_model_in(models_dir(), model)
+}
+
+/// One model of `repository` as the default model.
+pub fn single_model_in(repository: PathBuf, model: &str) -> Config {
+    Config {
+        shutdown_grace: SHUTDOWN_GRACE,
+        ..Config::new(Mode::SingleModel {
+            repository,
+            default_model: model.into(),
+        })
+    }
+}
+
+/// A multi-model endpoint over the test models, loading artifacts from `models_root`, with
+/// SageMaker's multi-model ping (`live`).
+pub fn multi_model(models_root: &Path) -> Config {
+    Config {
+        shutdown_grace: SHUTDOWN_GRACE,
+        ping_mode: PingMode::Live,
+        ..Config::new(Mode::MultiModel {
+            repository: models_dir(),
+            models_root: models_root.to_path_buf(),
+        })
+    }
+}

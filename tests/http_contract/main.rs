@@ -1,0 +1,168 @@
+//! The SageMaker contract (../shared/CONTRACT.md) over real HTTP on 127.0.0.1, against the real
+//! Triton core: one core for the whole binary, several trident HTTP servers over it, each
+//! configured like one kind of deployment (single model, generate, multi-model, restricted...).
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod boundaries;
+mod generate;
+mod multi_model;
+mod single_model;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::Failed;
+use serde_json::{Value, json};
+use trident::config::restrictions::parse_restrictions;
+use trident::config::{Config, InferenceType, PingMode};
+use trident::engine::triton::TritonEngine;
+use trident::engine::{Engine, ModelState};
+use trident::http::AppState;
+
+use common::http_client::{HttpResponse, get, post, post_json, raw, request};
+use common::{Check, configs, copy_model, models_dir};
+
+const BINARY: &str = "application/vnd.sagemaker-triton.binary+json";
+
+struct Fixture {
+    runtime: tokio::runtime::Runtime,
+    engine: TritonEngine,
+    servers: HashMap<&'static str, SocketAddr>,
+    models_root: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn at(&self, name: &str) -> SocketAddr {
+        self.servers[name]
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let checks = [
+        single_model::CHECKS,
+        generate::CHECKS,
+        boundaries::CHECKS,
+        // Last: its final check leaves a failed load in the shared core, so no server is ready.
+        multi_model::CHECKS,
+    ]
+    .concat();
+    common::run_checks(start(), &checks)
+}
+
+fn start() -> Fixture {
+    let engine = common::start_engine(
+        vec![models_dir()],
+        &[
+            "add_sub",
+            "identity_fp32",
+            "repeat_int32",
+            "text_echo",
+            "text_stream",
+            "slow_echo",
+            "exec_fail",
+        ],
+    );
+    let runtime = common::runtime();
+    let models_root = tempfile::tempdir().unwrap();
+
+    let mut deployments: Vec<(&'static str, Config)> = vec![
+        ("sme", configs::single_model("add_sub")),
+        ("identity", configs::single_model("identity_fp32")),
+        ("failing", configs::single_model("exec_fail")),
+        ("decoupled", configs::single_model("repeat_int32")),
+        (
+            "generate",
+            Config {
+                inference_type: InferenceType::Generate,
+                ..configs::single_model("text_echo")
+            },
+        ),
+        (
+            "stream",
+            Config {
+                inference_type: InferenceType::GenerateStream,
+                ..configs::single_model("text_stream")
+            },
+        ),
+        (
+            "live",
+            Config {
+                ping_mode: PingMode::Live,
+                ..configs::single_model("add_sub")
+            },
+        ),
+        (
+            "small",
+            Config {
+                max_body_bytes: 1024,
+                ..configs::single_model("add_sub")
+            },
+        ),
+        (
+            "restricted",
+            Config {
+                restrictions: parse_restrictions([
+                    "model-repository:x-admin=let-me-in",
+                    "inference:x-key=k1",
+                    "health:x-health=h1",
+                ])
+                .unwrap(),
+                ..configs::single_model("add_sub")
+            },
+        ),
+    ];
+    let mme = |page: usize| Config {
+        list_page_size: page,
+        ..configs::multi_model(models_root.path())
+    };
+    deployments.push(("mme", mme(1000)));
+    deployments.push(("mme_paged", mme(2)));
+
+    let mut servers = HashMap::new();
+    for (name, config) in deployments {
+        let state = Arc::new(AppState::new(engine.clone(), config));
+        servers.insert(name, common::serve(&runtime, state));
+    }
+    Fixture {
+        runtime,
+        engine,
+        servers,
+        models_root,
+    }
+}
+
+fn add_sub_json(a: &[i32], b: &[i32]) -> Value {
+    json!({
+        "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": a},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": b}
+        ]
+    })
+}
+
+fn ensure_sums(response: &HttpResponse, a: &[i32], b: &[i32]) -> Result<(), Failed> {
+    ensure!(
+        response.status == 200,
+        "status {}: {}",
+        response.status,
+        response.text()
+    );
+    let json = response.json();
+    let outputs = json["outputs"].as_array().ok_or("no outputs")?;
+    let find = |name: &str| outputs.iter().find(|o| o["name"] == name).cloned();
+    let sum: Vec<i64> = find("OUTPUT0").ok_or("no OUTPUT0")?["data"]
+        .as_array()
+        .ok_or("no data")?
+        .iter()
+        .filter_map(Value::as_i64)
+        .collect();
+    let expected: Vec<i64> = a.iter().zip(b).map(|(x, y)| i64::from(x + y)).collect();
+    ensure!(sum == expected, "sums {sum:?} != {expected:?}");
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The example adapters over the example model: CSV in, CSV or JSON out; JSON Lines and
+//! `instances`; v2 bodies that bypass them; bad CSV; which headers a plugin sees.
+
+use super::*;
+
+/// This module's checks, in the order they run.
+pub(super) const CHECKS: &[Check<Fixture>] = checks![
+    csv_in_csv_out,
+    csv_in_json_out,
+    v2_requests_bypass_the_adapters,
+    bad_csv_is_400_from_the_plugin,
+    json_lines_and_instances,
+    plugins_see_sagemaker_headers_and_only_allowed_others,
+];
+
+fn csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("csv"),
+        "text/csv",
+        Some("text/csv"),
+        &[],
+        "1,2,3\n4,5,6\n",
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.header("content-type") == Some("text/csv"),
+        "{:?}",
+        response.headers
+    );
+    // affine: 2x + 1
+    ensure!(
+        response.text() == "3,5,7\n9,11,13\n",
+        "{:?}",
+        response.text()
+    );
+    Ok(())
+}
+
+fn csv_in_json_out(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("csv"),
+        "text/csv",
+        Some("application/json"),
+        &[],
+        "0.5\n-1\n",
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        predictions(&response) == [[2.0], [-1.0]],
+        "{}",
+        response.text()
+    );
+    let lines = send(
+        f.at("csv"),
+        "text/csv",
+        Some("application/jsonlines"),
+        &[],
+        "1,1\n",
+    );
+    ensure!(lines.text() == "[3,3]\n", "{:?}", lines.text());
+    Ok(())
+}
+
+/// `{"predictions": [[...], ...]}` as numbers.
+fn predictions(response: &common::http_client::HttpResponse) -> Vec<Vec<f64>> {
+    let json = response.json();
+    json["predictions"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|row| {
+                    row.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap())
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn v2_requests_bypass_the_adapters(f: &Fixture) -> Result<(), Failed> {
+    let body = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]});
+    let response = send(
+        f.at("csv"),
+        "application/json",
+        None,
+        &[],
+        &body.to_string(),
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.json()["outputs"][0]["data"] == json!([3.0, 5.0]),
+        "{}",
+        response.text()
+    );
+    Ok(())
+}
+
+fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
+    for (body, expected) in [
+        ("1,2\n3\n", "line 2 has 1 fields"),
+        ("1,x\n", "'x' is not a valid"),
+        ("\n\n", "no rows"),
+    ] {
+        let response = send(f.at("csv"), "text/csv", None, &[], body);
+        ensure!(
+            response.status == 400,
+            "{body:?}: {} {}",
+            response.status,
+            response.text()
+        );
+        ensure!(
+            response.error().contains(expected),
+            "{body:?}: {}",
+            response.text()
+        );
+    }
+    ensure!(get(f.at("csv"), "/ping").status == 200, "not serving");
+    Ok(())
+}
+
+fn json_lines_and_instances(f: &Fixture) -> Result<(), Failed> {
+    let lines = send(
+        f.at("jsonl"),
+        "application/jsonlines",
+        Some("text/csv"),
+        &[],
+        "[1,2]\n[3,4]\n",
+    );
+    ensure!(lines.status == 200, "{} {}", lines.status, lines.text());
+    ensure!(lines.text() == "3,5\n7,9\n", "{:?}", lines.text());
+    let instances = send(
+        f.at("jsonl"),
+        "application/json",
+        None,
+        &[],
+        r#"{"instances": [[0], [10]]}"#,
+    );
+    ensure!(
+        instances.status == 200,
+        "{} {}",
+        instances.status,
+        instances.text()
+    );
+    ensure!(
+        predictions(&instances) == [[1.0], [21.0]],
+        "{}",
+        instances.text()
+    );
+    let bad = send(
+        f.at("jsonl"),
+        "application/json",
+        None,
+        &[],
+        r#"{"rows": []}"#,
+    );
+    ensure!(bad.status == 400, "{} {}", bad.status, bad.text());
+    Ok(())
+}
+
+fn plugins_see_sagemaker_headers_and_only_allowed_others(f: &Fixture) -> Result<(), Failed> {
+    let response = send(
+        f.at("hostile"),
+        "text/csv",
+        None,
+        &[
+            ("X-Amzn-SageMaker-Target-Variant", "echo"),
+            ("X-Amzn-SageMaker-Custom-Attributes", "trace=on"),
+            ("X-Amzn-SageMaker-Inference-Id", "id-7"),
+            ("X-Tenant", "acme"),
+            ("X-Secret", "hunter2"),
+        ],
+        "1\n",
+    );
+    ensure!(
+        response.status == 400,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let echo = response.error();
+    for expected in [
+        "route=/invocations",
+        "model=affine",
+        "custom=Some(\"trace=on\")",
+        "variant=Some(\"echo\")",
+        "id=Some(\"id-7\")",
+        "headers=x-tenant=acme",
+    ] {
+        ensure!(echo.contains(expected), "{expected} missing from {echo}");
+    }
+    ensure!(
+        !echo.contains("hunter2"),
+        "the plugin saw a header it was not given: {echo}"
+    );
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Guests written to break the rules: loops, memory hogs, traps, bad tensors and shapes, snooping,
+//! state kept between calls, floods of output. After each, the next request succeeds.
+
+use super::*;
+
+/// This module's checks, in the order they run.
+pub(super) const CHECKS: &[Check<Fixture>] = checks![
+    hostile_loop_is_interrupted,
+    hostile_hog_is_refused,
+    hostile_trap_is_a_500,
+    hostile_bad_tensor_is_a_clean_error,
+    hostile_shape_is_refused_before_the_model,
+    hostile_snoop_sees_no_files_environment_or_network,
+    every_call_gets_a_fresh_instance,
+    chatty_output_is_captured,
+    a_flood_of_output_is_cut_at_the_call_budget,
+];
+
+fn hostile_loop_is_interrupted(f: &Fixture) -> Result<(), Failed> {
+    let started = Instant::now();
+    let response = with_variant(f, "loop");
+    let took = started.elapsed();
+    ensure!(
+        response.status == 504,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("time limit of 200 ms"),
+        "{}",
+        response.text()
+    );
+    ensure!(
+        took >= Duration::from_millis(190) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    still_fine(f)
+}
+
+fn hostile_hog_is_refused(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "hog");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("memory limit of 32 MiB"),
+        "{}",
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn hostile_trap_is_a_500(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "trap");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("plugin 'trap' failed"),
+        "{}",
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn hostile_bad_tensor_is_a_clean_error(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "bad-tensor");
+    ensure!(
+        (400..500).contains(&response.status),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(!response.error().is_empty(), "no message");
+    still_fine(f)
+}
+
+/// A request adapter's tensor passes the same shape rule as a client's: refused before the
+/// model, which serves the next request.
+fn hostile_shape_is_refused_before_the_model(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "huge-shape");
+    ensure!(
+        response.status == 400
+            && response
+                .error()
+                .contains("input 'INPUT0' has an invalid shape [0, 9223372036854775807]"),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    still_fine(f)
+}
+
+fn hostile_snoop_sees_no_files_environment_or_network(f: &Fixture) -> Result<(), Failed> {
+    let response = with_variant(f, "snoop");
+    ensure!(
+        response.status == 500,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let error = response.error();
+    ensure!(
+        error.contains("snoop: file=Err"),
+        "the plugin read a file: {error}"
+    );
+    ensure!(
+        error.contains("env=0"),
+        "the plugin saw environment variables: {error}"
+    );
+    ensure!(
+        error.contains("net=Some(Err") && error.contains("dns=Err"),
+        "the plugin reached the network: {error}"
+    );
+    ensure!(
+        canary().accept().is_err(),
+        "a plugin connected to the test's listener"
+    );
+    still_fine(f)
+}
+
+fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
+    // Instances are made ahead of time, but each serves one call: guest memory never carries
+    // anything from one request to the next.
+    for _ in 0..6 {
+        let response = with_variant(f, "count");
+        let error = response.error();
+        ensure!(
+            error.contains("count: calls=1"),
+            "an instance served more than one call: {} {error}",
+            response.status
+        );
+    }
+    still_fine(f)
+}
+
+fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
+    let mut response = None;
+    let lines = logged_during("chatty", || response = Some(with_variant(f, "chatty")));
+    let response = response.unwrap();
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    for stream in ["stdout", "stderr"] {
+        ensure!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("hello from the plugin's {stream}"))),
+            "no {stream} line logged: {lines:?}"
+        );
+    }
+    still_fine(f)
+}
+
+/// A guest logging in a loop until its deadline, and one printing 128 KiB: each call puts at
+/// most its output budget into the log, then one "truncated" line; the rest is counted.
+fn a_flood_of_output_is_cut_at_the_call_budget(f: &Fixture) -> Result<(), Failed> {
+    let budget = trident::plugins::counters::OUTPUT_BUDGET_BYTES;
+    for (mode, status) in [("flood", 504), ("flood-stdout", 200)] {
+        let plugin = mode.replace('-', "_");
+        let dropped_before = counters_of(f, &plugin).0;
+        let mut response = None;
+        let lines = logged_during(&plugin, || response = Some(with_variant(f, mode)));
+        let response = response.unwrap();
+        ensure!(
+            response.status == status,
+            "{mode}: {} {}",
+            response.status,
+            response.text()
+        );
+        let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
+        // Each log line adds the timestamp, level and fields to what the guest wrote.
+        ensure!(
+            bytes < budget * 2,
+            "{mode}: {bytes} bytes logged for one call (budget {budget})"
+        );
+        ensure!(
+            lines
+                .iter()
+                .filter(|l| l.contains("plugin output truncated"))
+                .count()
+                == 1,
+            "{mode}: not one truncation line in {} lines",
+            lines.len()
+        );
+        let dropped = counters_of(f, &plugin).0 - dropped_before;
+        ensure!(
+            dropped > (64 * 2048 - budget) as u64 / 2,
+            "{mode}: {dropped} bytes counted as dropped"
+        );
+    }
+    still_fine(f)
+}
