@@ -37,11 +37,12 @@ impl Cli {
         match self.command {
             Command::Serve(args) => {
                 let config = args.resolve()?;
-                let mut runtime = tokio::runtime::Builder::new_multi_thread();
-                if let Some(threads) = config.worker_threads {
-                    runtime.worker_threads(threads);
-                }
-                runtime
+                // The control runtime: start-up, signals, the accept loop, the metrics port,
+                // plugin reloads. Requests are served on the HTTP worker threads
+                // (`http::workers`, `--thread-count` of them).
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("trident-control")
                     .enable_all()
                     .build()?
                     .block_on(crate::serve::run(config))

@@ -3,6 +3,12 @@
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+/// Rust's allocations go to mimalloc: on the small-request path glibc's malloc, free and its
+/// fastbin consolidation were about a seventh of an HTTP thread's time (bench/analysis.md).
+/// Triton's core and backends keep their own allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -269,12 +269,21 @@ fn slow_body_is_408(f: &Fixture) -> Result<(), Failed> {
 }
 
 fn connections_over_the_limit_are_refused_at_once(f: &Fixture) -> Result<(), Failed> {
-    // Three slow requests hold the three slots.
-    let body = sleep_request(700).to_string();
+    // Three slow requests hold the three slots: the fourth connection is made only once the
+    // core holds all three, and they sleep long enough that a busy machine cannot finish them
+    // before it is accepted.
+    let body = sleep_request(2000).to_string();
     let holders: Vec<TcpStream> = (0..3)
         .map(|_| send(f.strict, &http_post("/invocations", &body)))
         .collect();
-    std::thread::sleep(Duration::from_millis(150));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.engine.in_flight().requests < 3 {
+        ensure!(
+            Instant::now() < deadline,
+            "the three holders never reached the core"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let started = Instant::now();
     let refused = common::http_client::raw(
         f.strict,

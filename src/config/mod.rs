@@ -231,6 +231,8 @@ pub struct Config {
     pub metrics_port: Option<u16>,
     /// The plugin manifest, if any.
     pub plugins: Option<PathBuf>,
+    /// HTTP worker threads, one single-threaded runtime each (`http::workers`); default: one
+    /// per core.
     pub worker_threads: Option<usize>,
     pub core_logging: CoreLogging,
     pub backend_config: Vec<BackendSetting>,

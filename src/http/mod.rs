@@ -10,6 +10,7 @@ pub mod plugin_reply;
 pub mod redact;
 pub mod restricted;
 pub mod state;
+pub mod workers;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -27,6 +28,7 @@ use self::error::ApiError;
 use self::invocations::InferRoute;
 use self::restricted::{Category, missing_header};
 pub use self::state::AppState;
+use self::workers::Workers;
 use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
@@ -259,6 +261,8 @@ pub async fn serve_metrics<E: Engine>(listener: TcpListener, state: Arc<AppState
 
 /// The one accept loop of every listener: HTTP/1.1 with the header timeout and size limit, at
 /// most `max_connections` at once (one more is answered 503 at once), until `shutdown`.
+/// SageMaker's routes are served on [`Workers`] (one single-threaded runtime per core, each
+/// connection on one of them); the metrics listener's few connections stay on this runtime.
 async fn accept<E: Engine>(
     serves: Serves,
     listener: TcpListener,
@@ -269,6 +273,10 @@ async fn accept<E: Engine>(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let limits = state.config.client_limits;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let workers = match serves {
+        Serves::Routes => start_workers(state.config.worker_threads),
+        Serves::Metrics => None,
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -305,13 +313,19 @@ async fn accept<E: Engine>(
                         Ok::<_, Infallible>(response)
                     }
                 });
-                let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-                tokio::spawn(async move {
+                let watcher = graceful.watcher();
+                let builder = builder.clone();
+                let serve = move |stream: tokio::net::TcpStream| async move {
+                    let connection = watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
                     if let Err(error) = connection.await {
                         tracing::debug!(%error, ?serves, "connection ended with an error");
                     }
                     drop(slot);
-                });
+                };
+                match &workers {
+                    Some(workers) => hand_over(workers, stream, serve),
+                    None => drop(tokio::spawn(serve(stream))),
+                }
             }
             () = &mut shutdown => break,
         }
@@ -322,6 +336,47 @@ async fn accept<E: Engine>(
         () = graceful.shutdown() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(grace) => tracing::warn!(?grace, "grace period over with requests still in flight"),
     }
+    if let Some(workers) = workers {
+        let _ = tokio::task::spawn_blocking(move || workers.stop()).await;
+    }
+}
+
+/// The serving threads of the main listener, or `None` (serve on this runtime) if they cannot
+/// be started.
+fn start_workers(configured: Option<usize>) -> Option<Workers> {
+    match Workers::start(workers::default_count(configured)) {
+        Ok(workers) => {
+            tracing::debug!(threads = workers.len(), "HTTP worker threads started");
+            Some(workers)
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not start the HTTP worker threads; serving on the main runtime");
+            None
+        }
+    }
+}
+
+/// Moves an accepted connection to the least loaded worker thread, where it is registered with
+/// that thread's runtime and served.
+fn hand_over<F, S>(workers: &Workers, stream: tokio::net::TcpStream, serve: S)
+where
+    S: FnOnce(tokio::net::TcpStream) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let stream = match stream.into_std() {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::warn!(%error, "could not hand a connection to a worker thread");
+            return;
+        }
+    };
+    workers.assign(move |assignment| async move {
+        match tokio::net::TcpStream::from_std(stream) {
+            Ok(stream) => serve(stream).await,
+            Err(error) => tracing::warn!(%error, "a worker thread could not take a connection"),
+        }
+        drop(assignment);
+    });
 }
 
 /// Bytes of request line and headers hyper buffers before answering 431.

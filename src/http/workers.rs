@@ -1,0 +1,156 @@
+//! The threads that serve connections: one single-threaded tokio runtime per thread
+//! (thread-per-core), each connection living on one of them from its first byte to its last.
+//!
+//! Why not one multi-threaded runtime: a response comes back on one of Triton's threads, and
+//! waking a task from outside a multi-threaded runtime wakes one worker, which on finding work
+//! wakes a second to look for more. At low concurrency that is two wake-ups and two context
+//! switches per response where one is needed, paid in latency and CPU on every small request.
+//! A single-threaded runtime has one thread to wake. Work is spread by connection instead: the
+//! accept loop hands each new connection to the thread with the fewest open ones.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+/// One serving thread: its runtime, how many connections it holds, how to stop it.
+struct Worker {
+    handle: Handle,
+    open: Arc<AtomicUsize>,
+    stop: oneshot::Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+/// The serving threads of one listener.
+pub struct Workers {
+    workers: Vec<Worker>,
+}
+
+/// A connection's place on a worker: counted open until dropped.
+pub struct Assignment {
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for Assignment {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Workers {
+    /// Starts `count` serving threads (at least one), each with its own runtime.
+    pub fn start(count: usize) -> std::io::Result<Workers> {
+        let mut workers = Vec::with_capacity(count.max(1));
+        for index in 0..count.max(1) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let handle = runtime.handle().clone();
+            let (stop, stopped) = oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("trident-http-{index}"))
+                .spawn(move || {
+                    // Runs the thread's tasks until told to stop (or the sender is gone); the
+                    // runtime, and any connection still on it, is dropped here, on its thread.
+                    let _ = runtime.block_on(stopped);
+                })?;
+            workers.push(Worker {
+                handle,
+                open: Arc::new(AtomicUsize::new(0)),
+                stop,
+                thread,
+            });
+        }
+        Ok(Workers { workers })
+    }
+
+    /// How many serving threads there are.
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Whether there are none (never: `start` makes at least one).
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    /// Runs `serve` on the thread with the fewest open connections; the [`Assignment`] it gets
+    /// counts the connection there until dropped.
+    pub fn assign<F>(&self, serve: impl FnOnce(Assignment) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let worker = self
+            .workers
+            .iter()
+            .min_by_key(|w| w.open.load(Ordering::Relaxed))
+            .expect("at least one worker");
+        worker.open.fetch_add(1, Ordering::Relaxed);
+        let assignment = Assignment {
+            open: Arc::clone(&worker.open),
+        };
+        worker.handle.spawn(serve(assignment));
+    }
+
+    /// Stops every thread (their remaining tasks are dropped) and waits for them to end. Blocks:
+    /// call it off the async threads (`spawn_blocking`).
+    pub fn stop(self) {
+        let mut threads = Vec::with_capacity(self.workers.len());
+        for worker in self.workers {
+            let _ = worker.stop.send(());
+            threads.push(worker.thread);
+        }
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("an HTTP worker thread panicked");
+            }
+        }
+    }
+}
+
+/// How many serving threads a listener gets: `configured`, else one per available core.
+pub fn default_count(configured: Option<usize>) -> usize {
+    configured
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_go_to_the_least_loaded_thread_and_are_counted_until_dropped() {
+        let workers = Workers::start(2).unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for _ in 0..3 {
+            let sender = sender.clone();
+            workers.assign(move |assignment| async move {
+                let thread = std::thread::current().name().map(str::to_owned);
+                sender.send((thread, assignment)).unwrap();
+            });
+        }
+        let mut held: Vec<_> = (0..3).map(|_| receiver.recv().unwrap()).collect();
+        held.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<_> = held.iter().map(|(t, _)| t.as_deref().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["trident-http-0", "trident-http-0", "trident-http-1"]
+        );
+        let open = |i: usize| workers.workers[i].open.load(Ordering::Relaxed);
+        assert_eq!((open(0), open(1)), (2, 1));
+        held.clear();
+        assert_eq!((open(0), open(1)), (0, 0));
+        workers.stop();
+    }
+
+    #[test]
+    fn count_defaults_to_the_cores() {
+        assert_eq!(default_count(Some(3)), 3);
+        assert!(default_count(None) >= 1);
+        assert_eq!(default_count(Some(0)), default_count(None));
+    }
+}
