@@ -4,6 +4,7 @@
 //! Nothing here does I/O or knows about HTTP; the `http` module calls in with bytes and headers.
 
 pub mod binary_header;
+pub mod float_array;
 pub mod generate;
 pub mod sse;
 pub mod tensor_data;

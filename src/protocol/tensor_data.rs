@@ -18,6 +18,14 @@ use crate::engine::DataType;
 /// Parses a tensor's JSON `data` (flat or nested arrays, or a single scalar) into Triton's byte
 /// layout for `dtype`; returns the bytes and the element count.
 pub fn decode_json_data(raw: &str, dtype: DataType) -> Result<(Vec<u8>, usize), String> {
+    if let Some(decoded) = super::float_array::decode(raw, dtype) {
+        return Ok(decoded);
+    }
+    decode_with_serde(raw, dtype)
+}
+
+/// The general path: any JSON, each element through serde's visitor, errors worded.
+pub(crate) fn decode_with_serde(raw: &str, dtype: DataType) -> Result<(Vec<u8>, usize), String> {
     let mut out = Vec::with_capacity(raw.len());
     let mut count = 0usize;
     let mut deserializer = serde_json::Deserializer::from_str(raw);
