@@ -198,47 +198,24 @@ fn push(out: &mut Vec<u8>, dtype: DataType, value: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::tensor_data::decode_with_serde;
-    use proptest::prelude::*;
 
-    const FLOATS: [DataType; 4] = [
-        DataType::Fp16,
-        DataType::Bf16,
-        DataType::Fp32,
-        DataType::Fp64,
-    ];
-
-    /// The fast path either declines or gives what the general path gives.
-    fn agrees(raw: &str) {
-        for dtype in FLOATS {
-            let general = decode_with_serde(raw, dtype).ok();
-            if let Some(fast) = decode(raw, dtype) {
-                assert_eq!(Some(fast), general, "{raw} as {dtype}");
-            }
-        }
-    }
+    // That the bytes are the general path's is tested beside the general path
+    // (`tensor_data::tests::fast_path`); here, what the reader takes and declines.
 
     #[test]
-    fn takes_arrays_of_numbers_and_gives_the_general_paths_bytes() {
-        for raw in [
-            "[1, 2.5, -3e2, 0.1, 1E-7, 123456789012345678901234567890]",
-            "[[0.1,0.2],[0.3,0.4]]",
-            " [ [ ] , [ 1 ] ] ",
-            "[]",
-            "7",
-            "-0",
-            "-0.0",
-            "[9007199254740993, 18446744073709551615, -9223372036854775808]",
-            "[5e-324, 65504, 65520, 3.4028235e38, 3.5e38, 1e-400]",
-            "[0.000001, 123.456e-5, 1.5E+3, 9007199254740993.5, 0.1e-22, 12345678901234567890.5]",
-            "[1e22, 1e23, 4.35e-23, 1234567890123456789, 12345678901234567890, 0.30000000000000004]",
-        ] {
-            assert!(decode(raw, DataType::Fp32).is_some(), "{raw}");
-            agrees(raw);
-        }
-        let (bytes, count) = decode("[[1.5],[2]]", DataType::Fp32).unwrap();
-        assert_eq!(count, 2);
-        assert_eq!(bytes, [1.5f32.to_le_bytes(), 2f32.to_le_bytes()].concat());
+    fn takes_nested_arrays_of_numbers() {
+        let (bytes, count) = decode(" [ [1.5] , [2,-0.25e1] , [ ] ] ", DataType::Fp32).unwrap();
+        assert_eq!(count, 3);
+        let expected: Vec<u8> = [1.5f32, 2.0, -2.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(bytes, expected);
+        assert_eq!(
+            decode("7", DataType::Fp64),
+            Some((7f64.to_le_bytes().to_vec(), 1))
+        );
+        assert_eq!(decode("[]", DataType::Fp64), Some((Vec::new(), 0)));
     }
 
     #[test]
@@ -271,34 +248,9 @@ mod tests {
             "[-1e400]",
         ] {
             assert_eq!(decode(raw, DataType::Fp32), None, "{raw}");
-            agrees(raw);
         }
         let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
         assert_eq!(decode(&deep, DataType::Fp32), None);
         assert_eq!(decode("[1]", DataType::Int32), None);
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
-
-        #[test]
-        fn agrees_with_the_general_path_on_any_numbers(values in proptest::collection::vec(any::<f64>(), 0..20)) {
-            let raw = serde_json::to_string(&values.iter().filter(|v| v.is_finite()).collect::<Vec<_>>()).unwrap();
-            prop_assert!(decode(&raw, DataType::Fp64).is_some());
-            agrees(&raw);
-        }
-
-        #[test]
-        fn agrees_with_the_general_path_on_any_decimal(
-            numbers in proptest::collection::vec("-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,21})?([eE][+-]?[0-9]{1,3})?", 1..6)
-        ) {
-            let raw = format!("[{}]", numbers.join(","));
-            agrees(&raw);
-        }
-
-        #[test]
-        fn agrees_with_the_general_path_on_any_text(raw in "[\\[\\]0-9eE.,+\\- ]{0,24}") {
-            agrees(&raw);
-        }
     }
 }

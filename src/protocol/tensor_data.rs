@@ -397,4 +397,71 @@ mod tests {
         assert!(write_json_data(&mut out, DataType::Bytes, &[5, 0, 0, 0, b'a']).is_err());
         assert!(write_json_data(&mut out, DataType::Bytes, &[1, 0]).is_err());
     }
+
+    /// The float fast path (`float_array`) either declines or gives the general path's bytes.
+    mod fast_path {
+        use super::super::*;
+        use crate::protocol::float_array;
+        use proptest::prelude::*;
+
+        const FLOATS: [DataType; 4] = [
+            DataType::Fp16,
+            DataType::Bf16,
+            DataType::Fp32,
+            DataType::Fp64,
+        ];
+
+        fn agrees(raw: &str) {
+            for dtype in FLOATS {
+                let general = decode_with_serde(raw, dtype).ok();
+                if let Some(fast) = float_array::decode(raw, dtype) {
+                    assert_eq!(Some(fast), general, "{raw} as {dtype}");
+                }
+            }
+        }
+
+        #[test]
+        fn gives_the_general_paths_bytes() {
+            for raw in [
+                "[1, 2.5, -3e2, 0.1, 1E-7, 123456789012345678901234567890]",
+                "[[0.1,0.2],[0.3,0.4]]",
+                " [ [ ] , [ 1 ] ] ",
+                "[]",
+                "7",
+                "-0",
+                "-0.0",
+                "[9007199254740993, 18446744073709551615, -9223372036854775808]",
+                "[5e-324, 65504, 65520, 3.4028235e38, 3.5e38, 1e-400]",
+                "[0.000001, 123.456e-5, 1.5E+3, 9007199254740993.5, 0.1e-22, 12345678901234567890.5]",
+                "[1e22, 1e23, 4.35e-23, 1234567890123456789, 12345678901234567890, 0.30000000000000004]",
+            ] {
+                assert!(float_array::decode(raw, DataType::Fp32).is_some(), "{raw}");
+                agrees(raw);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+            #[test]
+            fn on_any_doubles(values in proptest::collection::vec(any::<f64>(), 0..20)) {
+                let finite: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+                let raw = serde_json::to_string(&finite).unwrap();
+                prop_assert!(float_array::decode(&raw, DataType::Fp64).is_some());
+                agrees(&raw);
+            }
+
+            #[test]
+            fn on_any_decimal(
+                numbers in proptest::collection::vec("-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,21})?([eE][+-]?[0-9]{1,3})?", 1..6)
+            ) {
+                agrees(&format!("[{}]", numbers.join(",")));
+            }
+
+            #[test]
+            fn on_any_text(raw in "[\\[\\]0-9eE.,+\\- ]{0,24}") {
+                agrees(&raw);
+            }
+        }
+    }
 }
