@@ -210,6 +210,17 @@ pub struct CallStore {
     limits: Limits,
 }
 
+/// Drops a used store after the request has moved on: dropping resets its pooled memory slot
+/// (the `PAGEMAP_SCAN` of the pages the call dirtied and their reset), which the request need
+/// not wait for. The slot cannot serve another instance before the reset, so nothing of this
+/// call reaches the next; without a runtime at hand the store is dropped here.
+fn drop_later(store: Store<PluginState>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move { drop(store) })),
+        Err(_) => drop(store),
+    }
+}
+
 impl CallStore {
     /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
     /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
@@ -280,7 +291,7 @@ impl CallStore {
             self.limits.counters.add_output_dropped(dropped);
         }
         let plugin = &*self.limits.plugin;
-        result.map_err(|error| {
+        let result = result.map_err(|error| {
             let plugin = plugin.to_owned();
             if error.downcast_ref::<DeadlineExceeded>().is_some() {
                 CallFailure::Deadline {
@@ -304,6 +315,8 @@ impl CallStore {
                 tracing::warn!(plugin, error = format!("{error:?}"), "plugin call failed");
                 CallFailure::Trap { plugin, detail }
             }
-        })
+        });
+        drop_later(self.store);
+        result
     }
 }
