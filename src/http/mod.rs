@@ -344,9 +344,10 @@ async fn accept<E: Engine>(
 /// The serving threads of the main listener, or `None` (serve on this runtime) if they cannot
 /// be started.
 fn start_workers(configured: Option<usize>) -> Option<Workers> {
-    match Workers::start(workers::default_count(configured)) {
+    let threads = workers::default_count(configured);
+    match Workers::start(threads) {
         Ok(workers) => {
-            tracing::debug!(threads = workers.len(), "HTTP worker threads started");
+            tracing::debug!(threads, "HTTP worker threads started");
             Some(workers)
         }
         Err(error) => {

@@ -67,16 +67,6 @@ impl Workers {
         Ok(Workers { workers })
     }
 
-    /// How many serving threads there are.
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
-    /// Whether there are none (never: `start` makes at least one).
-    pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
-    }
-
     /// Runs `serve` on the thread with the fewest open connections; the [`Assignment`] it gets
     /// counts the connection there until dropped.
     pub fn assign<F>(&self, serve: impl FnOnce(Assignment) -> F)
