@@ -4,19 +4,26 @@
 //!     cargo bench --bench plugin_cost
 //!
 //! Each row is measured after a warm-up, one call at a time, with a fresh instance per call as in
-//! the server. For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10`
-//! multiplies the iterations and `-- gap` idles 250 µs between calls.
+//! the server; the last column adds what the call leaves to the background (its store's drop,
+//! the next ready instance). A second table splits one small request-adapter call into its
+//! phases: a store, an instance, the call, the drop (the reset of the instance's memory slot).
+//! For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
+//! iterations and `-- gap` idles 250 µs between calls, as a server between small requests does
+//! (caches as cold as they are there).
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use trident::engine::{DataType, InferResponse, OutputTensor};
 use trident::plugins::PluginHost;
+use trident::plugins::bindings::request::RequestAdapterPluginPre;
 use trident::plugins::convert::{invocation_to_wit, output_to_wit};
 use trident::plugins::host::InferenceResult;
 use trident::plugins::manifest::Manifest;
+use trident::plugins::runtime::{CallStore, Limits, Runtime};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
+use wasmtime::component::Component;
 
 #[path = "../tests/common/plugins.rs"]
 mod guests;
@@ -27,13 +34,20 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (at(0.50), at(0.99))
 }
 
-fn measure(iterations: usize, mut call: impl FnMut()) -> (Duration, Duration) {
+/// p50 and p99 of `call`, and the mean time per iteration of `call` and `settle` together
+/// (`settle` runs what a call left to the background: dropping its store, making the next
+/// instance; the server does that on the same thread after the request moves on).
+fn measure(
+    iterations: usize,
+    mut call: impl FnMut(),
+    mut settle: impl FnMut(),
+) -> (Duration, Duration, Duration) {
     for _ in 0..iterations.min(50) {
         call();
+        settle();
     }
-    // `-- gap`: idle 250 µs between calls, as a server between small requests does, so caches
-    // and branch predictors are as cold as they are there.
-    let gap = std::env::args().any(|a| a == "gap");
+    let gap = gap();
+    let mut busy = Duration::ZERO;
     let samples = (0..iterations)
         .map(|_| {
             if gap {
@@ -41,10 +55,76 @@ fn measure(iterations: usize, mut call: impl FnMut()) -> (Duration, Duration) {
             }
             let started = Instant::now();
             call();
-            started.elapsed()
+            let elapsed = started.elapsed();
+            settle();
+            busy += started.elapsed();
+            elapsed
         })
         .collect();
-    percentiles(samples)
+    let (p50, p99) = percentiles(samples);
+    (
+        p50,
+        p99,
+        busy / u32::try_from(iterations).unwrap_or(u32::MAX),
+    )
+}
+
+fn gap() -> bool {
+    std::env::args().any(|a| a == "gap")
+}
+
+/// Mean time of each phase of a small request-adapter call, each in a fresh store as the server
+/// makes them: (store, instance, call, drop).
+fn phases(
+    runtime: &tokio::runtime::Runtime,
+    iterations: u32,
+    wit: &trident::plugins::WitInvocation,
+) -> [Duration; 4] {
+    let plugins = Runtime::new(64 << 20).unwrap();
+    let component = Component::from_file(plugins.engine(), guests::guest("csv_request")).unwrap();
+    let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
+        .unwrap();
+    let limits = Limits {
+        plugin: "csv".into(),
+        config: Default::default(),
+        memory_limit_mb: 64,
+        time_limit_ms: 5000,
+        counters: Default::default(),
+    };
+    let mut total = [Duration::ZERO; 4];
+    for round in 0..iterations + 50 {
+        if gap() {
+            std::thread::sleep(Duration::from_micros(250));
+        }
+        let started = Instant::now();
+        let mut call = CallStore::new(plugins.engine(), &limits);
+        let stored = Instant::now();
+        let instance = runtime
+            .block_on(pre.instantiate_async(&mut call.store))
+            .unwrap();
+        let instantiated = Instant::now();
+        let adapted = runtime
+            .block_on(
+                instance
+                    .trident_plugin_request_adapter()
+                    .call_adapt_request(&mut call.store, wit),
+            )
+            .unwrap();
+        let called = Instant::now();
+        drop((adapted, instance, call));
+        let dropped = Instant::now();
+        if round >= 50 {
+            for (slot, (from, to)) in total.iter_mut().zip([
+                (started, stored),
+                (stored, instantiated),
+                (instantiated, called),
+                (called, dropped),
+            ]) {
+                *slot += to - from;
+            }
+        }
+    }
+    total.map(|phase| phase / iterations)
 }
 
 fn main() {
@@ -86,8 +166,18 @@ fn main() {
         !args.iter().any(|a| a == "small" || a == "1mb") || args.iter().any(|a| a == key)
     };
 
-    println!("| payload | path | p50 | p99 |");
-    println!("|---|---|---|---|");
+    // Runs the tasks a call spawned (the store's drop, the refill of ready instances): the
+    // server's serving thread runs them after the request's task yields.
+    let settle = || {
+        runtime.block_on(async {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let nothing = || {};
+    println!("| payload | path | p50 | p99 | per call with background work |");
+    println!("|---|---|---|---|---|");
     for (key, label, columns, iterations) in [
         ("small", "small (3 FP32)", 3usize, 2000usize),
         ("1mb", "1 MB (262144 FP32)", 262_144, 60),
@@ -119,23 +209,31 @@ fn main() {
             csv.as_bytes(),
         );
 
-        let (p50, p99) = measure(iterations, || {
-            let adapted = runtime
-                .block_on(host.adapt_request(&request_plugin, &wit))
-                .unwrap()
-                .unwrap();
-            std::hint::black_box(adapted);
-        });
+        let (p50, p99, busy) = measure(
+            iterations,
+            || {
+                let adapted = runtime
+                    .block_on(host.adapt_request(&request_plugin, &wit))
+                    .unwrap()
+                    .unwrap();
+                std::hint::black_box(adapted);
+            },
+            settle,
+        );
         println!(
-            "| {label} | CSV request adapter ({} B body) | {p50:?} | {p99:?} |",
+            "| {label} | CSV request adapter ({} B body) | {p50:?} | {p99:?} | {busy:?} |",
             csv.len()
         );
         let v2_body = Bytes::from(v2.clone());
-        let (p50, p99) = measure(iterations, || {
-            std::hint::black_box(decode_infer_request("m", &v2_body, None).unwrap());
-        });
+        let (p50, p99, busy) = measure(
+            iterations,
+            || {
+                std::hint::black_box(decode_infer_request("m", &v2_body, None).unwrap());
+            },
+            nothing,
+        );
         println!(
-            "| {label} | v2 JSON decode, no plugin ({} B body) | {p50:?} | {p99:?} |",
+            "| {label} | v2 JSON decode, no plugin ({} B body) | {p50:?} | {p99:?} | {busy:?} |",
             v2.len()
         );
 
@@ -155,24 +253,62 @@ fn main() {
                 data: Bytes::from(data),
             }],
         };
-        let (p50, p99) = measure(iterations, || {
-            let result = InferenceResult {
-                model_name: response.model_name.clone(),
-                model_version: "1".into(),
-                outputs: response.outputs.iter().map(output_to_wit).collect(),
-            };
-            let reply = runtime
-                .block_on(host.adapt_response(&response_plugin, &wit, &result))
-                .unwrap()
-                .unwrap();
-            std::hint::black_box(reply);
-        });
-        println!("| {label} | CSV response adapter | {p50:?} | {p99:?} |");
-        let (p50, p99) = measure(iterations, || {
-            std::hint::black_box(
-                encode_infer_response(&response, &OutputEncoding::default()).unwrap(),
-            );
-        });
-        println!("| {label} | v2 JSON encode, no plugin | {p50:?} | {p99:?} |");
+        let (p50, p99, busy) = measure(
+            iterations,
+            || {
+                let result = InferenceResult {
+                    model_name: response.model_name.clone(),
+                    model_version: "1".into(),
+                    outputs: response.outputs.iter().map(output_to_wit).collect(),
+                };
+                let reply = runtime
+                    .block_on(host.adapt_response(&response_plugin, &wit, &result))
+                    .unwrap()
+                    .unwrap();
+                std::hint::black_box(reply);
+            },
+            settle,
+        );
+        println!("| {label} | CSV response adapter | {p50:?} | {p99:?} | {busy:?} |");
+        let (p50, p99, busy) = measure(
+            iterations,
+            || {
+                std::hint::black_box(
+                    encode_infer_response(&response, &OutputEncoding::default()).unwrap(),
+                );
+            },
+            nothing,
+        );
+        println!("| {label} | v2 JSON encode, no plugin | {p50:?} | {p99:?} | {busy:?} |");
+    }
+    if wanted("small") {
+        let invocation = trident::invocation::Invocation {
+            content_type: Some("text/csv".into()),
+            ..Default::default()
+        };
+        let wit = invocation_to_wit(
+            "/invocations",
+            "m",
+            &invocation,
+            &http::HeaderMap::new(),
+            &[],
+            b"0.25,0.75,1.25\n",
+        );
+        let iterations = u32::try_from(2000 * scale).unwrap_or(u32::MAX);
+        let [store, instance, call, reset] = phases(&runtime, iterations, &wit);
+        println!();
+        println!("| one small request-adapter call, by phase | mean |");
+        println!("|---|---|");
+        for (phase, time) in [
+            ("a store (WASI context, resource table, limits)", store),
+            (
+                "an instance (from the pre-instance, pooled slots)",
+                instance,
+            ),
+            ("the call (lowering, guest code, lifting)", call),
+            ("dropping the store (the slot's memory reset)", reset),
+        ] {
+            println!("| {phase} | {time:?} |");
+        }
     }
 }

@@ -7,9 +7,9 @@
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`variants`]: choosing an A/B variant;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
-//! - `bindings`, `convert`: generated bindings and type conversions.
+//! - [`bindings`], [`convert`]: generated bindings and type conversions.
 
-mod bindings;
+pub mod bindings;
 pub mod cli;
 pub mod convert;
 pub mod counters;

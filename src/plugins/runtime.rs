@@ -79,6 +79,17 @@ impl Runtime {
         host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         Ok(Runtime { engine, linker })
     }
+
+    /// The engine plugins are compiled for (for tools and benches that compile one themselves).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linker every plugin is instantiated through: WASI without ambient capabilities and
+    /// trident's `host` interface.
+    pub fn linker(&self) -> &Linker<PluginState> {
+        &self.linker
+    }
 }
 
 /// Why a call failed, as trident tells clients.
