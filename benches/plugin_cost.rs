@@ -9,7 +9,8 @@
 //! phases: a store, an instance, the call, the drop (the reset of the instance's memory slot).
 //! For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
 //! iterations and `-- gap` idles 250 µs between calls, as a server between small requests does
-//! (caches as cold as they are there).
+//! (caches as cold as they are there). The phase table has the Rust CSV adapter and its Python
+//! build side by side (built with the `componentize-py` of `scripts/install-guest-tools`).
 
 use std::time::{Duration, Instant};
 
@@ -73,15 +74,16 @@ fn gap() -> bool {
     std::env::args().any(|a| a == "gap")
 }
 
-/// Mean time of each phase of a small request-adapter call, each in a fresh store as the server
-/// makes them: (store, instance, call, drop).
+/// Mean time of each phase of a small call of the request adapter at `path`, each in a fresh
+/// store as the server makes them: (store, instance, call, drop).
 fn phases(
     runtime: &tokio::runtime::Runtime,
     iterations: u32,
     wit: &trident::plugins::WitInvocation,
+    path: &std::path::Path,
 ) -> [Duration; 4] {
     let plugins = Runtime::new(64 << 20).unwrap();
-    let component = Component::from_file(plugins.engine(), guests::guest("csv_request")).unwrap();
+    let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();
     let limits = Limits {
@@ -294,21 +296,28 @@ fn main() {
             &[],
             b"0.25,0.75,1.25\n",
         );
-        let iterations = u32::try_from(2000 * scale).unwrap_or(u32::MAX);
-        let [store, instance, call, reset] = phases(&runtime, iterations, &wit);
+        let iterations = |n: usize| u32::try_from(n * scale).unwrap_or(u32::MAX);
+        let rust = phases(
+            &runtime,
+            iterations(2000),
+            &wit,
+            &guests::guest("csv_request"),
+        );
+        let python_guest = guests::python_guest("csv_request", "request-adapter-plugin");
+        let python = phases(&runtime, iterations(200), &wit, &python_guest);
         println!();
-        println!("| one small request-adapter call, by phase | mean |");
-        println!("|---|---|");
-        for (phase, time) in [
-            ("a store (WASI context, resource table, limits)", store),
-            (
-                "an instance (from the pre-instance, pooled slots)",
-                instance,
-            ),
-            ("the call (lowering, guest code, lifting)", call),
-            ("dropping the store (the slot's memory reset)", reset),
-        ] {
-            println!("| {phase} | {time:?} |");
+        println!("| one small CSV request-adapter call, by phase (mean) | Rust | Python |");
+        println!("|---|---|---|");
+        for (index, phase) in [
+            "a store (WASI context, resource table, limits)",
+            "an instance (from the pre-instance, pooled slots)",
+            "the call (lowering, guest code, lifting)",
+            "dropping the store (the slot's memory reset)",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            println!("| {phase} | {:?} | {:?} |", rust[index], python[index]);
         }
     }
 }

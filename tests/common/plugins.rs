@@ -40,3 +40,41 @@ pub fn guest(name: &str) -> PathBuf {
 pub fn digest(name: &str) -> String {
     trident::plugins::host::sha256_hex(&std::fs::read(guest(name)).unwrap())
 }
+
+/// Builds the Python guest `plugins/python/<name>/app.py` for `world` with componentize-py (from
+/// the virtual environment `scripts/install-guest-tools` makes), unless the built component is
+/// newer than its source and the WIT; the path of the `.wasm`.
+pub fn python_guest(name: &str, world: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = root.join("plugins/python").join(name);
+    let out = root
+        .join("target/plugins/python")
+        .join(format!("{name}.wasm"));
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let newest_input = [source.join("app.py"), root.join("wit/plugin.wit")]
+        .iter()
+        .map(|path| modified(path).expect("the guest's sources exist"))
+        .max();
+    if modified(&out).is_some_and(|built| Some(built) > newest_input) {
+        return out;
+    }
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let tool = root.join("target/guest-tools/python/bin/componentize-py");
+    let status = Command::new(&tool)
+        .arg("-d")
+        .arg(root.join("wit"))
+        .args(["-w", world, "componentize", "-p"])
+        .arg(&source)
+        .args(["app", "-o"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| {
+            panic!(
+                "run {} ({e}): scripts/install-guest-tools installs it",
+                tool.display()
+            )
+        });
+    assert!(status.success(), "building the Python guest {name} failed");
+    out
+}

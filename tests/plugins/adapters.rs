@@ -1,21 +1,48 @@
-//! The example adapters over the example model: CSV in, CSV or JSON out; JSON Lines and
-//! `instances`; v2 bodies that bypass them; bad CSV; which headers a plugin sees.
+//! The example adapters over the example model: CSV in, CSV or JSON out (through the Rust and the
+//! Python CSV request adapter); JSON Lines and `instances`; v2 bodies that bypass them; bad CSV;
+//! which headers a plugin sees.
 
 use super::*;
 
 /// This module's checks, in the order they run.
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     csv_in_csv_out,
+    python_csv_in_csv_out,
     csv_in_json_out,
     v2_requests_bypass_the_adapters,
     bad_csv_is_400_from_the_plugin,
+    bad_csv_is_400_from_the_python_plugin,
     json_lines_and_instances,
     plugins_see_sagemaker_headers_and_only_allowed_others,
 ];
 
 fn csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
+    csv_round_trip(f, "csv")
+}
+
+/// The same CSV through the Python request adapter (componentize-py), the same answer.
+fn python_csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
+    csv_round_trip(f, "python")?;
     let response = send(
-        f.at("csv"),
+        f.at("python"),
+        "text/csv",
+        Some("application/json"),
+        &[],
+        "0.5\n-1\n",
+    );
+    ensure!(
+        predictions(&response) == [[2.0], [-1.0]],
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    Ok(())
+}
+
+/// `1,2,3\n4,5,6\n` through the server's CSV request adapter and the CSV response adapter.
+fn csv_round_trip(f: &Fixture, server: &str) -> Result<(), Failed> {
+    let response = send(
+        f.at(server),
         "text/csv",
         Some("text/csv"),
         &[],
@@ -114,12 +141,37 @@ fn v2_requests_bypass_the_adapters(f: &Fixture) -> Result<(), Failed> {
 }
 
 fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
+    bad_csv_is_400(f, "csv")
+}
+
+fn bad_csv_is_400_from_the_python_plugin(f: &Fixture) -> Result<(), Failed> {
+    bad_csv_is_400(f, "python")?;
+    let response = request(
+        f.at("python"),
+        "POST",
+        "/invocations",
+        &[("Content-Type", "text/csv")],
+        b"1,\xff\n",
+    );
+    ensure!(
+        response.status == 400 && response.error().contains("not UTF-8"),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(get(f.at("python"), "/ping").status == 200, "not serving");
+    Ok(())
+}
+
+/// Rows of unequal length, a field that is not a number and a body without rows, each a 400
+/// worded by the plugin, and the server still serving.
+fn bad_csv_is_400(f: &Fixture, server: &str) -> Result<(), Failed> {
     for (body, expected) in [
         ("1,2\n3\n", "line 2 has 1 fields"),
         ("1,x\n", "'x' is not a valid"),
         ("\n\n", "no rows"),
     ] {
-        let response = send(f.at("csv"), "text/csv", None, &[], body);
+        let response = send(f.at(server), "text/csv", None, &[], body);
         ensure!(
             response.status == 400,
             "{body:?}: {} {}",
@@ -132,7 +184,7 @@ fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
             response.text()
         );
     }
-    ensure!(get(f.at("csv"), "/ping").status == 200, "not serving");
+    ensure!(get(f.at(server), "/ping").status == 200, "not serving");
     Ok(())
 }
 

@@ -96,10 +96,15 @@ fn examples_dir() -> PathBuf {
 
 /// A `[plugins.<name>]` table for a built guest.
 fn plugin(name: &str, wasm: &str, extra: &str) -> String {
+    plugin_at(name, &guest(wasm), extra)
+}
+
+/// A `[plugins.<name>]` table for the component at `path`.
+fn plugin_at(name: &str, path: &Path, extra: &str) -> String {
+    let digest = trident::plugins::host::sha256_hex(&std::fs::read(path).unwrap());
     format!(
-        "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{}\"\n{extra}\n",
-        guest(wasm).display(),
-        digest(wasm)
+        "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{digest}\"\n{extra}\n",
+        path.display()
     )
 }
 
@@ -141,6 +146,11 @@ fn manifests() -> Vec<(&'static str, String)> {
         "content_types = [\"application/jsonlines\", \"application/json\"]",
     );
     let oom = plugin("oom", "oom_default", "");
+    let csv_python = plugin_at(
+        "csv_python",
+        &common::plugins::python_guest("csv_request", "request-adapter-plugin"),
+        "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
+    );
     let hostiles = [
         "loop",
         "hog",
@@ -198,6 +208,12 @@ fn manifests() -> Vec<(&'static str, String)> {
             "ab",
             format!(
                 "{csv}{out}[models.affine]\nvariants = [\n  {{ name = \"a\", weight = 30, request = \"csv\", response = \"out\" }},\n  {{ name = \"b\", weight = 70, request = \"csv\", response = \"out\" }},\n]\n"
+            ),
+        ),
+        (
+            "python",
+            format!(
+                "{csv_python}{out}[models.affine]\nrequest = \"csv_python\"\nresponse = \"out\"\n"
             ),
         ),
         ("oom", format!("oom = \"oom\"\n{oom}")),
