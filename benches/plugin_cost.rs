@@ -303,7 +303,8 @@ fn main() {
             &wit,
             &guests::guest("csv_request"),
         );
-        let python_guest = guests::python_guest("csv_request", "request-adapter-plugin");
+        let python_guest =
+            guests::python_guest("plugins/python/csv_request", "request-adapter-plugin");
         let python = phases(&runtime, iterations(200), &wit, &python_guest);
         println!();
         println!("| one small CSV request-adapter call, by phase (mean) | Rust | Python |");

@@ -41,15 +41,16 @@ pub fn digest(name: &str) -> String {
     trident::plugins::host::sha256_hex(&std::fs::read(guest(name)).unwrap())
 }
 
-/// Builds the Python guest `plugins/python/<name>/app.py` for `world` with componentize-py (from
-/// the virtual environment `scripts/install-guest-tools` makes), unless the built component is
-/// newer than its source and the WIT; the path of the `.wasm`.
-pub fn python_guest(name: &str, world: &str) -> PathBuf {
+/// Builds the Python guest whose `app.py` is in `folder` (relative to the repository, e.g.
+/// `plugins/python/csv_request`) for `world` with componentize-py (from the virtual environment
+/// `scripts/install-guest-tools` makes), unless the built component is newer than its source and
+/// the WIT; the path of the `.wasm`.
+pub fn python_guest(folder: &str, world: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = root.join("plugins/python").join(name);
+    let source = root.join(folder);
     let out = root
         .join("target/plugins/python")
-        .join(format!("{name}.wasm"));
+        .join(format!("{}.wasm", folder.replace('/', "_")));
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let newest_input = [source.join("app.py"), root.join("wit/plugin.wit")]
         .iter()
@@ -75,6 +76,9 @@ pub fn python_guest(name: &str, world: &str) -> PathBuf {
                 tool.display()
             )
         });
-    assert!(status.success(), "building the Python guest {name} failed");
+    assert!(
+        status.success(),
+        "building the Python guest {folder} failed"
+    );
     out
 }

@@ -12,6 +12,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     hostile_shape_is_refused_before_the_model,
     hostile_snoop_sees_no_files_environment_or_network,
     every_call_gets_a_fresh_instance,
+    every_python_call_gets_a_fresh_instance,
     chatty_output_is_captured,
     a_flood_of_output_is_cut_at_the_call_budget,
 ];
@@ -139,6 +140,25 @@ fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
         );
     }
     still_fine(f)
+}
+
+/// The same for a Python guest: its module state (a call counter and a list of the bodies seen)
+/// starts from the build's snapshot in every call.
+fn every_python_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
+    for body in ["1", "2", "3", "4", "5", "6"] {
+        let response = send(f.at("python_count"), "text/csv", None, &[], body);
+        ensure!(
+            response.status == 400 && response.error().contains("count: calls=1 seen=1"),
+            "a Python instance served more than one call: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+    ensure!(
+        get(f.at("python_count"), "/ping").status == 200,
+        "not serving"
+    );
+    Ok(())
 }
 
 fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {

@@ -146,9 +146,14 @@ fn manifests() -> Vec<(&'static str, String)> {
         "content_types = [\"application/jsonlines\", \"application/json\"]",
     );
     let oom = plugin("oom", "oom_default", "");
+    let count_python = plugin_at(
+        "count_python",
+        &common::plugins::python_guest("tests/guests/python/count", "request-adapter-plugin"),
+        "",
+    );
     let csv_python = plugin_at(
         "csv_python",
-        &common::plugins::python_guest("csv_request", "request-adapter-plugin"),
+        &common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
         "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
     );
     let hostiles = [
@@ -215,6 +220,10 @@ fn manifests() -> Vec<(&'static str, String)> {
             format!(
                 "{csv_python}{out}[models.affine]\nrequest = \"csv_python\"\nresponse = \"out\"\n"
             ),
+        ),
+        (
+            "python_count",
+            format!("{count_python}[models.affine]\nrequest = \"count_python\"\n"),
         ),
         ("oom", format!("oom = \"oom\"\n{oom}")),
         ("hostile", hostile_manifest),
