@@ -93,9 +93,10 @@ fn phases(
         time_limit_ms: 5000,
         counters: Default::default(),
     };
+    let gap = gap();
     let mut total = [Duration::ZERO; 4];
     for round in 0..iterations + 50 {
-        if gap() {
+        if gap {
             std::thread::sleep(Duration::from_micros(250));
         }
         let started = Instant::now();
@@ -127,6 +128,23 @@ fn phases(
         }
     }
     total.map(|phase| phase / iterations)
+}
+
+/// A CSV invocation of `/invocations` for model `m`, as trident hands it to a plugin.
+fn csv_invocation(body: &[u8]) -> trident::plugins::WitInvocation {
+    let invocation = trident::invocation::Invocation {
+        content_type: Some("text/csv".into()),
+        accept: Some("text/csv".into()),
+        ..Default::default()
+    };
+    invocation_to_wit(
+        "/invocations",
+        "m",
+        &invocation,
+        &http::HeaderMap::new(),
+        &[],
+        body,
+    )
 }
 
 fn main() {
@@ -197,19 +215,7 @@ fn main() {
             + "\n";
         let v2 = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, columns], "data": values}]})
             .to_string();
-        let invocation = trident::invocation::Invocation {
-            content_type: Some("text/csv".into()),
-            accept: Some("text/csv".into()),
-            ..Default::default()
-        };
-        let wit = invocation_to_wit(
-            "/invocations",
-            "m",
-            &invocation,
-            &http::HeaderMap::new(),
-            &[],
-            csv.as_bytes(),
-        );
+        let wit = csv_invocation(csv.as_bytes());
 
         let (p50, p99, busy) = measure(
             iterations,
@@ -284,18 +290,7 @@ fn main() {
         println!("| {label} | v2 JSON encode, no plugin | {p50:?} | {p99:?} | {busy:?} |");
     }
     if wanted("small") {
-        let invocation = trident::invocation::Invocation {
-            content_type: Some("text/csv".into()),
-            ..Default::default()
-        };
-        let wit = invocation_to_wit(
-            "/invocations",
-            "m",
-            &invocation,
-            &http::HeaderMap::new(),
-            &[],
-            b"0.25,0.75,1.25\n",
-        );
+        let wit = csv_invocation(b"0.25,0.75,1.25\n");
         let iterations = |n: usize| u32::try_from(n * scale).unwrap_or(u32::MAX);
         let rust = phases(
             &runtime,

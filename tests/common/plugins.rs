@@ -43,24 +43,32 @@ pub fn digest(name: &str) -> String {
 
 /// Builds the Python guest whose `app.py` is in `folder` (relative to the repository, e.g.
 /// `plugins/python/csv_request`) for `world` with componentize-py (from the virtual environment
-/// `scripts/install-guest-tools` makes), unless the built component is newer than its source and
-/// the WIT; the path of the `.wasm`.
+/// `scripts/install-guest-tools` makes), unless the built component is newer than its source, the
+/// WIT and the tool (reinstalled when its pinned version changes); the path of the `.wasm`.
 pub fn python_guest(folder: &str, world: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let source = root.join(folder);
     let out = root
         .join("target/plugins/python")
         .join(format!("{}.wasm", folder.replace('/', "_")));
+    let tool = root.join("target/guest-tools/python/bin/componentize-py");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let newest_input = [source.join("app.py"), root.join("wit/plugin.wit")]
-        .iter()
-        .map(|path| modified(path).expect("the guest's sources exist"))
-        .max();
-    if modified(&out).is_some_and(|built| Some(built) > newest_input) {
+    // `None` when an input is missing: build, and let the tool say what is wrong.
+    let newest_input = [
+        source.join("app.py"),
+        root.join("wit/plugin.wit"),
+        tool.clone(),
+    ]
+    .iter()
+    .map(|path| modified(path))
+    .collect::<Option<Vec<_>>>()
+    .and_then(|times| times.into_iter().max());
+    if let (Some(built), Some(input)) = (modified(&out), newest_input)
+        && built > input
+    {
         return out;
     }
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let tool = root.join("target/guest-tools/python/bin/componentize-py");
     let status = Command::new(&tool)
         .arg("-d")
         .arg(root.join("wit"))
