@@ -10,7 +10,9 @@
 //! For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
 //! iterations and `-- gap` idles 250 µs between calls, as a server between small requests does
 //! (caches as cold as they are there). The phase table has the Rust CSV adapter and its Python
-//! build side by side (built with the `componentize-py` of `scripts/install-guest-tools`).
+//! and JavaScript builds side by side (built with the `componentize-py` and `componentize-qjs` of
+//! `scripts/install-guest-tools`), and a last table how long each takes to load, with an empty
+//! compile cache and with the entry that load left.
 
 use std::time::{Duration, Instant};
 
@@ -18,8 +20,9 @@ use bytes::Bytes;
 use trident::engine::{DataType, InferResponse, OutputTensor};
 use trident::plugins::PluginHost;
 use trident::plugins::bindings::request::RequestAdapterPluginPre;
+use trident::plugins::bindings::request::exports::trident::plugin::request_adapter::Adapted;
 use trident::plugins::convert::{invocation_to_wit, output_to_wit};
-use trident::plugins::host::InferenceResult;
+use trident::plugins::host::{Compiled, InferenceResult};
 use trident::plugins::manifest::Manifest;
 use trident::plugins::runtime::{CallStore, Limits, Runtime};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
@@ -82,7 +85,7 @@ fn phases(
     wit: &trident::plugins::WitInvocation,
     path: &std::path::Path,
 ) -> [Duration; 4] {
-    let plugins = Runtime::new(64 << 20).unwrap();
+    let plugins = Runtime::new(64 << 20, None).unwrap();
     let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();
@@ -114,6 +117,12 @@ fn phases(
             )
             .unwrap();
         let called = Instant::now();
+        // The success path is what is measured: a guest refusing the call would be faster.
+        assert!(
+            matches!(adapted, Ok(Adapted::Tensors(_))),
+            "{}: {adapted:?}",
+            path.display()
+        );
         drop((adapted, instance, call));
         let dropped = Instant::now();
         if round >= 50 {
@@ -128,6 +137,40 @@ fn phases(
         }
     }
     total.map(|phase| phase / iterations)
+}
+
+/// How long loading a manifest with the request adapter at `path` takes: first with an empty
+/// compile cache of its own (everything compiled), then again (read from the cache).
+fn load_times(runtime: &tokio::runtime::Runtime, path: &std::path::Path) -> (Duration, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("plugins.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "compile_cache = \"cache\"\n[plugins.csv]\npath = \"{}\"\nsha256 = \"{}\"\n",
+            path.display(),
+            trident::plugins::host::sha256_hex(&std::fs::read(path).unwrap())
+        ),
+    )
+    .unwrap();
+    let load = |expected| {
+        let started = Instant::now();
+        let host = runtime
+            .block_on(PluginHost::load(&Manifest::load(&manifest).unwrap()))
+            .unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(host.compiled(), expected, "{}", path.display());
+        elapsed
+    };
+    let cold = load(Compiled {
+        from_cache: 0,
+        compiled: 1,
+    });
+    let warm = load(Compiled {
+        from_cache: 1,
+        compiled: 0,
+    });
+    (cold, warm)
 }
 
 /// A CSV invocation of `/invocations` for model `m`, as trident hands it to a plugin.
@@ -292,18 +335,30 @@ fn main() {
     if wanted("small") {
         let wit = csv_invocation(b"0.25,0.75,1.25\n");
         let iterations = |n: usize| u32::try_from(n * scale).unwrap_or(u32::MAX);
-        let rust = phases(
-            &runtime,
-            iterations(2000),
-            &wit,
-            &guests::guest("csv_request"),
-        );
-        let python_guest =
-            guests::python_guest("plugins/python/csv_request", "request-adapter-plugin");
-        let python = phases(&runtime, iterations(200), &wit, &python_guest);
+        let guests = [
+            ("Rust", guests::guest("csv_request"), 2000),
+            (
+                "Python",
+                guests::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
+                200,
+            ),
+            (
+                "JavaScript",
+                guests::js_guest("plugins/js/csv_request", "request-adapter-plugin"),
+                1000,
+            ),
+        ];
+        let measured: Vec<[Duration; 4]> = guests
+            .iter()
+            .map(|(_, path, n)| phases(&runtime, iterations(*n), &wit, path))
+            .collect();
         println!();
-        println!("| one small CSV request-adapter call, by phase (mean) | Rust | Python |");
-        println!("|---|---|---|");
+        let labels: Vec<&str> = guests.iter().map(|(label, ..)| *label).collect();
+        println!(
+            "| one small CSV request-adapter call, by phase (mean) | {} |",
+            labels.join(" | ")
+        );
+        println!("|---|{}", "---|".repeat(labels.len()));
         for (index, phase) in [
             "a store (WASI context, resource table, limits)",
             "an instance (from the pre-instance, pooled slots)",
@@ -313,7 +368,31 @@ fn main() {
         .into_iter()
         .enumerate()
         {
-            println!("| {phase} | {:?} | {:?} |", rust[index], python[index]);
+            let cells: Vec<String> = measured.iter().map(|m| format!("{:?}", m[index])).collect();
+            println!("| {phase} | {} |", cells.join(" | "));
         }
+        println!();
+        println!(
+            "| loading the adapter (digest, compile, pre-instance, config check) | {} |",
+            labels.join(" | ")
+        );
+        println!("|---|{}", "---|".repeat(labels.len()));
+        let loads: Vec<(Duration, Duration)> = guests
+            .iter()
+            .map(|(_, path, _)| load_times(&runtime, path))
+            .collect();
+        let cold: Vec<String> = loads
+            .iter()
+            .map(|(cold, _)| format!("{cold:.2?}"))
+            .collect();
+        let warm: Vec<String> = loads
+            .iter()
+            .map(|(_, warm)| format!("{warm:.2?}"))
+            .collect();
+        println!("| cold: an empty compile cache | {} |", cold.join(" | "));
+        println!(
+            "| warm: the entry the cold load left | {} |",
+            warm.join(" | ")
+        );
     }
 }

@@ -12,6 +12,7 @@ use wasmtime::component::Component;
 
 use super::bindings::types::{Invocation, PluginError, Reply};
 use super::bindings::{oom, request, response};
+use super::compile_cache::CompileCache;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::runtime::{CallFailure, Limits, PluginState, Runtime};
 use super::variants::{Weighted, choose};
@@ -106,6 +107,16 @@ pub struct PluginHost {
     models: BTreeMap<String, Routing>,
     oom: Option<Arc<LoadedPlugin>>,
     requests: AtomicU64,
+    compiled: Compiled,
+}
+
+/// How a host's plugins came to be compiled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Compiled {
+    /// Read from the compile cache.
+    pub from_cache: usize,
+    /// Compiled at this load (and, with a cache, written to it).
+    pub compiled: usize,
 }
 
 /// A plugin that cannot be loaded.
@@ -194,21 +205,46 @@ impl PluginHost {
             .max()
             .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
         let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        let runtime = Runtime::new(max_memory).map_err(|e| LoadError {
+        let cache = open_cache(manifest);
+        let runtime = Runtime::new(max_memory, cache.as_ref()).map_err(|e| LoadError {
             plugin: "*".into(),
             message: format!("cannot start the WebAssembly runtime: {e}"),
         })?;
         let mut plugins = BTreeMap::new();
+        let mut loaded = Ok(());
         for (name, spec) in &manifest.plugins {
-            let fail = |message: String| LoadError {
-                plugin: name.clone(),
-                message,
-            };
-            let loaded = load_one(&runtime, manifest, name, spec)
-                .await
-                .map_err(fail)?;
-            plugins.insert(name.clone(), Arc::new(loaded));
+            match load_one(&runtime, manifest, name, spec).await {
+                Ok(plugin) => drop(plugins.insert(name.clone(), Arc::new(plugin))),
+                Err(message) => {
+                    loaded = Err(LoadError {
+                        plugin: name.clone(),
+                        message,
+                    });
+                    break;
+                }
+            }
         }
+        // What compiled before a failure is as good as any other entry: recorded either way.
+        let compiled = match &cache {
+            Some(cache) => {
+                cache.seal();
+                let (from_cache, compiled) = cache.hits_and_misses();
+                Compiled {
+                    from_cache,
+                    compiled,
+                }
+            }
+            None => Compiled {
+                from_cache: 0,
+                compiled: plugins.len(),
+            },
+        };
+        loaded?;
+        tracing::info!(
+            from_cache = compiled.from_cache,
+            compiled = compiled.compiled,
+            "plugins compiled"
+        );
         let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
         let mut models = BTreeMap::new();
         for (model, spec) in &manifest.models {
@@ -229,7 +265,13 @@ impl PluginHost {
             models,
             oom,
             requests: AtomicU64::new(0),
+            compiled,
         })
+    }
+
+    /// How many of the plugins were read from the compile cache and how many compiled.
+    pub fn compiled(&self) -> Compiled {
+        self.compiled
     }
 
     /// The loaded plugins, by name.
@@ -338,6 +380,19 @@ impl PluginHost {
             }
         }
     }
+}
+
+/// The manifest's compile cache, opened; none when it is turned off or unusable (a warning
+/// says why: plugins are then compiled at every start).
+fn open_cache(manifest: &Manifest) -> Option<CompileCache> {
+    let dir = match &manifest.compile_cache {
+        Some(dir) if dir.as_os_str().is_empty() => return None,
+        Some(dir) => dir.clone(),
+        None => super::compile_cache::default_dir()?,
+    };
+    CompileCache::open(&dir)
+        .inspect_err(|error| tracing::warn!(%error, "plugins will be compiled without a cache"))
+        .ok()
 }
 
 async fn load_one(

@@ -5,6 +5,8 @@
 //! require_signatures = false          # true: every plugin needs a trusted ed25519 signature
 //! trusted_keys = []                   # hex public keys
 //! oom = "oom"                         # the plugin deciding which errors are out-of-memory
+//! compile_cache = "/var/cache/trident" # compiled plugins kept between starts ("" for none;
+//!                                     # default ~/.cache/trident/plugins)
 //!
 //! [plugins.csv]
 //! path = "csv_request.wasm"           # relative to the manifest
@@ -43,6 +45,10 @@ pub struct Manifest {
     pub trusted_keys: Vec<String>,
     #[serde(default)]
     pub oom: Option<String>,
+    /// Where compiled plugins are kept between starts (relative to the manifest); absent: the
+    /// default folder ([`super::compile_cache::default_dir`]); empty: no cache.
+    #[serde(default)]
+    pub compile_cache: Option<PathBuf>,
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSpec>,
     #[serde(default)]
@@ -140,6 +146,12 @@ impl Manifest {
             std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
         let mut manifest = Manifest::parse(&text).map_err(fail)?;
         let base = path.parent().unwrap_or(Path::new("."));
+        if let Some(cache) = &mut manifest.compile_cache
+            && cache.is_relative()
+            && !cache.as_os_str().is_empty()
+        {
+            *cache = base.join(&*cache);
+        }
         for spec in manifest.plugins.values_mut() {
             if spec.path.is_relative() {
                 spec.path = base.join(&spec.path);

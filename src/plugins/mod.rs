@@ -2,6 +2,7 @@
 //! `wit/plugin.wit` and run by wasmtime as sandboxed components.
 //!
 //! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
+//! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
 //! - [`runtime`]: the engine, the linker and the per-call store with its limits;
 //! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
 //! - [`warm`]: fresh instances made ahead of time, one per call;
@@ -11,6 +12,7 @@
 
 pub mod bindings;
 pub mod cli;
+pub mod compile_cache;
 pub mod convert;
 pub mod counters;
 pub mod host;

@@ -16,6 +16,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::host;
+use super::compile_cache::CompileCache;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 
 /// How often the epoch advances: the granularity of time limits and of yields to tokio.
@@ -39,11 +40,12 @@ const KEEP_RESIDENT: usize = 2 << 20;
 const POOL_INSTANCES: u32 = 256;
 
 impl Runtime {
-    /// A runtime whose plugins may use up to `max_memory_bytes` of linear memory each.
+    /// A runtime whose plugins may use up to `max_memory_bytes` of linear memory each, compiling
+    /// through `cache` when there is one.
     ///
     /// Instances come from wasmtime's pooling allocator: memory slots are reserved once and
     /// reused copy-on-write, so a fresh instance per call costs microseconds, not a new mapping.
-    pub fn new(max_memory_bytes: usize) -> wasmtime::Result<Runtime> {
+    pub fn new(max_memory_bytes: usize, cache: Option<&CompileCache>) -> wasmtime::Result<Runtime> {
         let max_memory_bytes = max_memory_bytes.max(1 << 20).next_multiple_of(1 << 16);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOL_INSTANCES)
@@ -63,6 +65,7 @@ impl Runtime {
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        config.cache(cache.map(CompileCache::wasmtime));
         let engine = Engine::new(&config)?;
         let ticker = engine.weak();
         std::thread::Builder::new()

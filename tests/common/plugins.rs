@@ -43,21 +43,62 @@ pub fn digest(name: &str) -> String {
 
 /// Builds the Python guest whose `app.py` is in `folder` (relative to the repository, e.g.
 /// `plugins/python/csv_request`) for `world` with componentize-py (from the virtual environment
-/// `scripts/install-guest-tools` makes), unless the built component is newer than its source, the
-/// WIT and the tool (reinstalled when its pinned version changes); the path of the `.wasm`.
+/// `scripts/install-guest-tools` makes); the path of the `.wasm`. See [`built_from`].
 pub fn python_guest(folder: &str, world: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tool = root.join("target/guest-tools/python/bin/componentize-py");
+    built_from(folder, "app.py", "python", &tool, |command, source, out| {
+        command
+            .arg("-d")
+            .arg(root.join("wit"))
+            .args(["-w", world, "componentize", "-p"])
+            .arg(source)
+            .args(["app", "-o"])
+            .arg(out);
+    })
+}
+
+/// Builds the JavaScript guest whose `app.js` is in `folder` (e.g. `plugins/js/csv_request`)
+/// for `world` with componentize-qjs (QuickJS; installed by `scripts/install-guest-tools`), with
+/// synchronous exports (trident's hooks are plain calls, not the component model's async ABI);
+/// the path of the `.wasm`. See [`built_from`].
+pub fn js_guest(folder: &str, world: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tool = root.join("target/guest-tools/js/node_modules/.bin/componentize-qjs");
+    built_from(folder, "app.js", "js", &tool, |command, source, out| {
+        command
+            .arg("--wit")
+            .arg(root.join("wit"))
+            .arg("--js")
+            .arg(source.join("app.js"))
+            .args(["--world", world, "--sync", "--output"])
+            .arg(out);
+    })
+}
+
+/// The component `tool` builds from `<folder>/<file>` into
+/// `target/plugins/<language>/<folder with _>.wasm`, built unless it is newer than its source,
+/// the WIT and the tool (reinstalled when its pinned version changes). `arguments` adds the
+/// tool's arguments, given the source folder and the output path.
+fn built_from(
+    folder: &str,
+    file: &str,
+    language: &str,
+    tool: &Path,
+    arguments: impl FnOnce(&mut Command, &Path, &Path),
+) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let source = root.join(folder);
     let out = root
-        .join("target/plugins/python")
+        .join("target/plugins")
+        .join(language)
         .join(format!("{}.wasm", folder.replace('/', "_")));
-    let tool = root.join("target/guest-tools/python/bin/componentize-py");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     // `None` when an input is missing: build, and let the tool say what is wrong.
     let newest_input = [
-        source.join("app.py"),
+        source.join(file),
         root.join("wit/plugin.wit"),
-        tool.clone(),
+        tool.to_owned(),
     ]
     .iter()
     .map(|path| modified(path))
@@ -69,24 +110,17 @@ pub fn python_guest(folder: &str, world: &str) -> PathBuf {
         return out;
     }
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let status = Command::new(&tool)
-        .arg("-d")
-        .arg(root.join("wit"))
-        .args(["-w", world, "componentize", "-p"])
-        .arg(&source)
-        .args(["app", "-o"])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| {
-            panic!(
-                "run {} ({e}): scripts/install-guest-tools installs it",
-                tool.display()
-            )
-        });
+    let mut command = Command::new(tool);
+    arguments(&mut command, &source, &out);
+    let status = command.stdin(Stdio::null()).status().unwrap_or_else(|e| {
+        panic!(
+            "run {} ({e}): scripts/install-guest-tools installs it",
+            tool.display()
+        )
+    });
     assert!(
         status.success(),
-        "building the Python guest {folder} failed"
+        "building the {language} guest {folder} failed"
     );
     out
 }

@@ -1,5 +1,5 @@
-//! The example adapters over the example model: CSV in, CSV or JSON out (through the Rust and the
-//! Python CSV request adapter); JSON Lines and `instances`; v2 bodies that bypass them; bad CSV;
+//! The example adapters over the example model: CSV in, CSV or JSON out (through the Rust, the
+//! Python and the JavaScript CSV request adapter); JSON Lines and `instances`; v2 bodies that bypass them; bad CSV;
 //! which headers a plugin sees.
 
 use super::*;
@@ -8,10 +8,12 @@ use super::*;
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     csv_in_csv_out,
     python_csv_in_csv_out,
+    javascript_csv_in_csv_out,
     csv_in_json_out,
     v2_requests_bypass_the_adapters,
     bad_csv_is_400_from_the_plugin,
     bad_csv_is_400_from_the_python_plugin,
+    bad_csv_is_400_from_the_javascript_plugin,
     json_lines_and_instances,
     plugins_see_sagemaker_headers_and_only_allowed_others,
 ];
@@ -136,10 +138,47 @@ fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
     bad_csv_is_400(f, "csv")
 }
 
+/// The same CSV through the JavaScript request adapter (componentize-qjs), the same answers.
+fn javascript_csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
+    csv_round_trip(f, "js")?;
+    csv_to_json(f, "js")
+}
+
 fn bad_csv_is_400_from_the_python_plugin(f: &Fixture) -> Result<(), Failed> {
     bad_csv_is_400(f, "python")?;
+    not_utf8_is_400(f, "python")
+}
+
+/// The JavaScript adapter's 400s, and numbers its parser would take that the other adapters
+/// refuse (`Number()` reads hex, empty fields and `0b` literals).
+fn bad_csv_is_400_from_the_javascript_plugin(f: &Fixture) -> Result<(), Failed> {
+    bad_csv_is_400(f, "js")?;
+    not_utf8_is_400(f, "js")?;
+    for field in ["0x10", "0b1", "1_000", "1e", "."] {
+        let response = send(f.at("js"), "text/csv", None, &[], &format!("1,{field}\n"));
+        ensure!(
+            response.status == 400 && response.error().contains("is not a valid FP32 number"),
+            "{field:?}: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+    // An empty field between commas is not a number either.
+    let response = send(f.at("js"), "text/csv", None, &[], "1,,2\n");
+    ensure!(
+        response.status == 400,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(get(f.at("js"), "/ping").status == 200, "not serving");
+    Ok(())
+}
+
+/// A body that is not UTF-8 is a 400 that says so.
+fn not_utf8_is_400(f: &Fixture, server: &str) -> Result<(), Failed> {
     let response = request(
-        f.at("python"),
+        f.at(server),
         "POST",
         "/invocations",
         &[("Content-Type", "text/csv")],
@@ -151,7 +190,7 @@ fn bad_csv_is_400_from_the_python_plugin(f: &Fixture) -> Result<(), Failed> {
         response.status,
         response.text()
     );
-    ensure!(get(f.at("python"), "/ping").status == 200, "not serving");
+    ensure!(get(f.at(server), "/ping").status == 200, "not serving");
     Ok(())
 }
 

@@ -13,6 +13,8 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     hostile_snoop_sees_no_files_environment_or_network,
     every_call_gets_a_fresh_instance,
     every_python_call_gets_a_fresh_instance,
+    every_javascript_call_gets_a_fresh_instance,
+    hostile_javascript_is_stopped_by_the_same_limits,
     chatty_output_is_captured,
     a_flood_of_output_is_cut_at_the_call_budget,
 ];
@@ -158,6 +160,52 @@ fn every_python_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
         get(f.at("python_count"), "/ping").status == 200,
         "not serving"
     );
+    Ok(())
+}
+
+/// The same for a JavaScript guest: its module-level counter and array start from the build's
+/// snapshot in every call.
+fn every_javascript_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
+    for body in ["1", "2", "3", "4", "5", "6"] {
+        let response = send(f.at("js_hostile"), "text/csv", None, &[], body);
+        ensure!(
+            response.status == 400 && response.error().contains("count: calls=1 seen=1"),
+            "a JavaScript instance served more than one call: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+    ensure!(
+        get(f.at("js_hostile"), "/ping").status == 200,
+        "not serving"
+    );
+    Ok(())
+}
+
+/// A JavaScript guest that loops, hogs memory or throws an `Error` meets the limits every guest
+/// meets (504 after its 200 ms, 500 at its 32 MiB, 500 for the trap), and the next request to the
+/// same plugin is answered.
+fn hostile_javascript_is_stopped_by_the_same_limits(f: &Fixture) -> Result<(), Failed> {
+    for (body, status, expected) in [
+        ("loop", 504, "time limit of 200 ms"),
+        ("hog", 500, "memory limit of 32 MiB"),
+        ("throw", 500, "plugin 'hostile_js' failed"),
+    ] {
+        let response = send(f.at("js_hostile"), "text/csv", None, &[], body);
+        ensure!(
+            response.status == status && response.error().contains(expected),
+            "{body}: {} {}",
+            response.status,
+            response.text()
+        );
+        let next = send(f.at("js_hostile"), "text/csv", None, &[], "1");
+        ensure!(
+            next.status == 400 && next.error().contains("count: calls=1 seen=1"),
+            "after {body}: {} {}",
+            next.status,
+            next.text()
+        );
+    }
     Ok(())
 }
 

@@ -1,12 +1,17 @@
 //! Loading and reloading a manifest: bad digests, signatures, keys and configs refuse the whole
 //! set; a reload swaps it or keeps the old one.
 
+use std::os::unix::fs::PermissionsExt;
+
+use trident::plugins::host::Compiled;
+
 use super::*;
 
 /// This module's checks, in the order they run.
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     load_refuses_bad_digests_signatures_keys_and_configs,
     reload_swaps_plugins_or_keeps_the_old_set,
+    compile_cache_serves_restarts_and_recompiles_what_it_cannot_vouch_for,
 ];
 
 fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(), Failed> {
@@ -126,4 +131,89 @@ fn reload_swaps_plugins_or_keeps_the_old_set(f: &Fixture) -> Result<(), Failed> 
     );
     ensure!(reload().status == 200, "restoring the manifest failed");
     Ok(())
+}
+
+/// Two plugins through a compile cache of their own: compiled at the first load, read at the
+/// next; an entry that was corrupted, truncated or planted is never loaded (its plugin compiles
+/// again and the load succeeds); a folder others may write to is not used at all.
+fn compile_cache_serves_restarts_and_recompiles_what_it_cannot_vouch_for(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let cache = scratch.path().join("cache");
+    let path = f.manifests.path().join("cached.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "compile_cache = \"{}\"\n{}{}",
+            cache.display(),
+            plugin("csv", "csv_request", ""),
+            plugin("out", "csv_json_response", "")
+        ),
+    )?;
+    let load = || -> Result<Compiled, String> {
+        let manifest = Manifest::load(&path).map_err(|e| e.to_string())?;
+        f.runtime
+            .block_on(PluginHost::load(&manifest))
+            .map(|host| host.compiled())
+            .map_err(|e| e.to_string())
+    };
+    let counts = |from_cache, compiled| Compiled {
+        from_cache,
+        compiled,
+    };
+    ensure!(load()? == counts(0, 2), "first load");
+    ensure!(load()? == counts(2, 0), "second load");
+
+    let entries = cache_entries(&cache);
+    ensure!(entries.len() == 2, "entries: {entries:?}");
+    let mut bytes = std::fs::read(&entries[0])?;
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&entries[0], &bytes)?;
+    let truncated = std::fs::read(&entries[1])?;
+    std::fs::write(&entries[1], &truncated[..truncated.len() / 3])?;
+    ensure!(
+        load()? == counts(0, 2),
+        "load after corrupting both entries"
+    );
+    ensure!(load()? == counts(2, 0), "load after recompiling");
+
+    // An entry planted in the folder of a wasmtime version not in use, and one swapped in
+    // under the name of a real entry: neither is vouched for; both are removed.
+    let planted = cache.join("modules/wasmtime-0.0.1/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    std::fs::create_dir_all(planted.parent().unwrap())?;
+    std::fs::write(&planted, b"not compiled code")?;
+    let entries = cache_entries(&cache);
+    let real = entries
+        .iter()
+        .find(|p| !p.starts_with(planted.parent().unwrap()));
+    let real = real.ok_or("no real entry")?;
+    std::fs::write(real, b"\x7fELF not compiled code")?;
+    ensure!(load()? == counts(1, 1), "load after planting entries");
+    ensure!(!planted.exists(), "the planted entry is still there");
+
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777))?;
+    let open = load();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700))?;
+    ensure!(open? == counts(0, 2), "a world-writable cache was used");
+    Ok(())
+}
+
+/// The entry files under a compile cache folder (names without an extension).
+fn cache_entries(cache: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![cache.join("modules")];
+    while let Some(folder) = pending.pop() {
+        for item in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = item.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_none() {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
 }

@@ -156,6 +156,16 @@ fn manifests() -> Vec<(&'static str, String)> {
         &common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
         "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
     );
+    let csv_js = plugin_at(
+        "csv_js",
+        &common::plugins::js_guest("plugins/js/csv_request", "request-adapter-plugin"),
+        "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
+    );
+    let hostile_js = plugin_at(
+        "hostile_js",
+        &common::plugins::js_guest("tests/guests/js/hostile", "request-adapter-plugin"),
+        "time_limit_ms = 200\nmemory_limit_mb = 32",
+    );
     let hostiles = [
         "loop",
         "hog",
@@ -224,6 +234,14 @@ fn manifests() -> Vec<(&'static str, String)> {
         (
             "python_count",
             format!("{count_python}[models.affine]\nrequest = \"count_python\"\n"),
+        ),
+        (
+            "js",
+            format!("{csv_js}{out}[models.affine]\nrequest = \"csv_js\"\nresponse = \"out\"\n"),
+        ),
+        (
+            "js_hostile",
+            format!("{hostile_js}[models.affine]\nrequest = \"hostile_js\"\n"),
         ),
         ("oom", format!("oom = \"oom\"\n{oom}")),
         ("hostile", hostile_manifest),
