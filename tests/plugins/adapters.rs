@@ -9,6 +9,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     csv_in_csv_out,
     python_csv_in_csv_out,
     javascript_csv_in_csv_out,
+    python_response_writes_numbers_as_rust_does,
     csv_in_json_out,
     v2_requests_bypass_the_adapters,
     bad_csv_is_400_from_the_plugin,
@@ -22,7 +23,8 @@ fn csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
     csv_round_trip(f, "csv")
 }
 
-/// The same CSV through the Python request adapter (componentize-py), the same answers.
+/// The same CSV through the Python request and response adapters (componentize-py), the same
+/// answers as the Rust pair.
 fn python_csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
     csv_round_trip(f, "python")?;
     csv_to_json(f, "python")
@@ -142,6 +144,32 @@ fn bad_csv_is_400_from_the_plugin(f: &Fixture) -> Result<(), Failed> {
 fn javascript_csv_in_csv_out(f: &Fixture) -> Result<(), Failed> {
     csv_round_trip(f, "js")?;
     csv_to_json(f, "js")
+}
+
+/// Numbers whose text is easy to get wrong (FP32 digits, no exponent, negative zero, a
+/// tiny fraction, a large integer) written by the Python response adapter exactly as the Rust
+/// one writes them, in CSV and JSON Lines.
+fn python_response_writes_numbers_as_rust_does(f: &Fixture) -> Result<(), Failed> {
+    let body = "0.1,1e20,-0.5,1.5e-7,16777217,-1.7e38\n0.3333333,7,1e-30,123456.79,-1,2.5\n";
+    for accept in ["text/csv", "application/jsonlines", "application/json"] {
+        let rust = send(f.at("csv"), "text/csv", Some(accept), &[], body);
+        let python = send(f.at("python"), "text/csv", Some(accept), &[], body);
+        ensure!(
+            rust.status == 200 && python.status == 200,
+            "{accept}: {} {} / {} {}",
+            rust.status,
+            rust.text(),
+            python.status,
+            python.text()
+        );
+        ensure!(
+            rust.text() == python.text(),
+            "{accept}: Rust {:?}, Python {:?}",
+            rust.text(),
+            python.text()
+        );
+    }
+    Ok(())
 }
 
 fn bad_csv_is_400_from_the_python_plugin(f: &Fixture) -> Result<(), Failed> {

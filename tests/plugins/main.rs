@@ -161,6 +161,14 @@ fn manifests() -> Vec<(&'static str, String)> {
         &common::plugins::js_guest("plugins/js/csv_request", "request-adapter-plugin"),
         "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
     );
+    let out_python = plugin_at(
+        "out_python",
+        &common::plugins::python_guest(
+            "plugins/python/csv_json_response",
+            "response-adapter-plugin",
+        ),
+        "accept = [\"text/csv\", \"application/json\", \"application/jsonlines\"]",
+    );
     let hostile_js = plugin_at(
         "hostile_js",
         &common::plugins::js_guest("tests/guests/js/hostile", "request-adapter-plugin"),
@@ -228,7 +236,7 @@ fn manifests() -> Vec<(&'static str, String)> {
         (
             "python",
             format!(
-                "{csv_python}{out}[models.affine]\nrequest = \"csv_python\"\nresponse = \"out\"\n"
+                "{csv_python}{out_python}[models.affine]\nrequest = \"csv_python\"\nresponse = \"out_python\"\n"
             ),
         ),
         (
