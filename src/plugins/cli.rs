@@ -1,4 +1,5 @@
-//! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins.
+//! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins, and
+//! running one hook for authors (`run`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,8 @@ use clap::Subcommand;
 use wasmtime::component::Component;
 
 use super::host::sha256_hex;
+use super::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
+use super::run::{Hook, RunOptions, run};
 use super::signing;
 
 #[derive(Debug, Subcommand)]
@@ -35,6 +38,37 @@ pub enum PluginCommand {
     },
     /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
     Inspect { plugin: PathBuf },
+    /// Run one hook of a plugin on a body, without Triton or a model, with the server's limits,
+    /// and print what it returns (tensors as KServe v2 JSON, or the reply); exits 1 with the
+    /// status a client would get when the plugin refuses or fails.
+    Run {
+        plugin: PathBuf,
+        #[arg(long, value_enum)]
+        hook: Hook,
+        /// The request body (`-` for standard input).
+        #[arg(long)]
+        body: PathBuf,
+        #[arg(long)]
+        content_type: Option<String>,
+        #[arg(long)]
+        accept: Option<String>,
+        /// For `--hook response`: the model's outputs, a KServe v2 response (`{"outputs": [...]}`).
+        #[arg(long)]
+        outputs: Option<PathBuf>,
+        /// A `config` entry, `KEY=VALUE` (repeat for several).
+        #[arg(long = "config", value_parser = key_value)]
+        config: Vec<(String, String)>,
+        #[arg(long, default_value_t = DEFAULT_MEMORY_LIMIT_MB)]
+        memory_limit_mb: u64,
+        #[arg(long, default_value_t = DEFAULT_TIME_LIMIT_MS)]
+        time_limit_ms: u64,
+    },
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .ok_or_else(|| format!("'{text}' is not KEY=VALUE"))
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -82,6 +116,37 @@ impl PluginCommand {
                 writeln!(out, "{}: signature valid", plugin.display())?;
             }
             PluginCommand::Inspect { plugin } => inspect(&plugin, &mut out)?,
+            PluginCommand::Run {
+                plugin,
+                hook,
+                body,
+                content_type,
+                accept,
+                outputs,
+                config,
+                memory_limit_mb,
+                time_limit_ms,
+            } => {
+                let body = if body.as_os_str() == "-" {
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
+                    bytes
+                } else {
+                    read(&body)?
+                };
+                let options = RunOptions {
+                    plugin: &plugin,
+                    hook,
+                    body,
+                    content_type,
+                    accept,
+                    outputs: outputs.as_deref().map(read).transpose()?,
+                    config: config.into_iter().collect(),
+                    memory_limit_mb,
+                    time_limit_ms,
+                };
+                run(options, &mut out)?;
+            }
         }
         Ok(())
     }

@@ -35,6 +35,17 @@ const ENTRIES: &str = "modules";
 pub struct CompileCache {
     dir: PathBuf,
     cache: wasmtime::Cache,
+    /// The entries found vouched for at open, by relative path: their SHA-256 and the file's
+    /// (length, modification time) then, so that sealing need not read them again.
+    verified: HashMap<PathBuf, (String, Stamp)>,
+}
+
+/// A file's length and modification time: an entry with the same stamp is the same file.
+type Stamp = (u64, Option<std::time::SystemTime>);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()))
 }
 
 /// The folder used when the manifest names none: `$XDG_CACHE_HOME/trident/plugins`, else
@@ -78,18 +89,23 @@ impl CompileCache {
             ));
         }
         let index = read_index(&dir);
+        let mut verified = HashMap::new();
         for Entry {
             relative,
             path,
             plain,
         } in entries(&dir)
         {
+            let before = stamp(&path);
             let vouched = plain
                 && index.get(&relative).is_some_and(|sha| {
                     std::fs::read(&path)
                         .is_ok_and(|bytes| hex::encode(Sha256::digest(bytes)) == *sha)
                 });
-            if !vouched {
+            if vouched && let Some(before) = before {
+                let sha = index[&relative].clone();
+                verified.insert(relative, (sha, before));
+            } else if !vouched {
                 tracing::warn!(entry = %path.display(), "compile cache: removing an entry the index does not vouch for");
                 if let Err(e) = std::fs::remove_file(&path) {
                     return Err(fail(format!(
@@ -106,7 +122,11 @@ impl CompileCache {
             // would no longer vouch for it and it would be compiled again. Never.
             .with_optimized_compression_usage_counter_threshold(u64::MAX);
         let cache = wasmtime::Cache::new(config).map_err(|e| fail(format!("{e:#}")))?;
-        Ok(CompileCache { dir, cache })
+        Ok(CompileCache {
+            dir,
+            cache,
+            verified,
+        })
     }
 
     /// The wasmtime cache to give the engine's `Config`.
@@ -120,13 +140,23 @@ impl CompileCache {
     }
 
     /// Records every entry now in the folder in the index (written to a temporary file and
-    /// renamed over the old index). Call after compiling, when the entries are complete.
+    /// renamed over the old index). Call after compiling, when the entries are complete. Only
+    /// entries that are new or changed since [`CompileCache::open`] are read.
     pub fn seal(&self) {
         let mut text = String::new();
         for entry in entries(&self.dir).into_iter().filter(|e| e.plain) {
             let Entry { relative, path, .. } = entry;
-            if let Ok(bytes) = std::fs::read(&path) {
-                let sha = hex::encode(Sha256::digest(bytes));
+            let known = self
+                .verified
+                .get(&relative)
+                .filter(|(_, then)| stamp(&path) == Some(*then))
+                .map(|(sha, _)| sha.clone());
+            let sha = known.or_else(|| {
+                std::fs::read(&path)
+                    .ok()
+                    .map(|bytes| hex::encode(Sha256::digest(bytes)))
+            });
+            if let Some(sha) = sha {
                 text.push_str(&format!("{sha} {}\n", relative.display()));
             }
         }

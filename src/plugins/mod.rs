@@ -8,6 +8,7 @@
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`variants`]: choosing an A/B variant;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
+//! - [`run`]: `trident plugin run`, one hook without Triton;
 //! - [`bindings`], [`convert`]: generated bindings and type conversions.
 
 pub mod bindings;
@@ -17,6 +18,7 @@ pub mod convert;
 pub mod counters;
 pub mod host;
 pub mod manifest;
+pub mod run;
 pub mod runtime;
 pub mod signing;
 pub mod variants;

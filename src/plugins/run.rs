@@ -1,0 +1,280 @@
+//! `trident plugin run`: one hook of one plugin, without Triton or a model, through the code
+//! path the server uses (the plugin's digest, its configuration check, a fresh instance, the
+//! same memory and time limits), printing what it returns. For authors iterating on a plugin.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
+use super::host::{InferenceResult, LoadedPlugin, PluginHost, sha256_hex};
+use super::manifest::Manifest;
+use super::{CallFailure, PluginError, WitInvocation};
+use crate::engine::{InferRequest, InferResponse, OutputTensor};
+use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
+use crate::protocol::v2_response::encode_infer_response;
+
+/// Which hook to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Hook {
+    Request,
+    Response,
+}
+
+/// What to call the hook with.
+pub struct RunOptions<'a> {
+    pub plugin: &'a Path,
+    pub hook: Hook,
+    /// The request body the plugin sees.
+    pub body: Vec<u8>,
+    pub content_type: Option<String>,
+    pub accept: Option<String>,
+    /// For the response hook: the model's outputs, as a KServe v2 response (`{"outputs": [...]}`).
+    pub outputs: Option<Vec<u8>>,
+    /// The manifest's `config` table for the plugin.
+    pub config: BTreeMap<String, String>,
+    pub memory_limit_mb: u64,
+    pub time_limit_ms: u64,
+}
+
+/// The model name the invocation carries.
+const MODEL: &str = "model";
+
+/// Runs the hook and writes its result to `out`; `Err` (the message and the HTTP status a
+/// client would get) when loading or the call fails or the plugin refuses.
+pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> {
+    let manifest = manifest(&options)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let host = PluginHost::load(&manifest)
+            .await
+            .map_err(|e| e.to_string())?;
+        let selection = host.select(MODEL, None, None).ok_or("no plugin selected")?;
+        let invocation = crate::invocation::Invocation {
+            content_type: options.content_type.clone(),
+            accept: options.accept.clone(),
+            ..Default::default()
+        };
+        let wit = super::convert::invocation_to_wit(
+            "/invocations",
+            MODEL,
+            &invocation,
+            &http::HeaderMap::new(),
+            &[],
+            &options.body,
+        );
+        match options.hook {
+            Hook::Request => {
+                let plugin = selection
+                    .request
+                    .ok_or("the plugin does not export request-adapter")?;
+                request_hook(&host, &plugin, &wit, out).await
+            }
+            Hook::Response => {
+                let plugin = selection
+                    .response
+                    .ok_or("the plugin does not export response-adapter")?;
+                let outputs = options
+                    .outputs
+                    .as_deref()
+                    .ok_or("the response hook needs --outputs FILE (a KServe v2 response)")?;
+                response_hook(&host, &plugin, &wit, outputs, out).await
+            }
+        }
+    })
+}
+
+fn write_error(error: std::io::Error) -> String {
+    error.to_string()
+}
+
+/// Calls the request adapter and prints the request it made.
+async fn request_hook(
+    host: &PluginHost,
+    plugin: &LoadedPlugin,
+    wit: &WitInvocation,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let adapted = host.adapt_request(plugin, wit).await;
+    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let request = match refused(adapted)? {
+        Adapted::Tensors(tensors) => {
+            let mut request = InferRequest::new(MODEL);
+            request.inputs = tensors
+                .inputs
+                .into_iter()
+                .map(super::convert::input_from_wit)
+                .collect();
+            request.requested_outputs = tensors.outputs;
+            request
+        }
+        Adapted::V2Json(json) => {
+            writeln!(out, "a KServe v2 request body:").map_err(write_error)?;
+            decode_infer_request(MODEL, &Bytes::from(json), None)
+                .map_err(|e| format!("400: {e}"))?
+                .0
+        }
+    };
+    print_request(&request, out)
+}
+
+/// Calls the response adapter on `outputs` (a KServe v2 response) and prints its reply.
+async fn response_hook(
+    host: &PluginHost,
+    plugin: &LoadedPlugin,
+    wit: &WitInvocation,
+    outputs: &[u8],
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let result = InferenceResult {
+        model_name: MODEL.into(),
+        model_version: "1".into(),
+        outputs: read_outputs(outputs)?
+            .iter()
+            .map(super::convert::output_to_wit)
+            .collect(),
+    };
+    let started = Instant::now();
+    let reply = host.adapt_response(plugin, wit, &result).await;
+    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let reply = refused(reply)?;
+    writeln!(out, "status: {}", reply.status).map_err(write_error)?;
+    writeln!(out, "content-type: {}", reply.content_type).map_err(write_error)?;
+    for header in &reply.headers {
+        writeln!(out, "{}: {}", header.name, header.value).map_err(write_error)?;
+    }
+    writeln!(out).map_err(write_error)?;
+    out.write_all(&reply.body).map_err(write_error)?;
+    if !reply.body.ends_with(b"\n") {
+        writeln!(out).map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// A manifest holding only this plugin, for [`MODEL`]'s chosen hook.
+fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
+    let bytes = std::fs::read(options.plugin)
+        .map_err(|e| format!("cannot read {}: {e}", options.plugin.display()))?;
+    let config: toml::Table = options
+        .config
+        .iter()
+        .map(|(key, value)| (key.clone(), toml::Value::String(value.clone())))
+        .collect();
+    let hook = match options.hook {
+        Hook::Request => "request",
+        Hook::Response => "response",
+    };
+    let mut table = toml::Table::new();
+    let mut plugin = toml::Table::new();
+    plugin.insert(
+        "path".into(),
+        toml::Value::String(options.plugin.display().to_string()),
+    );
+    plugin.insert("sha256".into(), toml::Value::String(sha256_hex(&bytes)));
+    plugin.insert(
+        "memory_limit_mb".into(),
+        toml::Value::Integer(i64::try_from(options.memory_limit_mb).unwrap_or(i64::MAX)),
+    );
+    plugin.insert(
+        "time_limit_ms".into(),
+        toml::Value::Integer(i64::try_from(options.time_limit_ms).unwrap_or(i64::MAX)),
+    );
+    plugin.insert("config".into(), toml::Value::Table(config));
+    table.insert(
+        "plugins".into(),
+        toml::Value::Table(toml::Table::from_iter([(
+            "plugin".into(),
+            toml::Value::Table(plugin),
+        )])),
+    );
+    let mut model = toml::Table::new();
+    model.insert(hook.into(), toml::Value::String("plugin".into()));
+    table.insert(
+        "models".into(),
+        toml::Value::Table(toml::Table::from_iter([(
+            MODEL.into(),
+            toml::Value::Table(model),
+        )])),
+    );
+    Manifest::parse(&toml::to_string(&table).map_err(|e| e.to_string())?)
+}
+
+/// The value of a call the plugin completed, or what the client would have been answered.
+fn refused<T>(result: Result<Result<T, PluginError>, CallFailure>) -> Result<T, String> {
+    // The statuses of `http::error::ApiError::from_plugin` and `from_call_failure`.
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(PluginError::BadRequest(m))) => Err(format!("400: {m}")),
+        Ok(Err(PluginError::UnsupportedMediaType(m))) => Err(format!("415: {m}")),
+        Ok(Err(PluginError::Internal(m))) => Err(format!("500: {m}")),
+        Err(failure @ CallFailure::Deadline { .. }) => Err(format!("504: {failure}")),
+        Err(failure) => Err(format!("500: {failure}")),
+    }
+}
+
+/// The tensors of a request (checked by the rule the server applies before the model), as
+/// KServe v2 JSON, one per line, and the outputs it asks for.
+fn print_request(request: &InferRequest, out: &mut impl Write) -> Result<(), String> {
+    request.check_inputs().map_err(|e| format!("400: {e}"))?;
+    let as_outputs = InferResponse {
+        model_name: MODEL.into(),
+        model_version: 1,
+        id: None,
+        parameters: Vec::new(),
+        outputs: request
+            .inputs
+            .iter()
+            .map(|input| OutputTensor {
+                name: input.name.clone(),
+                datatype: input.datatype,
+                shape: input.shape.clone(),
+                data: input.data.clone(),
+            })
+            .collect(),
+    };
+    let encoded = encode_infer_response(&as_outputs, &OutputEncoding::default())
+        .map_err(|e| e.to_string())?;
+    let json: Vec<u8> = encoded.parts.concat();
+    let json: serde_json::Value = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    writeln!(out, "inputs:").map_err(write_error)?;
+    for tensor in json["outputs"].as_array().into_iter().flatten() {
+        writeln!(out, "  {tensor}").map_err(write_error)?;
+    }
+    let outputs = if request.requested_outputs.is_empty() {
+        "every output of the model".to_owned()
+    } else {
+        request.requested_outputs.join(", ")
+    };
+    writeln!(out, "outputs: {outputs}").map_err(write_error)
+}
+
+/// The outputs of a KServe v2 response body, typed (read by the server's request decoder, as if
+/// they were inputs).
+fn read_outputs(json: &[u8]) -> Result<Vec<OutputTensor>, String> {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| format!("--outputs: not JSON: {e}"))?;
+    let outputs = value
+        .get_mut("outputs")
+        .map(serde_json::Value::take)
+        .ok_or("--outputs: no \"outputs\" array")?;
+    let as_request = serde_json::json!({ "inputs": outputs }).to_string();
+    let (request, _) = decode_infer_request(MODEL, &Bytes::from(as_request), None)
+        .map_err(|e| format!("--outputs: {e}"))?;
+    Ok(request
+        .inputs
+        .into_iter()
+        .map(|input| OutputTensor {
+            name: input.name,
+            datatype: input.datatype,
+            shape: input.shape,
+            data: input.data,
+        })
+        .collect())
+}
