@@ -1,5 +1,5 @@
 //! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins, and
-//! running one hook for authors (`run`).
+//! a project and running one hook for authors (`new`, `run`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use wasmtime::component::Component;
 
 use super::host::sha256_hex;
 use super::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
+use super::new::{Language, create};
 use super::run::{Hook, RunOptions, run};
 use super::signing;
 
@@ -38,6 +39,16 @@ pub enum PluginCommand {
     },
     /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
     Inspect { plugin: PathBuf },
+    /// Write a request-adapter project in Rust, Python or JavaScript that builds as it is.
+    New {
+        /// The project's name: lower-case letters, digits and '-'.
+        name: String,
+        #[arg(long, value_enum)]
+        lang: Language,
+        /// The folder to create the project in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
     /// Run one hook of a plugin on a body, without Triton or a model, with the server's limits,
     /// and print what it returns (tensors as KServe v2 JSON, or the reply); exits 1 with the
     /// status a client would get when the plugin refuses or fails.
@@ -116,6 +127,11 @@ impl PluginCommand {
                 writeln!(out, "{}: signature valid", plugin.display())?;
             }
             PluginCommand::Inspect { plugin } => inspect(&plugin, &mut out)?,
+            PluginCommand::New { name, lang, dir } => {
+                let (project, build) = create(&name, lang, &dir)?;
+                writeln!(out, "created {}", project.display())?;
+                writeln!(out, "build it there with:\n{build}")?;
+            }
             PluginCommand::Run {
                 plugin,
                 hook,

@@ -8,7 +8,8 @@
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`variants`]: choosing an A/B variant;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
-//! - [`run`]: `trident plugin run`, one hook without Triton;
+//! - [`new`], [`run`]: `trident plugin new` (a project from `templates/`) and `trident plugin
+//!   run` (one hook without Triton), for authors;
 //! - [`bindings`], [`convert`]: generated bindings and type conversions.
 
 pub mod bindings;
@@ -18,6 +19,7 @@ pub mod convert;
 pub mod counters;
 pub mod host;
 pub mod manifest;
+pub mod new;
 pub mod run;
 pub mod runtime;
 pub mod signing;

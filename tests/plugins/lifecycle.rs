@@ -12,7 +12,6 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     load_refuses_bad_digests_signatures_keys_and_configs,
     reload_swaps_plugins_or_keeps_the_old_set,
     compile_cache_serves_restarts_and_recompiles_what_it_cannot_vouch_for,
-    plugin_run_prints_tensors_replies_and_refusals,
 ];
 
 fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(), Failed> {
@@ -217,97 +216,4 @@ fn cache_entries(cache: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
-}
-
-/// `trident plugin run` (the binary) on the three languages' examples: the tensors a request
-/// adapter makes, the reply a response adapter writes, a plugin's 400, a loop stopped at the
-/// given time limit, and a response hook without outputs.
-fn plugin_run_prints_tensors_replies_and_refusals(f: &Fixture) -> Result<(), Failed> {
-    let scratch = tempfile::tempdir()?;
-    let body = scratch.path().join("body.csv");
-    std::fs::write(&body, "1,2\n3,4\n")?;
-    let outputs = scratch.path().join("outputs.json");
-    std::fs::write(
-        &outputs,
-        r#"{"outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [2, 2], "data": [1.5, 2, 3, 0.1]}]}"#,
-    )?;
-    let run = |plugin: &Path, args: &[&str]| -> Result<(bool, String, String), Failed> {
-        let output = common::command(env!("CARGO_BIN_EXE_trident"))
-            .args(["plugin", "run"])
-            .arg(plugin)
-            .args(args)
-            .output()?;
-        Ok((
-            output.status.success(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        ))
-    };
-    let body_arg = body.to_str().unwrap();
-    let request_args = [
-        "--hook",
-        "request",
-        "--body",
-        body_arg,
-        "--content-type",
-        "text/csv",
-    ];
-    let js = common::plugins::js_guest("plugins/js/csv_request", "request-adapter-plugin");
-    let python =
-        common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin");
-    for plugin in [guest("csv_request"), python.clone(), js] {
-        let mut args = request_args.to_vec();
-        args.extend(["--config", "datatype=INT32", "--config", "outputs=OUTPUT0"]);
-        let (ok, stdout, stderr) = run(&plugin, &args)?;
-        let tensor = stdout
-            .lines()
-            .find(|line| line.trim_start().starts_with('{'))
-            .map(serde_json::from_str::<serde_json::Value>)
-            .transpose()?;
-        ensure!(
-            ok && tensor
-                == Some(
-                    json!({"name": "INPUT0", "datatype": "INT32", "shape": [2, 2], "data": [1, 2, 3, 4]})
-                )
-                && stdout.contains("outputs: OUTPUT0"),
-            "{}: {stdout}{stderr}",
-            plugin.display()
-        );
-    }
-
-    std::fs::write(&body, "1,x\n")?;
-    let (ok, _, stderr) = run(&python, &request_args)?;
-    ensure!(
-        !ok && stderr.contains("400: line 1: 'x' is not a valid FP32 number"),
-        "{stderr}"
-    );
-
-    std::fs::write(&body, "loop")?;
-    let hostile = common::plugins::js_guest("tests/guests/js/hostile", "request-adapter-plugin");
-    let mut args = request_args.to_vec();
-    args.extend(["--time-limit-ms", "100"]);
-    let (ok, _, stderr) = run(&hostile, &args)?;
-    ensure!(
-        !ok && stderr.contains("504: plugin 'plugin' exceeded its time limit of 100 ms"),
-        "{stderr}"
-    );
-
-    let out = common::plugins::python_guest(
-        "plugins/python/csv_json_response",
-        "response-adapter-plugin",
-    );
-    let response_args = [
-        "--hook", "response", "--body", body_arg, "--accept", "text/csv",
-    ];
-    let mut args = response_args.to_vec();
-    args.extend(["--outputs", outputs.to_str().unwrap()]);
-    let (ok, stdout, stderr) = run(&out, &args)?;
-    ensure!(
-        ok && stdout.contains("status: 200\ncontent-type: text/csv\n\n1.5,2\n3,0.1\n"),
-        "{stdout}{stderr}"
-    );
-    let (ok, _, stderr) = run(&out, &response_args)?;
-    ensure!(!ok && stderr.contains("--outputs FILE"), "{stderr}");
-    let _ = f;
-    Ok(())
 }

@@ -1,11 +1,13 @@
 //! WebAssembly plugins end to end: real compiled guests, real Triton, real HTTP on 127.0.0.1.
-//! Example adapters, A/B variants, the OOM policy, and hostile guests written to break the rules.
+//! Example adapters, A/B variants, the OOM policy, hostile guests written to break the rules, and
+//! the authoring commands.
 
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod adapters;
+mod authoring;
 mod hostile;
 mod lifecycle;
 mod oom;
@@ -13,6 +15,7 @@ mod replies;
 mod variants;
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -82,6 +85,7 @@ fn main() -> std::process::ExitCode {
         hostile::CHECKS,
         replies::CHECKS,
         lifecycle::CHECKS,
+        authoring::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.
         oom::CHECKS,

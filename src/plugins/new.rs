@@ -1,0 +1,145 @@
+//! `trident plugin new`: a request-adapter project in Rust, Python or JavaScript that builds as
+//! it is, with a copy of trident's WIT and a README saying how to build and try it. The
+//! templates are in `templates/`; request adapters only, the hook most plugins start with (the
+//! examples in `plugins/` show the others).
+
+use std::path::{Path, PathBuf};
+
+/// The languages a project can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    Rust,
+    Python,
+    Js,
+}
+
+/// trident's plugin interfaces, which every project builds against.
+const WIT: &str = include_str!("../../wit/plugin.wit");
+const README: &str = include_str!("templates/README.md");
+
+/// The tool versions `scripts/install-guest-tools` pins (the ones trident's tests build with).
+const COMPONENTIZE_PY: &str = "0.25.1";
+const COMPONENTIZE_QJS: &str = "0.4.5";
+
+/// A project's files (path in the project, contents with `{{name}}` still in them), how it is
+/// built, and where the build puts the component.
+struct Template {
+    files: Vec<(&'static str, &'static str)>,
+    language: &'static str,
+    build: String,
+    wasm: String,
+}
+
+fn template(language: Language, name: &str) -> Template {
+    match language {
+        Language::Rust => Template {
+            files: vec![
+                ("Cargo.toml", include_str!("templates/rust/Cargo.toml")),
+                ("src/lib.rs", include_str!("templates/rust/lib.rs")),
+            ],
+            language: "Rust",
+            build: "rustup target add wasm32-wasip2\ncargo build --release --target wasm32-wasip2"
+                .into(),
+            wasm: format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                name.replace('-', "_")
+            ),
+        },
+        Language::Python => Template {
+            files: vec![("app.py", include_str!("templates/python/app.py"))],
+            language: "Python",
+            build: format!(
+                "python3 -m venv .venv && .venv/bin/pip install componentize-py=={COMPONENTIZE_PY}\n\
+                 .venv/bin/componentize-py -d wit -w request-adapter-plugin componentize -p . app -o {name}.wasm"
+            ),
+            wasm: format!("{name}.wasm"),
+        },
+        Language::Js => Template {
+            files: vec![("app.js", include_str!("templates/js/app.js"))],
+            language: "JavaScript",
+            build: format!(
+                "npm install componentize-qjs@{COMPONENTIZE_QJS}\n\
+                 npx componentize-qjs --wit wit --js app.js --world request-adapter-plugin --sync --output {name}.wasm"
+            ),
+            wasm: format!("{name}.wasm"),
+        },
+    }
+}
+
+/// A project name: lower-case letters, digits and dashes, starting with a letter, at most 64
+/// characters (a valid Cargo package and file name, nothing a shell or path could misread).
+fn check_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.len() <= 64;
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a plugin name: lower-case letters, digits and '-', starting with a \
+             letter, at most 64 characters"
+        ))
+    }
+}
+
+/// Writes the project `name` in `parent/name` (which must not exist); its folder, and how to
+/// build it.
+pub fn create(name: &str, language: Language, parent: &Path) -> Result<(PathBuf, String), String> {
+    check_name(name)?;
+    let dir = parent.join(name);
+    if dir.exists() {
+        return Err(format!("{} already exists", dir.display()));
+    }
+    let template = template(language, name);
+    let readme = README
+        .replace("{{language}}", template.language)
+        .replace("{{build}}", &template.build)
+        .replace("{{wasm}}", &template.wasm);
+    let mut files: Vec<(&str, String)> = template
+        .files
+        .iter()
+        .map(|(path, text)| (*path, (*text).to_owned()))
+        .collect();
+    files.push(("wit/plugin.wit", WIT.to_owned()));
+    files.push(("README.md", readme));
+    for (path, text) in files {
+        let path = dir.join(path);
+        let write = std::fs::create_dir_all(path.parent().unwrap_or(&dir))
+            .and_then(|()| std::fs::write(&path, text.replace("{{name}}", name)));
+        write.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok((dir, template.build))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_a_path_or_shell_could_misread_are_refused() {
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            "Caps",
+            "1st",
+            "a b",
+            "a;b",
+            &"a".repeat(65),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["csv", "my-adapter-2"] {
+            assert!(check_name(good).is_ok(), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn an_existing_folder_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("taken")).unwrap();
+        let error = create("taken", Language::Rust, dir.path()).unwrap_err();
+        assert!(error.contains("already exists"), "{error}");
+    }
+}

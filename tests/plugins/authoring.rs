@@ -1,0 +1,217 @@
+//! The authoring loop: `trident plugin new` projects in the three languages build as they are,
+//! and `trident plugin run` calls one hook of a plugin without Triton, with the server's limits.
+
+use super::*;
+
+/// This module's checks, in the order they run.
+pub(super) const CHECKS: &[Check<Fixture>] = checks![
+    plugin_run_prints_tensors_replies_and_refusals,
+    plugin_new_projects_build_as_they_are_and_run,
+];
+
+/// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
+fn trident_plugin(args: &[&OsStr]) -> Result<(bool, String, String), Failed> {
+    let output = common::command(env!("CARGO_BIN_EXE_trident"))
+        .arg("plugin")
+        .args(args)
+        .output()?;
+    Ok((
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    ))
+}
+
+/// The first tensor `trident plugin run` printed, as JSON.
+fn first_tensor(stdout: &str) -> Result<Option<serde_json::Value>, Failed> {
+    Ok(stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with('{'))
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()?)
+}
+
+/// A project per language from `trident plugin new`, built with the tool its README names (the
+/// pinned ones `scripts/install-guest-tools` installs), run on numbers and on a word.
+fn plugin_new_projects_build_as_they_are_and_run(_: &Fixture) -> Result<(), Failed> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = tempfile::tempdir()?;
+    let tools = root.join("target/guest-tools");
+    for (language, wasm) in [
+        ("rust", "my-rust"),
+        ("python", "my-python/my-python.wasm"),
+        ("js", "my-js/my-js.wasm"),
+    ] {
+        let name = format!("my-{language}");
+        let (ok, stdout, stderr) = trident_plugin(&[
+            "new".as_ref(),
+            name.as_ref(),
+            "--lang".as_ref(),
+            language.as_ref(),
+            "--dir".as_ref(),
+            scratch.path().as_os_str(),
+        ])?;
+        ensure!(ok && stdout.contains("created"), "{stdout}{stderr}");
+        let project = scratch.path().join(&name);
+        let mut build = match language {
+            "rust" => {
+                let mut cargo = common::command(std::env::var("CARGO").unwrap_or("cargo".into()));
+                cargo
+                    .args([
+                        "build",
+                        "--release",
+                        "--target",
+                        "wasm32-wasip2",
+                        "--target-dir",
+                    ])
+                    .arg(root.join("target/plugins"));
+                cargo
+            }
+            "python" => {
+                let mut tool = common::command(tools.join("python/bin/componentize-py"));
+                tool.args([
+                    "-d",
+                    "wit",
+                    "-w",
+                    "request-adapter-plugin",
+                    "componentize",
+                    "-p",
+                    ".",
+                    "app",
+                    "-o",
+                    "my-python.wasm",
+                ]);
+                tool
+            }
+            _ => {
+                let mut tool = common::command(tools.join("js/node_modules/.bin/componentize-qjs"));
+                tool.args([
+                    "--wit",
+                    "wit",
+                    "--js",
+                    "app.js",
+                    "--world",
+                    "request-adapter-plugin",
+                    "--sync",
+                    "--output",
+                    "my-js.wasm",
+                ]);
+                tool
+            }
+        };
+        let status = build.current_dir(&project).status()?;
+        ensure!(status.success(), "building the {language} project failed");
+        let wasm = if language == "rust" {
+            root.join("target/plugins/wasm32-wasip2/release/my_rust.wasm")
+        } else {
+            scratch.path().join(wasm)
+        };
+        let body = scratch.path().join("numbers.txt");
+        std::fs::write(&body, "1, 2.5 3\n")?;
+        let run = |body: &Path| {
+            trident_plugin(&[
+                "run".as_ref(),
+                wasm.as_os_str(),
+                "--hook".as_ref(),
+                "request".as_ref(),
+                "--body".as_ref(),
+                body.as_os_str(),
+            ])
+        };
+        let (ok, stdout, stderr) = run(&body)?;
+        ensure!(
+            ok && first_tensor(&stdout)?
+                == Some(
+                    json!({"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1.0, 2.5, 3.0]})
+                ),
+            "{language}: {stdout}{stderr}"
+        );
+        std::fs::write(&body, "1, two\n")?;
+        let (ok, _, stderr) = run(&body)?;
+        ensure!(
+            !ok && stderr.contains("400: 'two' is not a number"),
+            "{language}: {stderr}"
+        );
+    }
+    Ok(())
+}
+
+/// `trident plugin run` (the binary) on the three languages' examples: the tensors a request
+/// adapter makes, the reply a response adapter writes, a plugin's 400, a loop stopped at the
+/// given time limit, and a response hook without outputs.
+fn plugin_run_prints_tensors_replies_and_refusals(_: &Fixture) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let body = scratch.path().join("body.csv");
+    std::fs::write(&body, "1,2\n3,4\n")?;
+    let outputs = scratch.path().join("outputs.json");
+    std::fs::write(
+        &outputs,
+        r#"{"outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [2, 2], "data": [1.5, 2, 3, 0.1]}]}"#,
+    )?;
+    let run = |plugin: &Path, args: &[&str]| {
+        let mut all: Vec<&OsStr> = vec!["run".as_ref(), plugin.as_os_str()];
+        all.extend(args.iter().map(OsStr::new));
+        trident_plugin(&all)
+    };
+    let body_arg = body.to_str().unwrap();
+    let request_args = [
+        "--hook",
+        "request",
+        "--body",
+        body_arg,
+        "--content-type",
+        "text/csv",
+    ];
+    let js = common::plugins::js_guest("plugins/js/csv_request", "request-adapter-plugin");
+    let python =
+        common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin");
+    for plugin in [guest("csv_request"), python.clone(), js] {
+        let mut args = request_args.to_vec();
+        args.extend(["--config", "datatype=INT32", "--config", "outputs=OUTPUT0"]);
+        let (ok, stdout, stderr) = run(&plugin, &args)?;
+        ensure!(
+            ok && first_tensor(&stdout)?
+                == Some(
+                    json!({"name": "INPUT0", "datatype": "INT32", "shape": [2, 2], "data": [1, 2, 3, 4]})
+                )
+                && stdout.contains("outputs: OUTPUT0"),
+            "{}: {stdout}{stderr}",
+            plugin.display()
+        );
+    }
+
+    std::fs::write(&body, "1,x\n")?;
+    let (ok, _, stderr) = run(&python, &request_args)?;
+    ensure!(
+        !ok && stderr.contains("400: line 1: 'x' is not a valid FP32 number"),
+        "{stderr}"
+    );
+
+    std::fs::write(&body, "loop")?;
+    let hostile = common::plugins::js_guest("tests/guests/js/hostile", "request-adapter-plugin");
+    let mut args = request_args.to_vec();
+    args.extend(["--time-limit-ms", "100"]);
+    let (ok, _, stderr) = run(&hostile, &args)?;
+    ensure!(
+        !ok && stderr.contains("504: plugin 'plugin' exceeded its time limit of 100 ms"),
+        "{stderr}"
+    );
+
+    let out = common::plugins::python_guest(
+        "plugins/python/csv_json_response",
+        "response-adapter-plugin",
+    );
+    let response_args = [
+        "--hook", "response", "--body", body_arg, "--accept", "text/csv",
+    ];
+    let mut args = response_args.to_vec();
+    args.extend(["--outputs", outputs.to_str().unwrap()]);
+    let (ok, stdout, stderr) = run(&out, &args)?;
+    ensure!(
+        ok && stdout.contains("status: 200\ncontent-type: text/csv\n\n1.5,2\n3,0.1\n"),
+        "{stdout}{stderr}"
+    );
+    let (ok, _, stderr) = run(&out, &response_args)?;
+    ensure!(!ok && stderr.contains("--outputs FILE"), "{stderr}");
+    Ok(())
+}
