@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::pipeline::generate::{generate, generate_stream};
 use crate::pipeline::{Answer, Failure, Pipeline, Request};
+use crate::plugins::PluginHost;
 use crate::protocol::sse::{EVENT_STREAM, error_event};
 
 /// The header naming the A/B variant that served a request.
@@ -39,18 +40,20 @@ impl InferRoute {
     }
 }
 
-/// One KServe v2 inference on `model`, through the model's payload plugins when it has any.
+/// One KServe v2 inference on `model`, through the payload plugins `plugins` routes to it when
+/// it has any.
 pub async fn infer<E: Engine>(
     state: &AppState<E>,
     route: InferRoute,
     model: &str,
+    plugins: Option<Arc<PluginHost>>,
     invocation: &Invocation,
     headers: &http::HeaderMap,
     body: Bytes,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let pipeline = Pipeline {
         engine: &state.engine,
-        plugins: state.plugins.load_full(),
+        plugins,
         metrics: &state.metrics,
     };
     let request = Request {

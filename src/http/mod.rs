@@ -158,7 +158,9 @@ async fn dispatch<E: Engine>(
             match state.config.inference_type {
                 InferenceType::Infer => {
                     let route = InferRoute::Invocations;
-                    invocations::infer(state, route, model, &invocation, headers, body).await
+                    let plugins = state.plugins.load_full();
+                    invocations::infer(state, route, model, plugins, &invocation, headers, body)
+                        .await
                 }
                 InferenceType::Generate => invocations::generate_once(state, model, body).await,
                 InferenceType::GenerateStream => {

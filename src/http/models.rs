@@ -16,6 +16,7 @@ use crate::invocation::Invocation;
 use crate::metrics::Outcome;
 use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
+use crate::plugins::PluginHost;
 use crate::protocol::tensor_data::write_json_string;
 
 /// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`.
@@ -28,13 +29,18 @@ pub async fn load<E: Engine>(
         model_name: name,
         url,
     } = parse_load_request(&body).map_err(ApiError::bad_request)?;
+    let plugins = model_plugins(state, &url).await?;
     // The load runs to the end even if the client goes away: a half-done load would leave the
     // name reserved and the repository registered.
     let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
     let target = invocation.target_model.clone();
     let mut loading = {
         let name = name.clone();
-        tokio::spawn(async move { registry.load(&engine, &name, &url, target.as_deref()).await })
+        tokio::spawn(async move {
+            registry
+                .load(&engine, &name, &url, target.as_deref(), plugins)
+                .await
+        })
     };
     let timeout = state.config.model_load_timeout;
     let loaded = match tokio::time::timeout(timeout, &mut loading).await {
@@ -68,6 +74,25 @@ pub async fn load<E: Engine>(
         }
         Err(other) => Err(other.into()),
     }
+}
+
+/// The plugins the artifact at `url` brings, loaded under the container manifest's policy
+/// (the defaults when there is none): a 400 naming the plugin when one cannot be used, before
+/// anything reaches the engine.
+async fn model_plugins<E: Engine>(
+    state: &AppState<E>,
+    url: &str,
+) -> Result<Option<Arc<PluginHost>>, ApiError> {
+    let folder = state.registry.model_folder(url)?;
+    let policy = state
+        .plugins
+        .load_full()
+        .map(|host| host.model_policy().clone())
+        .unwrap_or_default();
+    let host = crate::plugins::model_plugins::load(&folder, &policy)
+        .await
+        .map_err(ApiError::bad_request)?;
+    Ok(host.map(Arc::new))
 }
 
 /// After a load timed out: waits for the load task and unloads the model if the load succeeded
@@ -164,7 +189,18 @@ pub async fn invoke<E: Engine>(
         .get(name)
         .ok_or_else(|| ApiError::from(not_loaded(name)))?;
     let route = InferRoute::Invoke;
-    infer(state, route, &model.target, invocation, headers, body).await
+    // A model that brought plugins uses them; the others use the container's.
+    let plugins = model.plugins.or_else(|| state.plugins.load_full());
+    infer(
+        state,
+        route,
+        &model.target,
+        plugins,
+        invocation,
+        headers,
+        body,
+    )
+    .await
 }
 
 fn outcome<T, E>(result: &Result<T, E>) -> Outcome {

@@ -6,15 +6,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::layout::find_model;
 use super::url::validate;
 use crate::engine::{Engine, EngineError};
+use crate::plugins::PluginHost;
 
 /// A loaded model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LoadedModel {
     /// The name SageMaker uses (`model_name` of the load call).
     pub name: String,
@@ -22,6 +23,9 @@ pub struct LoadedModel {
     pub target: String,
     /// The repository registered for it, reported as its `modelUrl`.
     pub repository: PathBuf,
+    /// The plugins its artifact brought ([`crate::plugins::model_plugins`]), used instead of
+    /// the container's for its invocations and dropped with it.
+    pub plugins: Option<Arc<PluginHost>>,
 }
 
 #[derive(Debug, Clone)]
@@ -128,13 +132,23 @@ impl ModelRegistry {
         (page, next)
     }
 
-    /// Loads the model at `url` as `name`, served by the engine as `target` (or `name`).
+    /// The folder of the model a load of `url` would load (the one holding `config.pbtxt`),
+    /// after the checks a load makes of the URL and the artifact's layout.
+    pub fn model_folder(&self, url: &str) -> Result<PathBuf, MmeError> {
+        let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
+        let layout = find_model(&checked.path).map_err(|e| MmeError::BadRequest(e.0))?;
+        Ok(layout.repository.join(&layout.folder))
+    }
+
+    /// Loads the model at `url` as `name`, served by the engine as `target` (or `name`), with
+    /// the plugins its artifact brought.
     pub async fn load<E: Engine>(
         &self,
         engine: &E,
         name: &str,
         url: &str,
         target: Option<&str>,
+        plugins: Option<Arc<PluginHost>>,
     ) -> Result<(), MmeError> {
         let target = target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned();
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
@@ -175,6 +189,7 @@ impl ModelRegistry {
                         name: name.to_owned(),
                         target,
                         repository,
+                        plugins,
                     }),
                 );
                 Ok(())
@@ -281,6 +296,7 @@ mod tests {
                     name: name.to_string(),
                     target: name.to_string(),
                     repository: PathBuf::from(format!("/opt/ml/models/{name}")),
+                    plugins: None,
                 }),
             );
         }

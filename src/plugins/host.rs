@@ -14,6 +14,7 @@ use super::bindings::types::{Invocation, PluginError, Reply};
 use super::bindings::{oom, request, response};
 use super::compile_cache::CompileCache;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
+use super::model_plugins::ModelPluginPolicy;
 use super::runtime::{CallFailure, Limits, PluginState, Runtime};
 use super::variants::{Weighted, choose};
 use super::warm::Warm;
@@ -108,6 +109,16 @@ pub struct PluginHost {
     oom: Option<Arc<LoadedPlugin>>,
     requests: AtomicU64,
     compiled: Compiled,
+    model_policy: ModelPluginPolicy,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("plugins", &self.plugins.keys().collect::<Vec<_>>())
+            .field("models", &self.models.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// How a host's plugins came to be compiled.
@@ -266,7 +277,13 @@ impl PluginHost {
             oom,
             requests: AtomicU64::new(0),
             compiled,
+            model_policy: ModelPluginPolicy::of(manifest),
         })
+    }
+
+    /// What this (the container's) manifest lets model artifacts' own plugins do.
+    pub fn model_policy(&self) -> &ModelPluginPolicy {
+        &self.model_policy
     }
 
     /// How many of the plugins were read from the compile cache and how many compiled.

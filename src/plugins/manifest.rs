@@ -8,6 +8,11 @@
 //! compile_cache = "/var/cache/trident" # compiled plugins kept between starts ("" for none;
 //!                                     # default ~/.cache/trident/plugins)
 //!
+//! [model_plugins]                     # what a multi-model artifact's own plugins.toml may do
+//! allowed = true
+//! memory_limit_mb = 64                # ceilings its plugins' limits may not exceed
+//! time_limit_ms = 100
+//!
 //! [plugins.csv]
 //! path = "csv_request.wasm"           # relative to the manifest
 //! sha256 = "<64 hex digits>"
@@ -49,6 +54,9 @@ pub struct Manifest {
     /// default folder ([`super::compile_cache::default_dir`]); empty: no cache.
     #[serde(default)]
     pub compile_cache: Option<PathBuf>,
+    /// What the plugins a model artifact brings may do ([`super::model_plugins`]).
+    #[serde(default)]
+    pub model_plugins: ModelPluginRules,
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSpec>,
     #[serde(default)]
@@ -85,6 +93,36 @@ fn default_memory() -> u64 {
 
 fn default_time() -> u64 {
     DEFAULT_TIME_LIMIT_MS
+}
+
+/// The container's rules for the plugins a model artifact brings on a multi-model endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPluginRules {
+    /// Whether a model artifact may bring plugins at all (a load with a `plugins.toml` is
+    /// refused when not).
+    #[serde(default = "allowed")]
+    pub allowed: bool,
+    /// The most memory a model's plugin may ask for.
+    #[serde(default = "default_memory")]
+    pub memory_limit_mb: u64,
+    /// The longest time limit a model's plugin may ask for.
+    #[serde(default = "default_time")]
+    pub time_limit_ms: u64,
+}
+
+fn allowed() -> bool {
+    true
+}
+
+impl Default for ModelPluginRules {
+    fn default() -> Self {
+        ModelPluginRules {
+            allowed: true,
+            memory_limit_mb: DEFAULT_MEMORY_LIMIT_MB,
+            time_limit_ms: DEFAULT_TIME_LIMIT_MS,
+        }
+    }
 }
 
 /// The adapters of one model: a single pair, or weighted variants.

@@ -2,6 +2,7 @@
 //! `wit/plugin.wit` and run by wasmtime as sandboxed components.
 //!
 //! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
+//! - [`model_plugins`]: the plugins a multi-model artifact brings (`plugins.toml`);
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
 //! - [`runtime`]: the engine, the linker and the per-call store with its limits;
 //! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
@@ -19,6 +20,7 @@ pub mod convert;
 pub mod counters;
 pub mod host;
 pub mod manifest;
+pub mod model_plugins;
 pub mod new;
 pub mod run;
 pub mod runtime;

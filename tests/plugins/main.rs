@@ -10,6 +10,7 @@ mod adapters;
 mod authoring;
 mod hostile;
 mod lifecycle;
+mod model_plugins;
 mod oom;
 mod replies;
 mod variants;
@@ -86,6 +87,7 @@ fn main() -> std::process::ExitCode {
         replies::CHECKS,
         lifecycle::CHECKS,
         authoring::CHECKS,
+        model_plugins::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.
         oom::CHECKS,
@@ -274,6 +276,13 @@ fn start() -> Fixture {
             plugin("everything", "oom_everything", "")
         ),
     ));
+    let public = trident::plugins::signing::public_key(model_plugins::SIGNING_SECRET).unwrap();
+    list.push((
+        "mme_plugins",
+        format!(
+            "require_signatures = true\ntrusted_keys = [\"{public}\"]\n[model_plugins]\nmemory_limit_mb = 32\ntime_limit_ms = 200\n"
+        ),
+    ));
     for (name, text) in list {
         let path = manifest_dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
@@ -281,7 +290,7 @@ fn start() -> Fixture {
         let host = runtime
             .block_on(PluginHost::load(&manifest))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let deployment = if name == "oom_mme" {
+        let deployment = if name == "oom_mme" || name == "mme_plugins" {
             configs::multi_model(models_root.path())
         } else {
             configs::single_model_in(examples_dir(), "affine")

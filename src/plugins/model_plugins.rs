@@ -1,0 +1,150 @@
+//! Plugins that travel with their model on a multi-model endpoint. A model artifact may carry a
+//! `plugins.toml` beside its `config.pbtxt`: a plugin manifest whose `.wasm` files are in the
+//! artifact too. `POST /models` loads them with the model (the load fails with 400, naming the
+//! plugin, and nothing is loaded, when one cannot be), `POST /models/{name}/invoke` uses them
+//! instead of the container's, and unloading the model drops them.
+//!
+//! The container's manifest stays in charge. Its `require_signatures` and `trusted_keys` apply
+//! to a model's plugins, its `compile_cache` and OOM policy are the only ones, and its
+//! `[model_plugins]` rules say whether artifacts may bring plugins and the most memory and time
+//! their plugins may ask for: a model's manifest can narrow the limits, never widen them. It
+//! may not set those keys itself, route any model but its own (`[models."*"]`), or name a file
+//! outside the model's folder. Each model's plugins run in an engine of their own, so one
+//! customer's plugins never share a pool with another's.
+
+use std::path::{Path, PathBuf};
+
+use super::PluginHost;
+use super::manifest::{Manifest, ModelPluginRules};
+
+/// The manifest a model artifact may carry, beside its `config.pbtxt`.
+pub const MODEL_MANIFEST: &str = "plugins.toml";
+
+/// The manifest keys only the container's manifest may set.
+const CONTAINER_KEYS: [&str; 5] = [
+    "require_signatures",
+    "trusted_keys",
+    "oom",
+    "compile_cache",
+    "model_plugins",
+];
+
+/// What the container's manifest (or its absence) says about the plugins models bring.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelPluginPolicy {
+    pub rules: ModelPluginRules,
+    pub require_signatures: bool,
+    pub trusted_keys: Vec<String>,
+    /// The container's `compile_cache`, as it wrote it.
+    pub compile_cache: Option<PathBuf>,
+}
+
+impl ModelPluginPolicy {
+    /// The policy the container's manifest sets.
+    pub fn of(container: &Manifest) -> ModelPluginPolicy {
+        ModelPluginPolicy {
+            rules: container.model_plugins.clone(),
+            require_signatures: container.require_signatures,
+            trusted_keys: container.trusted_keys.clone(),
+            compile_cache: container.compile_cache.clone(),
+        }
+    }
+}
+
+/// Loads the plugins of the model whose folder (the one holding `config.pbtxt`) is `model_dir`:
+/// none when it has no `plugins.toml`; an error a client can read (400) when it has one that
+/// cannot be used.
+pub async fn load(
+    model_dir: &Path,
+    policy: &ModelPluginPolicy,
+) -> Result<Option<PluginHost>, String> {
+    let path = model_dir.join(MODEL_MANIFEST);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return Ok(None);
+    };
+    let fail = |message: String| format!("the model's {MODEL_MANIFEST}: {message}");
+    if !meta.is_file() {
+        // A link could point anywhere, and a parse error would quote what it points at.
+        return Err(fail("is not a plain file".into()));
+    }
+    if !policy.rules.allowed {
+        return Err(fail(
+            "this endpoint does not take plugins from model artifacts".into(),
+        ));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    if let Some(key) = CONTAINER_KEYS.iter().find(|key| table.contains_key(**key)) {
+        return Err(fail(format!(
+            "`{key}` is the container's to set, not a model's"
+        )));
+    }
+    let mut manifest = Manifest::load(&path).map_err(|e| fail(e.message))?;
+    // A limit the model's manifest leaves out is the default, or the ceiling when lower.
+    let given = |plugin: &str, key: &str| {
+        table
+            .get("plugins")
+            .and_then(|plugins| plugins.get(plugin))
+            .is_some_and(|spec| spec.get(key).is_some())
+    };
+    let rules = &policy.rules;
+    for (name, spec) in &mut manifest.plugins {
+        if !given(name, "memory_limit_mb") {
+            spec.memory_limit_mb = spec.memory_limit_mb.min(rules.memory_limit_mb);
+        }
+        if !given(name, "time_limit_ms") {
+            spec.time_limit_ms = spec.time_limit_ms.min(rules.time_limit_ms);
+        }
+    }
+    check(&manifest, model_dir, rules).map_err(fail)?;
+    manifest.require_signatures = policy.require_signatures;
+    manifest.trusted_keys = policy.trusted_keys.clone();
+    manifest.compile_cache = policy.compile_cache.clone();
+    PluginHost::load(&manifest)
+        .await
+        .map(Some)
+        .map_err(|e| fail(e.to_string()))
+}
+
+/// A model's manifest routes only its own model, names only files in its folder, and asks for
+/// no more than the container's ceilings.
+fn check(manifest: &Manifest, model_dir: &Path, rules: &ModelPluginRules) -> Result<(), String> {
+    if let Some(model) = manifest.models.keys().find(|model| *model != "*") {
+        return Err(format!(
+            "[models.{model}]: a model's plugins serve only that model; route them with \
+             [models.\"*\"]"
+        ));
+    }
+    if !manifest.models.contains_key("*") {
+        return Err("routes no plugins: add [models.\"*\"] with request or response".into());
+    }
+    let folder = model_dir.canonicalize().map_err(|e| e.to_string())?;
+    for (name, spec) in &manifest.plugins {
+        let inside = spec
+            .path
+            .canonicalize()
+            .is_ok_and(|path| path.starts_with(&folder));
+        if !inside {
+            return Err(format!(
+                "plugin '{name}': {} is not a file in the model's folder",
+                spec.path
+                    .strip_prefix(model_dir)
+                    .unwrap_or(&spec.path)
+                    .display()
+            ));
+        }
+        if spec.memory_limit_mb > rules.memory_limit_mb {
+            return Err(format!(
+                "plugin '{name}': memory_limit_mb = {} is above this endpoint's {}",
+                spec.memory_limit_mb, rules.memory_limit_mb
+            ));
+        }
+        if spec.time_limit_ms > rules.time_limit_ms {
+            return Err(format!(
+                "plugin '{name}': time_limit_ms = {} is above this endpoint's {}",
+                spec.time_limit_ms, rules.time_limit_ms
+            ));
+        }
+    }
+    Ok(())
+}

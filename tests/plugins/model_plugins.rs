@@ -1,0 +1,247 @@
+//! Plugins that travel with their model on a multi-model endpoint: an artifact's own
+//! `plugins.toml` is loaded with it, used for its invocations, dropped on unload, and held to
+//! the container's rules (signatures, limit ceilings, the keys only the container sets).
+
+use super::*;
+
+/// This module's checks, in the order they run.
+pub(super) const CHECKS: &[Check<Fixture>] = checks![
+    a_model_brings_its_own_plugins_and_drops_them_on_unload,
+    model_plugins_that_break_the_rules_fail_the_load,
+];
+
+/// The secret key the `mme_plugins` server's container manifest trusts (its public half).
+pub(super) const SIGNING_SECRET: &str =
+    "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+
+/// An artifact `name` under the models root: the identity model, the built guests `guests`
+/// copied beside its `config.pbtxt` (signed with [`SIGNING_SECRET`] when `signed`), and
+/// `manifest` as its `plugins.toml` when given; its URL.
+fn artifact(
+    f: &Fixture,
+    name: &str,
+    guests: &[&str],
+    signed: bool,
+    manifest: Option<&str>,
+) -> Result<String, Failed> {
+    let root = f.models_root.path().join(name);
+    common::copy_model("identity_fp32", &root, "model");
+    let folder = root.join("model");
+    for guest_name in guests {
+        let bytes = std::fs::read(guest(guest_name))?;
+        std::fs::write(folder.join(format!("{guest_name}.wasm")), &bytes)?;
+        if signed {
+            let signature = trident::plugins::signing::sign(&bytes, SIGNING_SECRET)?;
+            std::fs::write(folder.join(format!("{guest_name}.wasm.sig")), signature)?;
+        }
+    }
+    if let Some(manifest) = manifest {
+        std::fs::write(folder.join("plugins.toml"), manifest)?;
+    }
+    Ok(folder.display().to_string())
+}
+
+/// A `[plugins.<name>]` table for a guest copied into an artifact (by its file name).
+fn entry(name: &str, guest_name: &str, extra: &str) -> String {
+    format!(
+        "[plugins.{name}]\npath = \"{guest_name}.wasm\"\nsha256 = \"{}\"\n{extra}\n",
+        digest(guest_name)
+    )
+}
+
+/// The CSV adapters routed for the artifact's own model.
+fn csv_manifest(extra: &str) -> String {
+    format!(
+        "{}{}[models.\"*\"]\nrequest = \"csv\"\nresponse = \"out\"\n",
+        entry(
+            "csv",
+            "csv_request",
+            &format!("content_types = [\"text/csv\"]\n{extra}")
+        ),
+        entry("out", "csv_json_response", "accept = [\"text/csv\"]")
+    )
+}
+
+fn load(f: &Fixture, name: &str, url: &str) -> common::http_client::HttpResponse {
+    let body = json!({"model_name": name, "url": url}).to_string();
+    request(f.at("mme_plugins"), "POST", "/models", &[], body.as_bytes())
+}
+
+fn invoke_csv(f: &Fixture, name: &str, csv: &str) -> common::http_client::HttpResponse {
+    request(
+        f.at("mme_plugins"),
+        "POST",
+        &format!("/models/{name}/invoke"),
+        &[("Content-Type", "text/csv"), ("Accept", "text/csv")],
+        csv.as_bytes(),
+    )
+}
+
+fn unload(f: &Fixture, name: &str) -> Result<(), Failed> {
+    let response = request(
+        f.at("mme_plugins"),
+        "DELETE",
+        &format!("/models/{name}"),
+        &[],
+        b"",
+    );
+    ensure!(
+        response.status == 200,
+        "unload {name}: {} {}",
+        response.status,
+        response.text()
+    );
+    Ok(())
+}
+
+fn a_model_brings_its_own_plugins_and_drops_them_on_unload(f: &Fixture) -> Result<(), Failed> {
+    let manifest = csv_manifest("");
+    let own = artifact(
+        f,
+        "own",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&manifest),
+    )?;
+    let plain = artifact(f, "plain", &[], false, None)?;
+    let later = artifact(f, "later", &[], false, None)?;
+    let loaded = load(f, "own", &own);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let answer = invoke_csv(f, "own", "1,2\n3,4\n");
+    ensure!(
+        answer.status == 200 && answer.text() == "1,2\n3,4\n",
+        "{} {}",
+        answer.status,
+        answer.text()
+    );
+
+    // Another model on the endpoint has no plugins: its CSV is not understood.
+    ensure!(load(f, "plain", &plain).status == 200, "plain load");
+    let refused = invoke_csv(f, "plain", "1,2\n");
+    ensure!(
+        refused.status == 400,
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+
+    // Unloaded, its plugins go with it: the same name from an artifact without plugins.
+    unload(f, "own")?;
+    ensure!(load(f, "own", &later).status == 200, "reload");
+    let refused = invoke_csv(f, "own", "1,2\n");
+    ensure!(
+        refused.status == 400,
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    unload(f, "own")?;
+    unload(f, "plain")
+}
+
+fn model_plugins_that_break_the_rules_fail_the_load(f: &Fixture) -> Result<(), Failed> {
+    let outside = guest("csv_request");
+    let cases: Vec<(&str, bool, String, String)> = vec![
+        ("unsigned", false, csv_manifest(""), "is not signed".into()),
+        (
+            "digest",
+            true,
+            csv_manifest("").replace(&digest("csv_request"), &"ab".repeat(32)),
+            "plugin 'csv': sha256 mismatch".into(),
+        ),
+        (
+            "memory",
+            true,
+            csv_manifest("memory_limit_mb = 64"),
+            "plugin 'csv': memory_limit_mb = 64 is above this endpoint's 32".into(),
+        ),
+        (
+            "time",
+            true,
+            csv_manifest("time_limit_ms = 1000"),
+            "time_limit_ms = 1000 is above this endpoint's 200".into(),
+        ),
+        (
+            "keys",
+            true,
+            format!("require_signatures = false\n{}", csv_manifest("")),
+            "`require_signatures` is the container's to set".into(),
+        ),
+        (
+            "outside",
+            true,
+            csv_manifest("").replace(
+                "path = \"csv_request.wasm\"",
+                &format!("path = \"{}\"", outside.display()),
+            ),
+            "plugin 'csv':".into(),
+        ),
+        (
+            "escape",
+            true,
+            csv_manifest("").replace(
+                "path = \"csv_request.wasm\"",
+                "path = \"../../../csv_request.wasm\"",
+            ),
+            "is not a file in the model's folder".into(),
+        ),
+        (
+            "routes",
+            true,
+            csv_manifest("").replace("[models.\"*\"]", "[models.other]"),
+            "serve only that model".into(),
+        ),
+        (
+            "config",
+            true,
+            csv_manifest("config = { datatype = \"COMPLEX\" }"),
+            "COMPLEX".into(),
+        ),
+        (
+            "broken",
+            true,
+            "[plugins\n".into(),
+            "the model's plugins.toml".into(),
+        ),
+    ];
+    for (name, signed, manifest, expected) in cases {
+        let url = artifact(
+            f,
+            name,
+            &["csv_request", "csv_json_response"],
+            signed,
+            Some(&manifest),
+        )?;
+        let response = load(f, name, &url);
+        ensure!(
+            response.status == 400 && response.error().contains(&expected),
+            "{name}: {} {}",
+            response.status,
+            response.text()
+        );
+        let listed = get(f.at("mme_plugins"), &format!("/models/{name}"));
+        ensure!(
+            listed.status == 404,
+            "{name} was left loaded: {}",
+            listed.text()
+        );
+    }
+    // The endpoint still loads and serves a model with good plugins.
+    let manifest = csv_manifest("");
+    let good = artifact(
+        f,
+        "good",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&manifest),
+    )?;
+    ensure!(load(f, "good", &good).status == 200, "good load");
+    let answer = invoke_csv(f, "good", "5\n");
+    ensure!(
+        answer.text() == "5\n",
+        "{} {}",
+        answer.status,
+        answer.text()
+    );
+    unload(f, "good")
+}
