@@ -147,38 +147,28 @@ fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
 /// The same for a Python guest: its module state (a call counter and a list of the bodies seen)
 /// starts from the build's snapshot in every call.
 fn every_python_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
-    for body in ["1", "2", "3", "4", "5", "6"] {
-        let response = send(f.at("python_count"), "text/csv", None, &[], body);
-        ensure!(
-            response.status == 400 && response.error().contains("count: calls=1 seen=1"),
-            "a Python instance served more than one call: {} {}",
-            response.status,
-            response.text()
-        );
-    }
-    ensure!(
-        get(f.at("python_count"), "/ping").status == 200,
-        "not serving"
-    );
-    Ok(())
+    counts_one_call_each(f, "python_count", "Python")
 }
 
 /// The same for a JavaScript guest: its module-level counter and array start from the build's
 /// snapshot in every call.
 fn every_javascript_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
+    counts_one_call_each(f, "js_hostile", "JavaScript")
+}
+
+/// Six requests to `server`, whose guest counts its calls and the bodies it saw in module state
+/// and refuses with the counts: each must say `calls=1 seen=1`; the server serves after.
+fn counts_one_call_each(f: &Fixture, server: &str, language: &str) -> Result<(), Failed> {
     for body in ["1", "2", "3", "4", "5", "6"] {
-        let response = send(f.at("js_hostile"), "text/csv", None, &[], body);
+        let response = send(f.at(server), "text/csv", None, &[], body);
         ensure!(
             response.status == 400 && response.error().contains("count: calls=1 seen=1"),
-            "a JavaScript instance served more than one call: {} {}",
+            "a {language} instance served more than one call: {} {}",
             response.status,
             response.text()
         );
     }
-    ensure!(
-        get(f.at("js_hostile"), "/ping").status == 200,
-        "not serving"
-    );
+    ensure!(get(f.at(server), "/ping").status == 200, "not serving");
     Ok(())
 }
 
