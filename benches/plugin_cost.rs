@@ -4,8 +4,8 @@
 //!     cargo bench --bench plugin_cost
 //!
 //! Each row is measured after a warm-up, one call at a time, with a fresh instance per call as in
-//! the server; the last column adds what the call leaves to the background (its store's drop,
-//! the next ready instance). A second table splits one small request-adapter call into its
+//! the server; the last column is the process's CPU time per call, with what the call leaves to
+//! the housekeeping thread (its store's drop, the next ready instance). A second table splits one small request-adapter call into its
 //! phases: a store, an instance, the call, the drop (the reset of the instance's memory slot).
 //! For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
 //! iterations and `-- gap` idles 250 µs between calls, as a server between small requests does
@@ -38,20 +38,24 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (at(0.50), at(0.99))
 }
 
-/// p50 and p99 of `call`, and the mean time per iteration of `call` and `settle` together
-/// (`settle` runs what a call left to the background: dropping its store, making the next
-/// instance; the server does that on the same thread after the request moves on).
-fn measure(
-    iterations: usize,
-    mut call: impl FnMut(),
-    mut settle: impl FnMut(),
-) -> (Duration, Duration, Duration) {
+/// CPU time this process has used, all its threads together.
+fn process_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// p50 and p99 of `call`, and the CPU time per call of the whole process: with what the call
+/// left to the housekeeping thread (dropping its store, making the next instance), which runs
+/// beside the caller as in the server.
+fn measure(iterations: usize, mut call: impl FnMut()) -> (Duration, Duration, Duration) {
     for _ in 0..iterations.min(50) {
         call();
-        settle();
     }
     let gap = gap();
-    let mut busy = Duration::ZERO;
+    let cpu_before = process_cpu();
     let samples = (0..iterations)
         .map(|_| {
             if gap {
@@ -59,17 +63,17 @@ fn measure(
             }
             let started = Instant::now();
             call();
-            let elapsed = started.elapsed();
-            settle();
-            busy += started.elapsed();
-            elapsed
+            started.elapsed()
         })
         .collect();
+    // Time for the housekeeping the last calls left.
+    std::thread::sleep(Duration::from_millis(50));
+    let cpu = process_cpu() - cpu_before;
     let (p50, p99) = percentiles(samples);
     (
         p50,
         p99,
-        busy / u32::try_from(iterations).unwrap_or(u32::MAX),
+        cpu / u32::try_from(iterations).unwrap_or(u32::MAX),
     )
 }
 
@@ -95,6 +99,7 @@ fn phases(
         memory_limit_mb: 64,
         time_limit_ms: 5000,
         counters: Default::default(),
+        background: plugins.background().clone(),
     };
     let gap = gap();
     let mut total = [Duration::ZERO; 4];
@@ -229,17 +234,7 @@ fn main() {
         !args.iter().any(|a| a == "small" || a == "1mb") || args.iter().any(|a| a == key)
     };
 
-    // Runs the tasks a call spawned (the store's drop, the refill of ready instances): the
-    // server's serving thread runs them after the request's task yields.
-    let settle = || {
-        runtime.block_on(async {
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    let nothing = || {};
-    println!("| payload | path | p50 | p99 | per call with background work |");
+    println!("| payload | path | p50 | p99 | CPU per call, housekeeping included |");
     println!("|---|---|---|---|---|");
     for (key, label, columns, iterations) in [
         ("small", "small (3 FP32)", 3usize, 2000usize),
@@ -260,29 +255,21 @@ fn main() {
             .to_string();
         let wit = csv_invocation(csv.as_bytes());
 
-        let (p50, p99, busy) = measure(
-            iterations,
-            || {
-                let adapted = runtime
-                    .block_on(host.adapt_request(&request_plugin, &wit))
-                    .unwrap()
-                    .unwrap();
-                std::hint::black_box(adapted);
-            },
-            settle,
-        );
+        let (p50, p99, busy) = measure(iterations, || {
+            let adapted = runtime
+                .block_on(host.adapt_request(&request_plugin, &wit))
+                .unwrap()
+                .unwrap();
+            std::hint::black_box(adapted);
+        });
         println!(
             "| {label} | CSV request adapter ({} B body) | {p50:?} | {p99:?} | {busy:?} |",
             csv.len()
         );
         let v2_body = Bytes::from(v2.clone());
-        let (p50, p99, busy) = measure(
-            iterations,
-            || {
-                std::hint::black_box(decode_infer_request("m", &v2_body, None).unwrap());
-            },
-            nothing,
-        );
+        let (p50, p99, busy) = measure(iterations, || {
+            std::hint::black_box(decode_infer_request("m", &v2_body, None).unwrap());
+        });
         println!(
             "| {label} | v2 JSON decode, no plugin ({} B body) | {p50:?} | {p99:?} | {busy:?} |",
             v2.len()
@@ -304,32 +291,24 @@ fn main() {
                 data: Bytes::from(data),
             }],
         };
-        let (p50, p99, busy) = measure(
-            iterations,
-            || {
-                let result = InferenceResult {
-                    model_name: response.model_name.clone(),
-                    model_version: "1".into(),
-                    outputs: response.outputs.iter().map(output_to_wit).collect(),
-                };
-                let reply = runtime
-                    .block_on(host.adapt_response(&response_plugin, &wit, &result))
-                    .unwrap()
-                    .unwrap();
-                std::hint::black_box(reply);
-            },
-            settle,
-        );
+        let (p50, p99, busy) = measure(iterations, || {
+            let result = InferenceResult {
+                model_name: response.model_name.clone(),
+                model_version: "1".into(),
+                outputs: response.outputs.iter().map(output_to_wit).collect(),
+            };
+            let reply = runtime
+                .block_on(host.adapt_response(&response_plugin, &wit, &result))
+                .unwrap()
+                .unwrap();
+            std::hint::black_box(reply);
+        });
         println!("| {label} | CSV response adapter | {p50:?} | {p99:?} | {busy:?} |");
-        let (p50, p99, busy) = measure(
-            iterations,
-            || {
-                std::hint::black_box(
-                    encode_infer_response(&response, &OutputEncoding::default()).unwrap(),
-                );
-            },
-            nothing,
-        );
+        let (p50, p99, busy) = measure(iterations, || {
+            std::hint::black_box(
+                encode_infer_response(&response, &OutputEncoding::default()).unwrap(),
+            );
+        });
         println!("| {label} | v2 JSON encode, no plugin | {p50:?} | {p99:?} | {busy:?} |");
     }
     if wanted("small") {

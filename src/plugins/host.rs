@@ -450,6 +450,7 @@ async fn load_one(
             memory_limit_mb: spec.memory_limit_mb,
             time_limit_ms: spec.time_limit_ms,
             counters: Arc::default(),
+            background: runtime.background().clone(),
         },
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),

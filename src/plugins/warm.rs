@@ -1,6 +1,6 @@
 //! Instances made ahead of time. Each plugin hook keeps a couple of fresh instances ready, made
-//! in the background after a call takes one, so a request pays for the call and not for the
-//! instantiation (most of a small call's cost when caches are cold). Every instance still serves
+//! on the housekeeping thread ([`super::runtime::Background`]) after a call takes one, so a
+//! request pays for the call and not for the instantiation (most of a small call's cost when caches are cold). Every instance still serves
 //! exactly one call and is dropped after it: nothing a call leaves in memory reaches another
 //! request.
 
@@ -119,11 +119,9 @@ impl<P: Prepare> Warm<P> {
         call.finish(outcome)
     }
 
-    /// Makes instances until [`READY`] wait, in a task of its own (one at a time per hook).
+    /// Makes instances until [`READY`] wait, on the housekeeping thread (one task at a time
+    /// per hook).
     fn refill(&self, engine: &Engine, limits: &Limits) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         if lock(&self.ready).len() >= READY || self.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -132,8 +130,9 @@ impl<P: Prepare> Warm<P> {
             Arc::clone(&self.ready),
             Arc::clone(&self.refilling),
         );
+        let background = limits.background.clone();
         let (engine, limits) = (engine.clone(), limits.clone());
-        runtime.spawn(async move {
+        background.spawn(async move {
             while lock(&ready).len() < READY {
                 let mut call = CallStore::new(&engine, &limits);
                 match pre.instantiate(&mut call.store).await {
