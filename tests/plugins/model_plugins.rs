@@ -174,7 +174,10 @@ fn model_plugins_that_break_the_rules_fail_the_load(f: &Fixture) -> Result<(), F
                 "path = \"csv_request.wasm\"",
                 &format!("path = \"{}\"", outside.display()),
             ),
-            "plugin 'csv':".into(),
+            format!(
+                "plugin 'csv': {} is not a file in the model's folder",
+                outside.display()
+            ),
         ),
         (
             "escape",
