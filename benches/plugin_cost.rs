@@ -24,7 +24,7 @@ use trident::plugins::bindings::request::exports::trident::plugin::request_adapt
 use trident::plugins::convert::{invocation_to_wit, output_to_wit};
 use trident::plugins::host::{Compiled, InferenceResult};
 use trident::plugins::manifest::Manifest;
-use trident::plugins::runtime::{CallStore, Limits, Runtime};
+use trident::plugins::runtime::{CallStore, Limits, Pool, Runtime};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
 use wasmtime::component::Component;
@@ -89,7 +89,7 @@ fn phases(
     wit: &trident::plugins::WitInvocation,
     path: &std::path::Path,
 ) -> [Duration; 4] {
-    let plugins = Runtime::new(64 << 20, None).unwrap();
+    let plugins = Runtime::new(64 << 20, None, Pool::Container).unwrap();
     let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();

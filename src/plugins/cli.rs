@@ -183,7 +183,7 @@ fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
     let bytes = read(path)?;
     let limit =
         usize::try_from(super::manifest::DEFAULT_MEMORY_LIMIT_MB << 20).unwrap_or(usize::MAX);
-    let runtime = super::runtime::Runtime::new(limit, None)?;
+    let runtime = super::runtime::Runtime::new(limit, None, super::runtime::Pool::Container)?;
     let component =
         Component::new(&runtime.engine, &bytes).map_err(|e| format!("not a component: {e}"))?;
     let ty = component.component_type();

@@ -15,7 +15,7 @@ use super::bindings::{oom, request, response};
 use super::compile_cache::CompileCache;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::model_plugins::ModelPluginPolicy;
-use super::runtime::{CallFailure, Limits, PluginState, Runtime};
+use super::runtime::{CallFailure, Limits, PluginState, Pool, Runtime};
 use super::variants::{Weighted, choose};
 use super::warm::Warm;
 
@@ -206,9 +206,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl PluginHost {
-    /// Loads every plugin of `manifest`: digest, signature, compilation, pre-instantiation and
-    /// the plugin's own configuration check. Any failure refuses the whole manifest.
+    /// Loads every plugin of the container's `manifest`: digest, signature, compilation,
+    /// pre-instantiation and the plugin's own configuration check. Any failure refuses the
+    /// whole manifest.
     pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
+        PluginHost::load_in(manifest, Pool::Container).await
+    }
+
+    /// [`PluginHost::load`], in an engine whose pool is sized for `pool`.
+    pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
         let max_memory = manifest
             .plugins
             .values()
@@ -217,7 +223,7 @@ impl PluginHost {
             .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
         let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let cache = open_cache(manifest);
-        let runtime = Runtime::new(max_memory, cache.as_ref()).map_err(|e| LoadError {
+        let runtime = Runtime::new(max_memory, cache.as_ref(), pool).map_err(|e| LoadError {
             plugin: "*".into(),
             message: format!("cannot start the WebAssembly runtime: {e}"),
         })?;

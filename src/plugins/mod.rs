@@ -25,6 +25,7 @@ pub mod new;
 pub mod run;
 pub mod runtime;
 pub mod signing;
+pub mod threads;
 pub mod variants;
 pub mod warm;
 

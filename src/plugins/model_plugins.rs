@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::PluginHost;
 use super::manifest::{Manifest, ModelPluginRules};
+use super::runtime::Pool;
 
 /// The manifest a model artifact may carry, beside its `config.pbtxt`.
 pub const MODEL_MANIFEST: &str = "plugins.toml";
@@ -100,7 +101,7 @@ pub async fn load(
     manifest.require_signatures = policy.require_signatures;
     manifest.trusted_keys = policy.trusted_keys.clone();
     manifest.compile_cache = policy.compile_cache.clone();
-    PluginHost::load(&manifest)
+    PluginHost::load_in(&manifest, Pool::Model)
         .await
         .map(Some)
         .map_err(|e| fail(e.to_string()))

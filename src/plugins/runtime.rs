@@ -1,5 +1,5 @@
-//! The wasmtime side of plugins: one `Engine` (component model, async, epoch interruption) with
-//! a ticker thread; a `Linker` offering WASI with no ambient capabilities plus trident's `host`
+//! The wasmtime side of plugins: an `Engine` (component model, async, epoch interruption,
+//! pooled instances); a `Linker` offering WASI with no ambient capabilities plus trident's `host`
 //! interface; and per call a fresh `Store` with a memory limiter, an epoch deadline and captured
 //! stdout/stderr.
 
@@ -18,109 +18,95 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
-
-/// How often the epoch advances: the granularity of time limits and of yields to tokio.
-const EPOCH_TICK: Duration = Duration::from_millis(2);
+use super::threads::{self, Background};
 
 /// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
 /// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
 const OUTPUT_CAPACITY: usize = 256 * 1024;
 
-/// The shared wasmtime engine and linker, and the thread plugin housekeeping runs on.
+/// A wasmtime engine and linker, and where plugin housekeeping runs.
 pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Linker<PluginState>,
     background: Background,
-    /// Dropped with the runtime, which ends the housekeeping thread.
-    _stop_background: tokio::sync::oneshot::Sender<()>,
-}
-
-/// Where the work a call leaves runs: making the next ready instances and dropping used stores
-/// (the reset of their memory slots). A thread of its own, so that it runs beside the serving
-/// threads instead of between a request's steps: on a serving thread, an instance made while
-/// the request waited for the model (0.7 ms for a Python guest) delayed its answer by as much.
-#[derive(Clone)]
-pub struct Background(tokio::runtime::Handle);
-
-impl Background {
-    /// Starts the housekeeping thread; it ends when `stop`'s sender is dropped (its pending work
-    /// is dropped then, which drops the stores it held).
-    fn start() -> std::io::Result<(Background, tokio::sync::oneshot::Sender<()>)> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let handle = runtime.handle().clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::Builder::new()
-            .name("trident-plugin-prep".into())
-            .spawn(move || drop(runtime.block_on(stopped)))?;
-        Ok((Background(handle), stop))
-    }
-
-    /// Runs `work` on the housekeeping thread.
-    pub fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
-        drop(self.0.spawn(work));
-    }
 }
 
 /// Bytes of each pooled memory (and table) kept mapped between calls.
 const KEEP_RESIDENT: usize = 2 << 20;
 
-/// How many plugin instances may be alive at once (concurrent calls); more wait for none but
-/// fail their request with a 500.
-const POOL_INSTANCES: u32 = 256;
+/// Whose plugins an engine runs, which sizes its pool of instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    /// The container's manifest: every request's plugins. 256 instances may be alive at once
+    /// (calls in flight and ready instances); past that a call fails with a 500.
+    Container,
+    /// One model artifact's plugins ([`super::model_plugins`]): 32 instances. Every pooled
+    /// memory slot reserves its own 4 GiB of address space (so that guest code needs no bounds
+    /// checks); at the container's size each model's engine reserved 2 TiB, and an endpoint ran
+    /// out of address space at about 60 models with plugins. At this size, about 500.
+    Model,
+}
+
+impl Pool {
+    fn instances(self) -> u32 {
+        match self {
+            Pool::Container => 256,
+            Pool::Model => 32,
+        }
+    }
+}
 
 impl Runtime {
     /// A runtime whose plugins may use up to `max_memory_bytes` of linear memory each, compiling
-    /// through `cache` when there is one.
+    /// through `cache` when there is one, with the pool `pool` says.
     ///
     /// Instances come from wasmtime's pooling allocator: memory slots are reserved once and
     /// reused copy-on-write, so a fresh instance per call costs microseconds, not a new mapping.
-    pub fn new(max_memory_bytes: usize, cache: Option<&CompileCache>) -> wasmtime::Result<Runtime> {
+    /// Every runtime shares the process's epoch ticker and housekeeping threads
+    /// ([`super::threads`]).
+    pub fn new(
+        max_memory_bytes: usize,
+        cache: Option<&CompileCache>,
+        pool: Pool,
+    ) -> wasmtime::Result<Runtime> {
+        let threads = threads::get()?;
         let max_memory_bytes = max_memory_bytes.max(1 << 20).next_multiple_of(1 << 16);
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(POOL_INSTANCES)
-            .total_core_instances(POOL_INSTANCES * 8)
-            .total_memories(POOL_INSTANCES * 2)
-            .total_tables(POOL_INSTANCES * 8)
-            .total_stacks(POOL_INSTANCES)
+        let instances = pool.instances();
+        let mut config = PoolingAllocationConfig::default();
+        config
+            .total_component_instances(instances)
+            .total_core_instances(instances * 8)
+            .total_memories(instances * 2)
+            .total_tables(instances * 8)
+            .total_stacks(instances)
             .max_memory_size(max_memory_bytes)
             // Reset the first pages of a reused slot with memset instead of unmapping them, so
             // the next call does not page-fault its way through the guest's heap and stack.
             .linear_memory_keep_resident(KEEP_RESIDENT)
             .table_keep_resident(KEEP_RESIDENT)
-            // Where the kernel can say which pages a call dirtied (Linux ≥ 6.7), reset only
-            // those instead of the whole resident prefix.
-            .pagemap_scan(Enabled::Auto);
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        config.cache(cache.map(CompileCache::wasmtime));
-        let engine = Engine::new(&config)?;
-        let ticker = engine.weak();
-        std::thread::Builder::new()
-            .name("trident-plugin-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = ticker.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })?;
+            .pagemap_scan(if threads.swap_in_use {
+                Enabled::No
+            } else {
+                Enabled::Auto
+            });
+        let mut engine_config = Config::new();
+        engine_config.wasm_component_model(true);
+        engine_config.epoch_interruption(true);
+        engine_config.allocation_strategy(InstanceAllocationStrategy::Pooling(config));
+        engine_config.cache(cache.map(CompileCache::wasmtime));
+        let engine = Engine::new(&engine_config)?;
+        threads.tick(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
-        let (background, stop) = Background::start()?;
         Ok(Runtime {
             engine,
             linker,
-            background,
-            _stop_background: stop,
+            background: threads.background.clone(),
         })
     }
 
-    /// The housekeeping thread, for [`Limits::background`].
+    /// The housekeeping threads, for [`Limits::background`].
     pub fn background(&self) -> &Background {
         &self.background
     }
@@ -268,14 +254,6 @@ pub struct CallStore {
     limits: Limits,
 }
 
-/// Drops a used store on the housekeeping thread, after the request has moved on: dropping
-/// resets its pooled memory slot (the `PAGEMAP_SCAN` of the pages the call dirtied and their
-/// reset), which the request need not wait for. The slot cannot serve another instance before
-/// the reset, so nothing of this call reaches the next.
-fn drop_later(store: Store<PluginState>, background: &Background) {
-    background.spawn(async move { drop(store) });
-}
-
 impl CallStore {
     /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
     /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
@@ -371,7 +349,7 @@ impl CallStore {
                 CallFailure::Trap { plugin, detail }
             }
         });
-        drop_later(self.store, &self.limits.background);
+        self.limits.background.drop_later(self.store);
         result
     }
 }

@@ -1,5 +1,5 @@
 //! Instances made ahead of time. Each plugin hook keeps a couple of fresh instances ready, made
-//! on the housekeeping thread ([`super::runtime::Background`]) after a call takes one, so a
+//! on the housekeeping threads ([`super::threads::Background`]) after a call takes one, so a
 //! request pays for the call and not for the instantiation (most of a small call's cost when caches are cold). Every instance still serves
 //! exactly one call and is dropped after it: nothing a call leaves in memory reaches another
 //! request.
@@ -119,7 +119,7 @@ impl<P: Prepare> Warm<P> {
         call.finish(outcome)
     }
 
-    /// Makes instances until [`READY`] wait, on the housekeeping thread (one task at a time
+    /// Makes instances until [`READY`] wait, on the housekeeping threads (one task at a time
     /// per hook).
     fn refill(&self, engine: &Engine, limits: &Limits) {
         if lock(&self.ready).len() >= READY || self.refilling.swap(true, Ordering::AcqRel) {
