@@ -18,7 +18,8 @@ RUN TRITON_INCLUDE_DIR=/opt/tritonserver/include cargo build --release --locked 
 
 FROM ${TRITON_IMAGE}
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
-      com.amazonaws.sagemaker.capabilities.multi-models=true
+      com.amazonaws.sagemaker.capabilities.multi-models=true \
+      com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true
 COPY --from=build /usr/local/bin/trident /usr/local/bin/trident
 ENV TRITON_HOME=/opt/tritonserver
 ENTRYPOINT ["/usr/local/bin/trident"]

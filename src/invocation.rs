@@ -27,6 +27,34 @@ fn text(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Characters of an inference id kept in log lines; a longer one is cut and marked with `…`.
+const LOG_ID_CHARS: usize = 128;
+
+/// `X-Amzn-SageMaker-Inference-Id` as every log line of its request carries it: visible ASCII
+/// kept, every other byte (spaces, controls, non-ASCII) written `?`, at most [`LOG_ID_CHARS`]
+/// characters. A client cannot forge log structure or flood a line with it.
+pub fn log_id(headers: &HeaderMap) -> Option<String> {
+    let bytes = headers.get("x-amzn-sagemaker-inference-id")?.as_bytes();
+    if bytes.is_empty() {
+        return None;
+    }
+    let mut id: String = bytes
+        .iter()
+        .take(LOG_ID_CHARS)
+        .map(|&b| {
+            if b.is_ascii_graphic() && b != b'"' && b != b'\\' {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if bytes.len() > LOG_ID_CHARS {
+        id.push('…');
+    }
+    Some(id)
+}
+
 impl Invocation {
     pub fn from_headers(headers: &HeaderMap) -> Invocation {
         Invocation {
@@ -43,6 +71,24 @@ impl Invocation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ids_are_visible_ascii_and_short() {
+        let id = |value: &[u8]| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                "x-amzn-sagemaker-inference-id",
+                http::HeaderValue::from_bytes(value).unwrap(),
+            );
+            log_id(&headers)
+        };
+        assert_eq!(id(b"req-1/abc:2").as_deref(), Some("req-1/abc:2"));
+        assert_eq!(id(b"a b\t\"c\\\xc3\xa9").as_deref(), Some("a?b??c???"));
+        assert_eq!(id(b""), None);
+        let long = id(&[b'x'; 300]).unwrap();
+        assert_eq!(long, format!("{}…", "x".repeat(LOG_ID_CHARS)));
+        assert_eq!(log_id(&HeaderMap::new()), None);
+    }
 
     #[test]
     fn reads_sagemaker_headers() {

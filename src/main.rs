@@ -15,6 +15,8 @@ fn main() -> std::process::ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: CloudWatch would show the escape codes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match trident::cli::Cli::parse().run() {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -3,13 +3,14 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::copy_model;
-use common::http_client::{get, post_json};
+use common::http_client::{get, post_json, request};
+use common::process::{Running, free_port, serve_ready, wait_ready_with};
 
 fn trident() -> Command {
     without_sagemaker_environment(common::command(env!("CARGO_BIN_EXE_trident")))
@@ -108,67 +109,6 @@ fn start_up_checks_exit_1_with_the_entry_script_messages() {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Running(Child);
-
-impl Drop for Running {
-    /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            common::send_signal(self.0.id(), "TERM");
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_ready(addr: SocketAddr, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("trident exited early: {status}");
-        }
-        if std::net::TcpStream::connect(addr).is_ok() && get(addr, "/ping").status == 200 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "trident not ready in time");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Starts `command` (trident, or a shell that execs it with the arguments that follow) serving
-/// `repository` on a free loopback port, its output discarded, and waits until it is ready.
-fn serve_ready(
-    mut command: Command,
-    repository: impl AsRef<std::ffi::OsStr>,
-) -> (Running, SocketAddr) {
-    let port = free_port();
-    let child = command
-        .arg("serve")
-        .arg("--model-repository")
-        .arg(repository)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start trident");
-    let mut running = Running(child);
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    wait_ready(addr, &mut running.0);
-    (running, addr)
-}
-
 #[test]
 fn sigterm_under_load_answers_every_accepted_request_then_exits_0() {
     let repo = tempfile::tempdir().unwrap();
@@ -240,6 +180,103 @@ fn the_readme_example_serves_its_answer() {
     ] {
         assert!(text.contains(expected), "no {expected} in {text}");
     }
+}
+
+/// Metrics on the main port, where SageMaker scrapes them: at the configured path, under the
+/// `health` restriction like `/ping`; and every log line of a request names its
+/// `X-Amzn-SageMaker-Inference-Id` (made safe for a log line).
+#[test]
+fn metrics_on_the_main_port_and_inference_ids_in_the_log() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let port = free_port();
+    let child = trident()
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(&examples)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .env(
+            "SAGEMAKER_TRITON_HTTP_RESTRICTED_API",
+            "health:X-Health=yes",
+        )
+        .env("TRIDENT_METRICS_PATH", "/observability/metrics")
+        .env("RUST_LOG", "trident=debug")
+        .stdout(Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let health = [("X-Health", "yes")];
+    wait_ready_with(addr, &mut running.0, &health);
+
+    let good = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]});
+    assert_eq!(post_json(addr, "/invocations", &good).status, 200);
+    let path = "/observability/metrics";
+    let metrics = request(addr, "GET", path, &health, b"");
+    assert_eq!(metrics.status, 200, "{}", metrics.text());
+    assert!(
+        metrics
+            .text()
+            .contains("trident_requests_total{route=\"invocations\",model=\"affine\"} 1"),
+        "{}",
+        metrics.text()
+    );
+    let refused = get(addr, path);
+    assert_eq!(refused.status, 403);
+    assert!(
+        refused.error().contains("This API is restricted"),
+        "{}",
+        refused.text()
+    );
+    let wrong_value = request(addr, "GET", path, &[("X-Health", "no")], b"");
+    assert_eq!(wrong_value.status, 403);
+    assert_eq!(request(addr, "POST", path, &health, b"").status, 405);
+    assert_eq!(request(addr, "GET", "/metrics", &health, b"").status, 404);
+    let scraped = request(addr, "GET", path, &health, b"").text();
+    // The scrapes before this one are counted: one answered, two 403s, one 405.
+    for counted in [
+        "trident_requests_total{route=\"metrics\",model=\"\"} 4",
+        "trident_request_errors_total{route=\"metrics\",model=\"\"} 3",
+    ] {
+        assert!(scraped.contains(counted), "no {counted} in {scraped}");
+    }
+
+    // A request that is refused, with an ordinary id and with a hostile one.
+    for (id, logged) in [
+        ("sm-4f2a-9", "sm-4f2a-9".to_string()),
+        (
+            &*format!("a\"b\\c d{}", "x".repeat(300)),
+            format!("a?b?c?d{}…", "x".repeat(121)),
+        ),
+    ] {
+        let bad = request(
+            addr,
+            "POST",
+            "/invocations",
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Amzn-SageMaker-Inference-Id", id),
+            ],
+            b"{not json",
+        );
+        assert_eq!(bad.status, 400, "{}", bad.text());
+        let marker = format!("request{{inference_id={logged}}}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(log.path()).unwrap();
+            if text
+                .lines()
+                .any(|line| line.contains(&marker) && line.contains("request refused"))
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no {marker} line in {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let after = post_json(addr, "/invocations", &good);
+    assert_eq!(after.status, 200, "{}", after.text());
 }
 
 /// A plugin manifest that cannot be used stops the start, naming the problem.

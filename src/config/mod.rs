@@ -119,6 +119,15 @@ pub struct ServeArgs {
     /// `SAGEMAKER_SAFE_PORT_RANGE`; no metrics listener when neither is given).
     #[arg(long, env = "TRIDENT_METRICS_PORT")]
     pub metrics_port: Option<u16>,
+    /// Messages a second one `/invocations-bidirectional-stream` session may send (a burst of
+    /// as many is allowed); one more closes it with 1008.
+    #[arg(long, env = "TRIDENT_BIDI_MESSAGES_PER_SECOND", default_value_t = DEFAULT_BIDI_MESSAGES_PER_SECOND)]
+    pub bidi_messages_per_second: u32,
+    /// Path Prometheus metrics are served at, on the main port (under the `health` restriction)
+    /// and on the metrics listener: SageMaker scrapes `/metrics` unless the endpoint's
+    /// configuration names another path.
+    #[arg(long, env = "TRIDENT_METRICS_PATH", default_value = DEFAULT_METRICS_PATH)]
+    pub metrics_path: String,
     /// `lo-hi`: ports other listeners may use.
     #[arg(long, env = "SAGEMAKER_SAFE_PORT_RANGE")]
     pub safe_port_range: Option<String>,
@@ -227,8 +236,12 @@ pub struct Config {
     pub client_limits: ClientLimits,
     /// How long a multi-model load may take before it is answered 504.
     pub model_load_timeout: Duration,
-    /// Where Prometheus metrics are served, if anywhere.
+    /// The port of the separate metrics listener, if any.
     pub metrics_port: Option<u16>,
+    /// The path metrics are served at (main port and metrics listener).
+    pub metrics_path: String,
+    /// Messages a second a bidirectional stream may send.
+    pub bidi_messages_per_second: u32,
     /// The plugin manifest, if any.
     pub plugins: Option<PathBuf>,
     /// HTTP worker threads, one single-threaded runtime each (`http::workers`); default: one
@@ -259,6 +272,8 @@ impl Config {
             client_limits: ClientLimits::default(),
             model_load_timeout: Duration::from_secs(DEFAULT_MODEL_LOAD_TIMEOUT_SECS),
             metrics_port: None,
+            metrics_path: DEFAULT_METRICS_PATH.to_owned(),
+            bidi_messages_per_second: DEFAULT_BIDI_MESSAGES_PER_SECOND,
             plugins: None,
             worker_threads: None,
             core_logging: CoreLogging::default(),
@@ -269,6 +284,48 @@ impl Config {
             triton_home: None,
         }
     }
+}
+
+/// Messages a second a bidirectional stream may send by default.
+pub const DEFAULT_BIDI_MESSAGES_PER_SECOND: u32 = 100;
+
+/// Where SageMaker scrapes metrics unless told otherwise.
+pub const DEFAULT_METRICS_PATH: &str = "/metrics";
+
+/// The metrics path if it is one: absolute, of visible ASCII without a query, fragment or dot
+/// segment, and not a path trident already answers.
+fn check_metrics_path(path: &str) -> Result<String, ConfigError> {
+    let fail = |why: &str| {
+        Err(ConfigError(format!(
+            "ERROR: TRIDENT_METRICS_PATH '{path}' {why}"
+        )))
+    };
+    if !path.starts_with('/') || path.len() < 2 || path.len() > 256 {
+        return fail("must start with '/' and have 2 to 256 characters");
+    }
+    if !path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b))
+    {
+        return fail("may hold only letters, digits, '/', '-', '.', '_' and '~'");
+    }
+    if path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+    {
+        return fail("may not have '.' or '..' segments");
+    }
+    let taken = [
+        "/ping",
+        "/invocations",
+        "/invocations-bidirectional-stream",
+        "/execution-parameters",
+        "/plugins/reload",
+    ];
+    if taken.contains(&path) || path == "/models" || path.starts_with("/models/") {
+        return fail("is one of trident's own routes");
+    }
+    Ok(path.to_owned())
 }
 
 /// A start-up check that failed; the message is what the entry script prints.
@@ -312,9 +369,12 @@ impl ServeArgs {
             self.port,
         )
         .map_err(ConfigError)?;
+        let metrics_path = check_metrics_path(&self.metrics_path)?;
         Ok(Config {
             listen: SocketAddr::new(self.bind, self.port),
             metrics_port,
+            metrics_path,
+            bidi_messages_per_second: self.bidi_messages_per_second.max(1),
             plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
             mode,
             ping_mode,
@@ -509,6 +569,33 @@ mod tests {
     struct Wrapper {
         #[command(flatten)]
         args: ServeArgs,
+    }
+
+    #[test]
+    fn metrics_paths_are_checked() {
+        for good in ["/metrics", "/prom/metrics", "/a-b_c.d~e", "/models-metrics"] {
+            assert_eq!(check_metrics_path(good).unwrap(), good);
+        }
+        for bad in [
+            "",
+            "/",
+            "metrics",
+            "/metrics?x=1",
+            "/met rics",
+            "/metrics#a",
+            "/../ping",
+            "/a/./b",
+            "/ping",
+            "/invocations",
+            "/models",
+            "/models/x",
+            "/plugins/reload",
+            "/métrique",
+        ] {
+            let error = check_metrics_path(bad).unwrap_err().0;
+            assert!(error.contains("TRIDENT_METRICS_PATH"), "{bad}: {error}");
+        }
+        assert!(check_metrics_path(&format!("/{}", "a".repeat(300))).is_err());
     }
 
     fn args(repository: &Path, extra: &[&str]) -> ServeArgs {

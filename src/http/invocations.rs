@@ -11,6 +11,7 @@ use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
 use super::plugin_reply::reply_response;
+use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::pipeline::generate::{generate, generate_stream};
@@ -37,6 +38,26 @@ impl InferRoute {
             InferRoute::Invocations => "/invocations",
             InferRoute::Invoke => "/models/{name}/invoke",
         }
+    }
+}
+
+/// What `/invocations` answers for a body: by the configured inference type, an inference on
+/// the default model through the container's plugins, a generate answer, or a generate stream.
+pub async fn invoke_default<E: Engine>(
+    state: &AppState<E>,
+    invocation: &Invocation,
+    headers: &http::HeaderMap,
+    body: Bytes,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let model = &state.default_model;
+    match state.config.inference_type {
+        InferenceType::Infer => {
+            let plugins = state.plugins.load_full();
+            let route = InferRoute::Invocations;
+            infer(state, route, model, plugins, invocation, headers, body).await
+        }
+        InferenceType::Generate => generate_once(state, model, body).await,
+        InferenceType::GenerateStream => generate_events(state, model, body).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP server SageMaker talks to: the listener, the router, and a module per route family
 //! (`ping`, `invocations`, `models`). No Triton types here: handlers talk to an [`Engine`].
 
+pub mod bidi_stream;
 pub mod body;
 pub mod error;
 pub mod invocations;
@@ -22,14 +23,13 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tracing::Instrument;
 
 use self::body::{ResponseBody, read_body};
 use self::error::ApiError;
-use self::invocations::InferRoute;
 use self::restricted::{Category, missing_header};
 pub use self::state::AppState;
 use self::workers::Workers;
-use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::metrics::PluginRow;
@@ -45,6 +45,8 @@ pub enum Route<'a> {
     Invoke(&'a str),
     /// `POST /plugins/reload`: reload the plugin manifest (restricted like the model repository).
     PluginReload,
+    /// `GET /invocations-bidirectional-stream`: a WebSocket of invocations.
+    BidiStream,
 }
 
 impl<'a> Route<'a> {
@@ -53,6 +55,7 @@ impl<'a> Route<'a> {
         match path {
             "/ping" => Some(Route::Ping),
             "/invocations" => Some(Route::Invocations),
+            bidi_stream::PATH => Some(Route::BidiStream),
             "/execution-parameters" => Some(Route::ExecutionParameters),
             "/models" | "/models/" => Some(Route::Models),
             "/plugins/reload" => Some(Route::PluginReload),
@@ -70,7 +73,7 @@ impl<'a> Route<'a> {
     /// The methods the route answers (the `Allow` header of a 405).
     pub fn allow(self) -> &'static str {
         match self {
-            Route::Ping | Route::ExecutionParameters => "GET",
+            Route::Ping | Route::ExecutionParameters | Route::BidiStream => "GET",
             Route::Invocations | Route::Invoke(_) | Route::PluginReload => "POST",
             Route::Models => "GET, POST",
             Route::Model(_) => "GET, DELETE",
@@ -89,6 +92,7 @@ impl<'a> Route<'a> {
             (Route::Model(_), _) => "model_get",
             (Route::Invoke(_), _) => "model_invoke",
             (Route::PluginReload, _) => "plugin_reload",
+            (Route::BidiStream, _) => "bidirectional_stream",
         }
     }
 }
@@ -114,20 +118,33 @@ fn require<E>(
 
 /// Answers one request.
 pub async fn handle<E: Engine>(
-    state: &AppState<E>,
+    state: &Arc<AppState<E>>,
     request: Request<Incoming>,
 ) -> Response<ResponseBody> {
     let started = std::time::Instant::now();
     let route = Route::parse(request.uri().path());
-    let label = route.map_or("unknown", |r| r.label(request.method()));
+    let label = if request.uri().path() == state.config.metrics_path {
+        "metrics"
+    } else {
+        route.map_or("unknown", |r| r.label(request.method()))
+    };
     let model = match route {
         Some(Route::Invocations) => state.default_model.clone(),
         Some(Route::Model(name) | Route::Invoke(name)) => name.to_owned(),
         _ => String::new(),
     };
-    let response = dispatch(state, request)
-        .await
-        .unwrap_or_else(|error| error.redacted(&state.redactor).into_response());
+    // Every line logged while the request is handled names SageMaker's id for it.
+    let span = match crate::invocation::log_id(request.headers()) {
+        Some(id) => tracing::info_span!("request", inference_id = %id),
+        None => tracing::Span::none(),
+    };
+    let response = async {
+        dispatch(state, request)
+            .await
+            .unwrap_or_else(|error| error.redacted(&state.redactor).into_response())
+    }
+    .instrument(span)
+    .await;
     state
         .metrics
         .observe(label, &model, response.status().as_u16(), started.elapsed());
@@ -135,14 +152,22 @@ pub async fn handle<E: Engine>(
 }
 
 async fn dispatch<E: Engine>(
-    state: &AppState<E>,
+    state: &Arc<AppState<E>>,
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
+    let headers = &parts.headers;
+    if path == state.config.metrics_path {
+        if parts.method != Method::GET {
+            return Err(ApiError::method_not_allowed("GET"));
+        }
+        // What SageMaker's observability scrapes on the main port, restricted like `/ping`.
+        require(state, Category::Health, headers)?;
+        return Ok(metrics_text(state));
+    }
     let route =
         Route::parse(path).ok_or_else(|| ApiError::not_found(format!("no route for {path}")))?;
-    let headers = &parts.headers;
     let limit = state.config.max_body_bytes;
     let timeout = state.config.client_limits.body_read_timeout;
     match (route, &parts.method) {
@@ -154,19 +179,12 @@ async fn dispatch<E: Engine>(
             require(state, Category::Inference, headers)?;
             let invocation = Invocation::from_headers(headers);
             let body = read_body(body, headers, limit, timeout).await?;
-            let model = &state.default_model;
-            match state.config.inference_type {
-                InferenceType::Infer => {
-                    let route = InferRoute::Invocations;
-                    let plugins = state.plugins.load_full();
-                    invocations::infer(state, route, model, plugins, &invocation, headers, body)
-                        .await
-                }
-                InferenceType::Generate => invocations::generate_once(state, model, body).await,
-                InferenceType::GenerateStream => {
-                    invocations::generate_events(state, model, body).await
-                }
-            }
+            invocations::invoke_default(state, &invocation, headers, body).await
+        }
+        (Route::BidiStream, &Method::GET) => {
+            require(state, Category::Inference, headers)?;
+            let mut parts = parts;
+            bidi_stream::upgrade(state, &mut parts)
         }
         (Route::ExecutionParameters, &Method::GET) => Ok(execution_parameters(state)),
         (Route::Models, &Method::GET) => {
@@ -272,7 +290,8 @@ async fn accept<E: Engine>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Every connection holds a receiver until it ends; `true` asks them to finish gracefully.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     let limits = state.config.client_limits;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let workers = match serves {
@@ -315,13 +334,9 @@ async fn accept<E: Engine>(
                         Ok::<_, Infallible>(response)
                     }
                 });
-                let watcher = graceful.watcher();
-                let builder = builder.clone();
+                let (stop, builder) = (stop.clone(), builder.clone());
                 let serve = move |stream: tokio::net::TcpStream| async move {
-                    let connection = watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%error, ?serves, "connection ended with an error");
-                    }
+                    serve_connection(&builder, stream, service, stop, serves).await;
                     drop(slot);
                 };
                 match &workers {
@@ -335,11 +350,48 @@ async fn accept<E: Engine>(
     drop(listener);
     tracing::info!("shutting down: finishing in-flight requests");
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = async {
+            drop(stop);
+            let _ = stopping.send(true);
+            state.shutting_down.send_replace(true);
+            stopping.closed().await;
+            // Upgraded connections left the count above: wait for every session's permit.
+            let sessions = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+            drop(state.bidi_sessions.acquire_many(sessions).await);
+        } => tracing::info!("all connections closed"),
         () = tokio::time::sleep(grace) => tracing::warn!(?grace, "grace period over with requests still in flight"),
     }
     if let Some(workers) = workers {
         let _ = tokio::task::spawn_blocking(move || workers.stop()).await;
+    }
+}
+
+/// Serves one connection until it ends, or until `stop` turns `true`: then it finishes the
+/// request in flight and closes. With upgrades: a bidirectional stream's handshake hands its
+/// connection on.
+async fn serve_connection<S>(
+    builder: &hyper::server::conn::http1::Builder,
+    stream: tokio::net::TcpStream,
+    service: S,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    serves: Serves,
+) where
+    S: hyper::service::HttpService<Incoming, ResBody = ResponseBody>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        () = async { drop(stop.wait_for(|stopping| *stopping).await) } => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = ended {
+        tracing::debug!(%error, ?serves, "connection ended with an error");
     }
 }
 
@@ -421,14 +473,20 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, limit: usize) {
     tracing::debug!(limit, "connection refused: at the connection limit");
 }
 
-/// The metrics listener's answer: the Prometheus text at `GET /metrics`, else 404.
+/// The metrics listener's answer: the Prometheus text at `GET` of the metrics path, else 404.
 fn metrics_response<E: Engine, B>(
     state: &AppState<E>,
     request: &Request<B>,
 ) -> Response<ResponseBody> {
-    if request.uri().path() != "/metrics" || request.method() != Method::GET {
-        return ApiError::not_found("metrics are served at GET /metrics").into_response();
+    let path = &state.config.metrics_path;
+    if request.uri().path() != path || request.method() != Method::GET {
+        return ApiError::not_found(format!("metrics are served at GET {path}")).into_response();
     }
+    metrics_text(state)
+}
+
+/// The Prometheus text of every metric.
+fn metrics_text<E: Engine>(state: &AppState<E>) -> Response<ResponseBody> {
     let plugins: Vec<PluginRow> = state
         .plugins
         .load_full()

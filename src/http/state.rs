@@ -27,6 +27,10 @@ pub struct AppState<E> {
     pub metrics: Metrics,
     /// Hides the server's folders in error bodies.
     pub redactor: Redactor,
+    /// Open `/invocations-bidirectional-stream` sessions (as many as `max_connections`).
+    pub bidi_sessions: Arc<tokio::sync::Semaphore>,
+    /// Turns `true` when the server starts shutting down: open sessions close (1001).
+    pub shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
 impl<E> AppState<E> {
@@ -88,6 +92,10 @@ impl<E> AppState<E> {
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
             redactor: Redactor::for_config(&config),
+            bidi_sessions: Arc::new(tokio::sync::Semaphore::new(
+                config.client_limits.max_connections,
+            )),
+            shutting_down: tokio::sync::watch::Sender::new(false),
             config,
         }
     }

@@ -353,3 +353,23 @@ impl CallStore {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Pool, Runtime};
+
+    /// Engines for many models' plugins are alive at once: the address space each reserves
+    /// allows hundreds (at the container's pool size, this failed at about 60).
+    #[test]
+    fn hundreds_of_model_engines_fit_beside_the_containers() {
+        let container = Runtime::new(64 << 20, None, Pool::Container).unwrap();
+        let models: Vec<Runtime> = (0..200)
+            .map(|index| {
+                Runtime::new(64 << 20, None, Pool::Model)
+                    .unwrap_or_else(|e| panic!("model engine {index}: {e}"))
+            })
+            .collect();
+        assert_eq!(models.len(), 200);
+        drop(container);
+    }
+}

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use wasmtime::{Engine, EngineWeak, Store};
-
-use super::runtime::PluginState;
+use wasmtime::{Engine, EngineWeak};
 
 /// How often the epoch advances: the granularity of time limits and of yields to tokio.
 const EPOCH_TICK: Duration = Duration::from_millis(2);
@@ -128,11 +126,11 @@ impl Background {
         drop(self.handle.spawn(work));
     }
 
-    /// Drops a used store on the housekeeping threads, after the request has moved on: dropping
+    /// Drops a used store (or anything holding one) on the housekeeping threads, after the request has moved on: dropping
     /// resets its pooled memory slot, which the request need not wait for. The slot cannot
     /// serve another instance before the reset, so nothing of this call reaches the next. With
     /// [`MAX_PENDING_DROPS`] already waiting, the store is dropped here and now.
-    pub fn drop_later(&self, store: Store<PluginState>) {
+    pub fn drop_later<T: Send + 'static>(&self, store: T) {
         if self.pending_drops.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_DROPS {
             self.pending_drops.fetch_sub(1, Ordering::AcqRel);
             drop(store);
@@ -143,25 +141,5 @@ impl Background {
             drop(store);
             pending.fetch_sub(1, Ordering::AcqRel);
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::runtime::{Pool, Runtime};
-
-    /// Engines for many models' plugins are alive at once: the address space each reserves
-    /// allows hundreds (at the container's pool size, this failed at about 60).
-    #[test]
-    fn hundreds_of_model_engines_fit_beside_the_containers() {
-        let container = Runtime::new(64 << 20, None, Pool::Container).unwrap();
-        let models: Vec<Runtime> = (0..200)
-            .map(|index| {
-                Runtime::new(64 << 20, None, Pool::Model)
-                    .unwrap_or_else(|e| panic!("model engine {index}: {e}"))
-            })
-            .collect();
-        assert_eq!(models.len(), 200);
-        drop(container);
     }
 }

@@ -4,6 +4,7 @@
 pub mod configs;
 pub mod http_client;
 pub mod plugins;
+pub mod process;
 
 /// `assert!` for trials: returns a failure message instead of panicking.
 #[macro_export]

@@ -201,7 +201,13 @@ fn hostile_javascript_is_stopped_by_the_same_limits(f: &Fixture) -> Result<(), F
 
 fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
     let mut response = None;
-    let lines = logged_during("chatty", || response = Some(with_variant(f, "chatty")));
+    let lines = logged_during("chatty", || {
+        let headers = [
+            ("X-Amzn-SageMaker-Target-Variant", "chatty"),
+            ("X-Amzn-SageMaker-Inference-Id", "chatty-7"),
+        ];
+        response = Some(send(f.at("hostile"), "text/csv", None, &headers, "1\n"));
+    });
     let response = response.unwrap();
     ensure!(
         response.status == 200,
@@ -213,8 +219,9 @@ fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
         ensure!(
             lines
                 .iter()
-                .any(|l| l.contains(&format!("hello from the plugin's {stream}"))),
-            "no {stream} line logged: {lines:?}"
+                .any(|l| l.contains(&format!("hello from the plugin's {stream}"))
+                    && l.contains("inference_id=chatty-7")),
+            "no {stream} line naming the inference id logged: {lines:?}"
         );
     }
     still_fine(f)

@@ -1,0 +1,272 @@
+//! `/invocations-bidirectional-stream` with a real WebSocket client: Python's `websockets`
+//! (installed by `scripts/install-test-clients`), driving `tests/clients/ws_session.py`, against
+//! trident serving the real core: answers, pings, every way a session is closed, and the server
+//! serving after each.
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::copy_model;
+use common::http_client::request;
+use common::process::{Running, serve_ready};
+use serde_json::{Value, json};
+
+const PATH: &str = "/invocations-bidirectional-stream";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// trident serving `repository` with `env`, ready.
+fn start(repository: &Path, env: &[(&str, &str)]) -> (Running, SocketAddr) {
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info").envs(env.iter().copied());
+    serve_ready(command, repository)
+}
+
+/// One session run by the Python client: what it received and how it ended.
+fn session(addr: SocketAddr, script: Value) -> Value {
+    let python = root().join("target/test-clients/python/bin/python");
+    assert!(
+        python.exists(),
+        "no {}: run scripts/install-test-clients",
+        python.display()
+    );
+    let mut child = Command::new(python)
+        .arg(root().join("tests/clients/ws_session.py"))
+        .arg(format!("ws://{addr}{PATH}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the WebSocket client");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output {e}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn affine(data: [f32; 3]) -> String {
+    json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": data}]})
+        .to_string()
+}
+
+/// The answer of `/invocations` in a message: the affine model's outputs.
+fn outputs(message: &Value) -> Value {
+    let text = message.as_str().expect("a text message");
+    serde_json::from_str::<Value>(text).unwrap()["outputs"][0]["data"].clone()
+}
+
+fn closed_with(outcome: &Value, code: u16) -> String {
+    assert_eq!(outcome["close"]["code"], code, "{outcome}");
+    outcome["close"]["reason"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn messages_pings_limits_and_failures_over_the_real_core() {
+    let examples = root().join("examples/models");
+    let (_running, addr) = start(
+        &examples,
+        &[
+            ("SAGEMAKER_TRITON_HTTP_RESTRICTED_API", "inference:X-Key=k"),
+            ("TRIDENT_MAX_BODY_BYTES", "4096"),
+            ("TRIDENT_BIDI_MESSAGES_PER_SECOND", "5"),
+        ],
+    );
+    let key = json!({"X-Key": "k"});
+
+    // The inference restriction applies to the handshake.
+    let refused = session(addr, json!({"steps": []}));
+    assert_eq!(refused["refused"], 403, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("This API is restricted")
+    );
+
+    // Answers in order, pings answered between them, a clean close by the client.
+    let outcome = session(
+        addr,
+        json!({"headers": key, "steps": [
+            {"ping": "a"}, {"text": affine([1.0, 2.0, 3.0])}, {"recv": 1},
+            {"text": affine([0.0, 0.5, -1.0])}, {"ping": "b"}, {"recv": 1},
+        ]}),
+    );
+    assert_eq!(outcome["pongs"], 2, "{outcome}");
+    let received = outcome["received"].as_array().unwrap();
+    assert_eq!(outputs(&received[0]), json!([3.0, 5.0, 7.0]));
+    assert_eq!(outputs(&received[1]), json!([1.0, 2.0, -1.0]));
+
+    // Each failing request ends its session with 4000 + its status and its error; hostile
+    // payloads of several kinds, each followed by a session that is answered.
+    let wrong_rank = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [3], "data": [1, 2, 3]}]});
+    let short_data = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 3], "data": [1, 2]}]});
+    let wrong_dtype = json!({"inputs": [{"name": "INPUT0", "datatype": "INT64", "shape": [1, 3], "data": [1, 2, 3]}]});
+    let hostile_shape = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [0, i64::MAX], "data": []}]});
+    for bad in [
+        "{not json".to_string(),
+        wrong_rank.to_string(),
+        short_data.to_string(),
+        wrong_dtype.to_string(),
+        hostile_shape.to_string(),
+        String::new(),
+    ] {
+        let outcome = session(
+            addr,
+            json!({"headers": key, "steps": [{"text": bad}, {"until_close": true}]}),
+        );
+        let reason = closed_with(&outcome, 4400);
+        assert!(!reason.is_empty() && reason.len() <= 123, "{outcome}");
+        assert_eq!(outcome["received"], json!([]), "{outcome}");
+        let next = session(
+            addr,
+            json!({"headers": key, "steps": [{"text": affine([1.0, 1.0, 1.0])}, {"recv": 1}]}),
+        );
+        assert_eq!(
+            outputs(&next["received"][0]),
+            json!([3.0, 3.0, 3.0]),
+            "after {bad}"
+        );
+    }
+
+    // A binary message is a request whose content type is application/octet-stream, which
+    // the v2 JSON route refuses.
+    let binary = session(
+        addr,
+        json!({"headers": key, "steps": [{"binary": "00ff00ff"}, {"until_close": true}]}),
+    );
+    closed_with(&binary, 4400);
+
+    // A message over the body limit: 1009, before it reaches the model.
+    let big = "x".repeat(5000);
+    let oversized = session(
+        addr,
+        json!({"headers": key, "steps": [{"text": big}, {"until_close": true}]}),
+    );
+    assert!(
+        closed_with(&oversized, 1009).contains("4096"),
+        "{oversized}"
+    );
+
+    // More than the message rate: 1008 once the burst is spent.
+    let flood = session(
+        addr,
+        json!({"headers": key, "steps": [
+            {"burst": 30, "text": affine([1.0, 2.0, 3.0])}, {"until_close": true},
+        ]}),
+    );
+    assert!(
+        closed_with(&flood, 1008).contains("5 messages a second"),
+        "{flood}"
+    );
+    let answered = flood["received"].as_array().unwrap().len();
+    assert!((5..30).contains(&answered), "{flood}");
+
+    // Not a WebSocket handshake: 426; another method: 405.
+    let plain = request(addr, "GET", PATH, &[("X-Key", "k")], b"");
+    assert_eq!(plain.status, 426, "{}", plain.text());
+    assert_eq!(
+        request(addr, "POST", PATH, &[("X-Key", "k")], b"").status,
+        405
+    );
+
+    // The server serves plain requests after all of it.
+    let body: Value = serde_json::from_str(&affine([1.0, 2.0, 3.0])).unwrap();
+    let after = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("X-Key", "k"), ("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(after.status, 200, "{}", after.text());
+}
+
+#[test]
+fn a_decoupled_model_streams_its_responses_as_messages() {
+    let repository = tempfile::tempdir().unwrap();
+    copy_model("text_stream", repository.path(), "text_stream");
+    let (mut running, addr) = start(
+        repository.path(),
+        &[("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream")],
+    );
+    let prompt = |text: &str, count: i32| json!({"PROMPT": text, "COUNT": count}).to_string();
+    let texts = |outcome: &Value| -> Vec<String> {
+        outcome["received"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let event: Value = serde_json::from_str(m.as_str().unwrap()).unwrap();
+                event["TEXT"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let outcome = session(
+        addr,
+        json!({"steps": [
+            {"text": prompt("hi", 3)}, {"recv": 3}, {"text": prompt("yo", 2)}, {"recv": 2},
+        ]}),
+    );
+    assert_eq!(texts(&outcome), ["hi 0", "hi 1", "hi 2", "yo 0", "yo 1"]);
+    assert_eq!(outcome["close"], Value::Null, "{outcome}");
+
+    // A stream that fails after its first response: that response, then 1011 with the error.
+    let failed = session(
+        addr,
+        json!({"steps": [{"text": prompt("x", -1)}, {"until_close": true}]}),
+    );
+    assert_eq!(texts(&failed), ["x 0"]);
+    assert!(
+        closed_with(&failed, 1011).contains("failed mid-stream"),
+        "{failed}"
+    );
+
+    let next = session(
+        addr,
+        json!({"steps": [{"text": prompt("ok", 1)}, {"recv": 1}]}),
+    );
+    assert_eq!(texts(&next), ["ok 0"]);
+
+    // SIGTERM with a session open: it is closed with 1001, and trident exits 0.
+    let open = std::thread::spawn(move || {
+        session(
+            addr,
+            json!({"steps": [{"text": prompt("last", 1)}, {"recv": 1}, {"until_close": true}]}),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(common::send_signal(running.0.id(), "TERM"));
+    let ended = open.join().unwrap();
+    assert_eq!(texts(&ended), ["last 0"]);
+    assert!(
+        closed_with(&ended, 1001).contains("shutting down"),
+        "{ended}"
+    );
+    let status = running.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}

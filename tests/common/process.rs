@@ -1,0 +1,77 @@
+//! trident as a process: a free loopback port, waiting until it is ready, and stopping it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::http_client::request;
+
+/// A free loopback port (for a moment).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A trident process the test started, ended when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            super::send_signal(self.0.id(), "TERM");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn wait_ready(addr: SocketAddr, child: &mut Child) {
+    wait_ready_with(addr, child, &[]);
+}
+
+/// [`wait_ready`], sending `headers` with each `/ping` (a restricted `health` category's).
+pub fn wait_ready_with(addr: SocketAddr, child: &mut Child, headers: &[(&str, &str)]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("trident exited early: {status}");
+        }
+        if std::net::TcpStream::connect(addr).is_ok()
+            && request(addr, "GET", "/ping", headers, b"").status == 200
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "trident not ready in time");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts `command` (trident, or a shell that execs it with the arguments that follow) serving
+/// `repository` on a free loopback port, its output discarded, and waits until it is ready.
+pub fn serve_ready(
+    mut command: Command,
+    repository: impl AsRef<std::ffi::OsStr>,
+) -> (Running, SocketAddr) {
+    let port = free_port();
+    let child = command
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(repository)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start trident");
+    let mut running = Running(child);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_ready(addr, &mut running.0);
+    (running, addr)
+}
