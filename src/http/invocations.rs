@@ -15,6 +15,7 @@ use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::pipeline::generate::{generate, generate_stream};
+use crate::pipeline::generate_adapted::GenerateAnswer;
 use crate::pipeline::{Answer, Failure, Pipeline, Request};
 use crate::plugins::PluginHost;
 use crate::protocol::sse::{EVENT_STREAM, error_event};
@@ -56,8 +57,52 @@ pub async fn invoke_default<E: Engine>(
             let route = InferRoute::Invocations;
             infer(state, route, model, plugins, invocation, headers, body).await
         }
-        InferenceType::Generate => generate_once(state, model, body).await,
-        InferenceType::GenerateStream => generate_events(state, model, body).await,
+        InferenceType::Generate | InferenceType::GenerateStream => {
+            let stream = state.config.inference_type == InferenceType::GenerateStream;
+            let pipeline = Pipeline {
+                engine: &state.engine,
+                plugins: state.plugins.load_full(),
+                metrics: &state.metrics,
+            };
+            if pipeline.adapts_generate(model) {
+                let request = Request {
+                    route: InferRoute::Invocations.path(),
+                    model,
+                    invocation,
+                    headers,
+                    body,
+                };
+                return generate_adapted(state, &pipeline, request, stream).await;
+            }
+            if stream {
+                generate_events(state, model, body).await
+            } else {
+                generate_once(state, model, body).await
+            }
+        }
+    }
+}
+
+/// A generate request through the model's generate plugins (version 0.2.0 hooks).
+async fn generate_adapted<E: Engine>(
+    state: &AppState<E>,
+    pipeline: &Pipeline<'_, E>,
+    request: Request<'_>,
+    stream: bool,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let redactor = state.redactor.clone();
+    let redact = Arc::new(move |message: &str| redactor.redact(message).into_owned());
+    match pipeline.generate(request, stream, redact).await {
+        Ok(GenerateAnswer::Json(json)) => Ok(with_content_type(
+            ResponseBody::full(json),
+            "application/json",
+        )),
+        Ok(GenerateAnswer::Reply { plugin, reply }) => reply_response(&plugin, reply),
+        Ok(GenerateAnswer::Events(events)) => Ok(with_content_type(
+            ResponseBody::Stream(events),
+            EVENT_STREAM,
+        )),
+        Err(failure) => Err(generate_error(failure)),
     }
 }
 

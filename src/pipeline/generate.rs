@@ -17,10 +17,14 @@ use crate::protocol::sse::{error_event, event};
 pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// How many encoded events wait for a slow client before the stream waits for it.
-const EVENTS_BUFFERED: usize = 16;
+pub(super) const EVENTS_BUFFERED: usize = 16;
 
 /// The request for `model` from a generate body, by the model's metadata.
-fn request<E: Engine>(engine: &E, model: &str, body: &Bytes) -> Result<InferRequest, Failure> {
+pub(super) fn request<E: Engine>(
+    engine: &E,
+    model: &str,
+    body: &Bytes,
+) -> Result<InferRequest, Failure> {
     let metadata = engine.model_metadata(model).map_err(Failure::Refused)?;
     let inputs = input_specs(&metadata).map_err(Failure::Decode)?;
     decode_generate_request(model, body, &inputs).map_err(Failure::Decode)

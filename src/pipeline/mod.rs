@@ -7,12 +7,14 @@
 //!   ─▶ encode (a response plugin's reply, or v2 JSON / binary)
 //!   ─▶ an Answer, or one Failure saying where it went wrong       failure.rs
 //! ```
-//! Generate and its stream have their own path (`generate.rs`). Nothing here knows HTTP
+//! Generate and its stream have their own path (`generate.rs`), and through version 0.2.0's
+//! plugins another (`generate_adapted.rs`). Nothing here knows HTTP
 //! statuses: each route maps a [`Failure`] to one (`http::invocations`).
 
 mod codecs;
 mod failure;
 pub mod generate;
+pub mod generate_adapted;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -35,3 +35,44 @@ pub mod oom {
 
 pub use request::trident::plugin::host;
 pub use request::trident::plugin::types;
+
+/// Version 0.2.0 (`wit/0.2`): the generate hooks. Its `types` are 0.1's, definition for
+/// definition, so they map to the same Rust types; its `host` is generated here (the same
+/// functions under the 0.2.0 name).
+pub mod generate_request {
+    wasmtime::component::bindgen!({
+        world: "generate-request-adapter-plugin",
+        path: "wit/0.2",
+        exports: { default: async },
+        with: {
+            "trident:plugin/types@0.2.0": super::request::trident::plugin::types,
+        },
+    });
+}
+
+pub mod generate_response {
+    wasmtime::component::bindgen!({
+        world: "generate-response-adapter-plugin",
+        path: "wit/0.2",
+        exports: { default: async },
+        with: {
+            "trident:plugin/types@0.2.0": super::request::trident::plugin::types,
+            "trident:plugin/host@0.2.0": super::generate_request::trident::plugin::host,
+        },
+    });
+}
+
+pub mod stream {
+    wasmtime::component::bindgen!({
+        world: "stream-adapter-plugin",
+        path: "wit/0.2",
+        exports: { default: async },
+        with: {
+            "trident:plugin/types@0.2.0": super::request::trident::plugin::types,
+            "trident:plugin/host@0.2.0": super::generate_request::trident::plugin::host,
+        },
+    });
+}
+
+/// The host interface under its 0.2.0 name.
+pub use generate_request::trident::plugin::host as host_v2;

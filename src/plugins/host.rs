@@ -11,13 +11,16 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::types::{Invocation, PluginError, Reply};
-use super::bindings::{oom, request, response};
+use super::bindings::{generate_request, generate_response, oom, request, response, stream};
 use super::compile_cache::CompileCache;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::model_plugins::ModelPluginPolicy;
 use super::runtime::{CallFailure, Limits, PluginState, Pool, Runtime};
 use super::variants::{Weighted, choose};
 use super::warm::Warm;
+
+mod generate;
+pub use generate::StreamPosition;
 
 pub use super::bindings::request::exports::trident::plugin::request_adapter::{
     Adapted, TensorRequest,
@@ -35,6 +38,11 @@ pub struct LoadedPlugin {
     request: Option<Warm<request::RequestAdapterPluginPre<PluginState>>>,
     response: Option<Warm<response::ResponseAdapterPluginPre<PluginState>>>,
     oom: Option<Warm<oom::OomPluginPre<PluginState>>>,
+    /// Version 0.2.0's generate hooks ([`generate`]).
+    generate_request: Option<Warm<generate_request::GenerateRequestAdapterPluginPre<PluginState>>>,
+    generate_response:
+        Option<Warm<generate_response::GenerateResponseAdapterPluginPre<PluginState>>>,
+    stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
 }
 
 fn media_matches(list: &[String], value: Option<&str>) -> bool {
@@ -55,6 +63,21 @@ fn media_matches(list: &[String], value: Option<&str>) -> bool {
 }
 
 impl LoadedPlugin {
+    fn exports_any(&self) -> bool {
+        self.request.is_some()
+            || self.response.is_some()
+            || self.oom.is_some()
+            || self.generate_request.is_some()
+            || self.generate_response.is_some()
+            || self.stream.is_some()
+    }
+
+    /// Whether the manifest's `content_types` for this plugin include `content_type` (every
+    /// type when it lists none).
+    pub fn accepts_content_type(&self, content_type: Option<&str>) -> bool {
+        media_matches(&self.content_types, content_type)
+    }
+
     /// Whether this request adapter takes a body of `content_type`.
     pub fn serves_content_type(&self, content_type: Option<&str>) -> bool {
         self.request.is_some() && media_matches(&self.content_types, content_type)
@@ -178,12 +201,16 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
         (
             &arm.request,
             "request adapter",
-            arm.request.as_ref().is_none_or(|p| p.request.is_some()),
+            arm.request
+                .as_ref()
+                .is_none_or(|p| p.request.is_some() || p.generate_request.is_some()),
         ),
         (
             &arm.response,
             "response adapter",
-            arm.response.as_ref().is_none_or(|p| p.response.is_some()),
+            arm.response.as_ref().is_none_or(|p| {
+                p.response.is_some() || p.generate_response.is_some() || p.stream.is_some()
+            }),
         ),
     ];
     for (plugin, role, exported) in roles {
@@ -471,10 +498,22 @@ async fn load_one(
         response: response::ResponseAdapterPluginPre::new(pre.clone())
             .ok()
             .map(Warm::new),
-        oom: oom::OomPluginPre::new(pre).ok().map(Warm::new),
+        oom: oom::OomPluginPre::new(pre.clone()).ok().map(Warm::new),
+        generate_request: generate_request::GenerateRequestAdapterPluginPre::new(pre.clone())
+            .ok()
+            .map(Warm::new),
+        generate_response: generate_response::GenerateResponseAdapterPluginPre::new(pre.clone())
+            .ok()
+            .map(Warm::new),
+        stream: stream::StreamAdapterPluginPre::new(pre).ok().map(Warm::new),
     };
-    if plugin.request.is_none() && plugin.response.is_none() && plugin.oom.is_none() {
-        return Err("exports none of request-adapter, response-adapter, oom-classifier".into());
+    if !plugin.exports_any() {
+        return Err(
+            "exports none of trident's hooks (0.1.0: request-adapter, response-adapter, \
+             oom-classifier; 0.2.0: generate-request-adapter, generate-response-adapter, \
+             stream-adapter)"
+                .into(),
+        );
     }
     check_config(runtime, &plugin).await?;
     tracing::info!(plugin = name, sha256 = %digest, "plugin loaded");
@@ -489,6 +528,12 @@ async fn check_config(runtime: &Runtime, plugin: &LoadedPlugin) -> Result<(), St
     } else if let Some(warm) = &plugin.response {
         warm.check_config(engine, limits).await
     } else if let Some(warm) = &plugin.oom {
+        warm.check_config(engine, limits).await
+    } else if let Some(warm) = &plugin.generate_request {
+        warm.check_config(engine, limits).await
+    } else if let Some(warm) = &plugin.generate_response {
+        warm.check_config(engine, limits).await
+    } else if let Some(warm) = &plugin.stream {
         warm.check_config(engine, limits).await
     } else {
         return Ok(());

@@ -99,6 +99,10 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+        super::bindings::host_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         Ok(Runtime {
             engine,
             linker,
@@ -203,6 +207,24 @@ impl host::Host for PluginState {
             host::Level::Error => tracing::Level::ERROR,
         };
         self.log_within_budget(level, "log", &message);
+    }
+}
+
+/// Version 0.2.0's `host`: the same functions.
+impl super::bindings::host_v2::Host for PluginState {
+    fn config(&mut self, key: String) -> Option<String> {
+        host::Host::config(self, key)
+    }
+
+    fn log(&mut self, level: super::bindings::host_v2::Level, message: String) {
+        use super::bindings::host_v2::Level as V2;
+        let level = match level {
+            V2::Debug => host::Level::Debug,
+            V2::Info => host::Level::Info,
+            V2::Warn => host::Level::Warn,
+            V2::Error => host::Level::Error,
+        };
+        host::Host::log(self, level, message);
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use wasmtime::{Engine, Store};
 
-use super::bindings::{oom, request, response};
+use super::bindings::{generate_request, generate_response, oom, request, response, stream};
 use super::runtime::{CallFailure, CallStore, Limits, PluginState};
 
 /// How many fresh instances each hook keeps ready.
@@ -59,6 +59,18 @@ prepare!(
     response::ResponseAdapterPlugin
 );
 prepare!(oom::OomPluginPre<PluginState>, oom::OomPlugin);
+prepare!(
+    generate_request::GenerateRequestAdapterPluginPre<PluginState>,
+    generate_request::GenerateRequestAdapterPlugin
+);
+prepare!(
+    generate_response::GenerateResponseAdapterPluginPre<PluginState>,
+    generate_response::GenerateResponseAdapterPlugin
+);
+prepare!(
+    stream::StreamAdapterPluginPre<PluginState>,
+    stream::StreamAdapterPlugin
+);
 
 type Ready<I> = Arc<Mutex<Vec<(CallStore, I)>>>;
 

@@ -1,0 +1,325 @@
+//! OpenAI-compatible chat completions over Triton's generate extension (`trident:plugin@0.2.0`):
+//! a `POST /invocations` with OpenAI's chat-completions body becomes the model's generate
+//! inputs; its answer becomes a `chat.completion`, or, with `"stream": true`, a stream of
+//! `chat.completion.chunk` events ending with `data: [DONE]`.
+//!
+//! Request: `model` (echoed back; default the served model's name), `messages` (`system`,
+//! `user`, `assistant` or `tool`, with text `content`: a string or `[{"type": "text", "text":
+//! ...}]`), `max_tokens` (or `max_completion_tokens`), `temperature` (0 to 2), `stream`.
+//!
+//! Config (manifest `config` table): the model's inputs `prompt_input` (`PROMPT`),
+//! `max_tokens_input` (`MAX_TOKENS`), `temperature_input` (`TEMPERATURE`; empty: not sent) and
+//! output `text_output` (`TEXT`, one piece of text per response); the prompt's `template` per
+//! message (`{role}: {content}\n`) and `prompt_suffix` after the last one (`assistant:`);
+//! `default_max_tokens` (256) and `max_max_tokens` (4096).
+//!
+//! Token counts in `usage` are whitespace-separated words of the prompt and the number of
+//! responses: a model-specific tokenizer is not available in the plugin.
+
+wit_bindgen::generate!({ world: "generate-adapter-plugin", path: "../../wit/0.2" });
+
+use exports::trident::plugin::generate_request_adapter::{
+    GenerateInputs, GenerateRequest, Guest as RequestGuest,
+};
+use exports::trident::plugin::generate_response_adapter::Guest as ResponseGuest;
+use exports::trident::plugin::lifecycle::Guest as Lifecycle;
+use exports::trident::plugin::stream_adapter::{Guest as StreamGuest, StreamPosition};
+use serde_json::{Map, Value, json};
+use trident::plugin::host::config;
+use trident::plugin::types::{Invocation, PluginError, Reply};
+
+struct Plugin;
+
+fn setting(key: &str, default: &str) -> String {
+    config(key).unwrap_or_else(|| default.to_owned())
+}
+
+fn number_setting(key: &str, default: u64) -> Result<u64, String> {
+    match config(key) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{key} must be a positive integer, not '{text}'")),
+    }
+}
+
+fn bad(message: impl Into<String>) -> PluginError {
+    PluginError::BadRequest(message.into())
+}
+
+/// What the plugin reads of a chat-completions body.
+struct Chat {
+    model: Option<String>,
+    prompt: String,
+    max_tokens: u64,
+    temperature: Option<f64>,
+    stream: bool,
+}
+
+/// A message's text: a string, or the text parts of a list of content parts.
+fn content_text(content: &Value, index: usize) -> Result<String, PluginError> {
+    match content {
+        Value::String(text) => Ok(text.clone()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|part| match (part.get("type"), part.get("text")) {
+                (Some(Value::String(kind)), Some(Value::String(text))) if kind == "text" => {
+                    Ok(text.as_str())
+                }
+                _ => Err(bad(format!(
+                    "messages[{index}].content: only text parts are supported"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|texts| texts.concat()),
+        _ => Err(bad(format!(
+            "messages[{index}].content must be a string or a list of text parts"
+        ))),
+    }
+}
+
+fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
+    if let Some(content_type) = &invocation.content_type
+        && !content_type.starts_with("application/json")
+    {
+        return Err(PluginError::UnsupportedMediaType(format!(
+            "chat completions are application/json, not {content_type}"
+        )));
+    }
+    let body: Value = serde_json::from_slice(&invocation.body)
+        .map_err(|e| bad(format!("the body is not JSON: {e}")))?;
+    let Value::Object(body) = body else {
+        return Err(bad("the body must be a JSON object"));
+    };
+    let messages = match body.get("messages") {
+        Some(Value::Array(messages)) if !messages.is_empty() => messages,
+        _ => return Err(bad("'messages' must be a non-empty list")),
+    };
+    let template = setting("template", "{role}: {content}\n");
+    let mut prompt = String::new();
+    for (index, message) in messages.iter().enumerate() {
+        let role = match message.get("role") {
+            Some(Value::String(role))
+                if ["system", "user", "assistant", "tool", "developer"]
+                    .contains(&role.as_str()) =>
+            {
+                role
+            }
+            _ => {
+                return Err(bad(format!(
+                    "messages[{index}].role must be system, developer, user, assistant or tool"
+                )));
+            }
+        };
+        let content = content_text(message.get("content").unwrap_or(&Value::Null), index)?;
+        prompt.push_str(
+            &template
+                .replace("{role}", role)
+                .replace("{content}", &content),
+        );
+    }
+    prompt.push_str(&setting("prompt_suffix", "assistant:"));
+    let limit = number_setting("max_max_tokens", 4096).map_err(PluginError::Internal)?;
+    let max_tokens = match body.get("max_completion_tokens").or(body.get("max_tokens")) {
+        None | Some(Value::Null) => {
+            number_setting("default_max_tokens", 256).map_err(PluginError::Internal)?
+        }
+        Some(value) => value
+            .as_u64()
+            .filter(|n| (1..=limit).contains(n))
+            .ok_or_else(|| bad(format!("max_tokens must be an integer from 1 to {limit}")))?,
+    };
+    let temperature = match body.get("temperature") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_f64()
+                .filter(|t| (0.0..=2.0).contains(t))
+                .ok_or_else(|| bad("temperature must be a number from 0 to 2"))?,
+        ),
+    };
+    let stream = match body.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(stream)) => *stream,
+        Some(_) => return Err(bad("stream must be true or false")),
+    };
+    let model = match body.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(model)) => Some(model.clone()),
+        Some(_) => return Err(bad("model must be a string")),
+    };
+    Ok(Chat {
+        model,
+        prompt,
+        max_tokens,
+        temperature,
+        stream,
+    })
+}
+
+/// The `model` an answer names: the request's, else the served model's.
+fn model_name(invocation: &Invocation) -> String {
+    parse_chat(invocation)
+        .ok()
+        .and_then(|chat| chat.model)
+        .unwrap_or_else(|| invocation.model.clone())
+}
+
+/// The text of one generate response (its `text_output`).
+fn response_text(json: &[u8]) -> Result<String, PluginError> {
+    let output = setting("text_output", "TEXT");
+    let response: Map<String, Value> = serde_json::from_slice(json)
+        .map_err(|e| PluginError::Internal(format!("a model response is not JSON: {e}")))?;
+    match response.get(&output) {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(items)) => Ok(items
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .concat()),
+        _ => Err(PluginError::Internal(format!(
+            "the model's response has no text output '{output}'"
+        ))),
+    }
+}
+
+fn finish_reason(invocation: &Invocation, completion_tokens: u64) -> &'static str {
+    let max_tokens = parse_chat(invocation).map_or(u64::MAX, |chat| chat.max_tokens);
+    if completion_tokens >= max_tokens {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+fn json_reply(status: u16, body: &Value) -> Reply {
+    Reply {
+        status,
+        content_type: "application/json".into(),
+        headers: Vec::new(),
+        body: body.to_string().into_bytes(),
+    }
+}
+
+impl Lifecycle for Plugin {
+    fn check_config() -> Result<(), String> {
+        number_setting("default_max_tokens", 256)?;
+        number_setting("max_max_tokens", 4096)?;
+        if setting("prompt_input", "PROMPT").is_empty() || setting("text_output", "TEXT").is_empty()
+        {
+            return Err("prompt_input and text_output may not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+impl RequestGuest for Plugin {
+    fn adapt_generate_request(invocation: Invocation) -> Result<GenerateRequest, PluginError> {
+        let chat = parse_chat(&invocation)?;
+        let mut inputs = Map::new();
+        inputs.insert(setting("prompt_input", "PROMPT"), json!(chat.prompt));
+        let max_tokens_input = setting("max_tokens_input", "MAX_TOKENS");
+        if !max_tokens_input.is_empty() {
+            inputs.insert(max_tokens_input, json!(chat.max_tokens));
+        }
+        let temperature_input = setting("temperature_input", "TEMPERATURE");
+        if let Some(temperature) = chat.temperature
+            && !temperature_input.is_empty()
+        {
+            inputs.insert(temperature_input, json!(temperature));
+        }
+        Ok(GenerateRequest {
+            inputs: GenerateInputs::Json(Value::Object(inputs).to_string().into_bytes()),
+            stream: Some(chat.stream),
+        })
+    }
+}
+
+impl ResponseGuest for Plugin {
+    fn adapt_generate_response(
+        invocation: Invocation,
+        responses: Vec<Vec<u8>>,
+    ) -> Result<Reply, PluginError> {
+        let chat = parse_chat(&invocation)?;
+        let content = responses
+            .iter()
+            .map(|json| response_text(json))
+            .collect::<Result<Vec<_>, _>>()?
+            .concat();
+        let completion_tokens = responses.len() as u64;
+        let prompt_tokens = chat.prompt.split_whitespace().count() as u64;
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let id = invocation
+            .inference_id
+            .clone()
+            .unwrap_or_else(|| format!("{created:x}"));
+        Ok(json_reply(
+            200,
+            &json!({
+                "id": format!("chatcmpl-{id}"),
+                "object": "chat.completion",
+                "created": created,
+                "model": chat.model.unwrap_or_else(|| invocation.model.clone()),
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish_reason(&invocation, completion_tokens),
+                }],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }),
+        ))
+    }
+}
+
+fn chunk(
+    invocation: &Invocation,
+    position: &StreamPosition,
+    delta: Value,
+    finish: Value,
+) -> String {
+    json!({
+        "id": format!("chatcmpl-{}", position.stream_id),
+        "object": "chat.completion.chunk",
+        "created": position.created,
+        "model": model_name(invocation),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+    .to_string()
+}
+
+impl StreamGuest for Plugin {
+    fn adapt_event(
+        invocation: Invocation,
+        position: StreamPosition,
+        event: Vec<u8>,
+    ) -> Result<Vec<String>, PluginError> {
+        let text = response_text(&event)?;
+        let delta = if position.index == 0 {
+            json!({"role": "assistant", "content": text})
+        } else {
+            json!({"content": text})
+        };
+        Ok(vec![chunk(&invocation, &position, delta, Value::Null)])
+    }
+
+    fn end_stream(
+        invocation: Invocation,
+        position: StreamPosition,
+    ) -> Result<Vec<String>, PluginError> {
+        let reason = finish_reason(&invocation, position.index);
+        Ok(vec![
+            chunk(&invocation, &position, json!({}), json!(reason)),
+            "[DONE]".to_owned(),
+        ])
+    }
+}
+
+export!(Plugin);
