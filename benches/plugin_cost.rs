@@ -12,7 +12,8 @@
 //! (caches as cold as they are there). The phase table has the Rust CSV adapter and its Python
 //! and JavaScript builds side by side (built with the `componentize-py` and `componentize-qjs` of
 //! `scripts/install-guest-tools`), and a last table how long each takes to load, with an empty
-//! compile cache and with the entry that load left.
+//! compile cache and with the entry that load left. `-- stream` times one stream-adapter call
+//! per event (the OpenAI chat plugin, and a pass-through adapter) against no plugin.
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,7 @@ use trident::plugins::PluginHost;
 use trident::plugins::bindings::request::RequestAdapterPluginPre;
 use trident::plugins::bindings::request::exports::trident::plugin::request_adapter::Adapted;
 use trident::plugins::convert::{invocation_to_wit, output_to_wit};
-use trident::plugins::host::{Compiled, InferenceResult};
+use trident::plugins::host::{Compiled, InferenceResult, StreamPosition};
 use trident::plugins::manifest::Manifest;
 use trident::plugins::runtime::{CallStore, Limits, Pool, Runtime};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
@@ -231,11 +232,16 @@ fn main() {
         .find_map(|a| a.strip_prefix('x')?.parse().ok())
         .unwrap_or(1);
     let wanted = |key: &str| {
-        !args.iter().any(|a| a == "small" || a == "1mb") || args.iter().any(|a| a == key)
+        !args
+            .iter()
+            .any(|a| a == "small" || a == "1mb" || a == "stream")
+            || args.iter().any(|a| a == key)
     };
 
-    println!("| payload | path | p50 | p99 | CPU per call, housekeeping included |");
-    println!("|---|---|---|---|---|");
+    if wanted("small") || wanted("1mb") {
+        println!("| payload | path | p50 | p99 | CPU per call, housekeeping included |");
+        println!("|---|---|---|---|---|");
+    }
     for (key, label, columns, iterations) in [
         ("small", "small (3 FP32)", 3usize, 2000usize),
         ("1mb", "1 MB (262144 FP32)", 262_144, 60),
@@ -374,4 +380,70 @@ fn main() {
             warm.join(" | ")
         );
     }
+    if wanted("stream") {
+        stream_events(&runtime, scale);
+    }
+}
+
+/// The cost of one stream-adapter call per event (`trident:plugin@0.2.0`): the OpenAI chat
+/// plugin turning a generate event into a `chat.completion.chunk`, and a stream adapter that
+/// passes the event through, against trident framing the event itself (no plugin).
+fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("plugins.toml");
+    let mut text = String::new();
+    for (name, wasm) in [("chat", "openai_chat"), ("pass", "hostile_stream")] {
+        text += &format!(
+            "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{}\"\n\n",
+            guests::guest(wasm).display(),
+            guests::digest(wasm)
+        );
+    }
+    text += "[models.chat]\nresponse = \"chat\"\n\n[models.pass]\nresponse = \"pass\"\n";
+    std::fs::write(&manifest_path, text).unwrap();
+    let host = runtime
+        .block_on(PluginHost::load(&Manifest::load(&manifest_path).unwrap()))
+        .unwrap();
+    let body = br#"{"model": "echo-1", "messages": [{"role": "user", "content": "hello there"}], "stream": true}"#;
+    let wit = invocation_to_wit(
+        "/invocations",
+        "chat",
+        &trident::invocation::Invocation {
+            content_type: Some("application/json".into()),
+            ..Default::default()
+        },
+        &http::HeaderMap::new(),
+        &[],
+        body,
+    );
+    let event = br#"{"model_name":"chat_stream","model_version":"1","TEXT":"hello "}"#;
+    let position = StreamPosition {
+        stream_id: "18ed490b81bed6c90000".into(),
+        created: 1_780_000_000,
+        index: 1,
+    };
+    let iterations = 2000 * scale;
+    println!();
+    println!(
+        "| one stream event (a generate event, 64 B) | p50 | p99 | CPU per event, housekeeping included |"
+    );
+    println!("|---|---|---|---|");
+    for (label, model) in [
+        ("OpenAI chat plugin: event → chat.completion.chunk", "chat"),
+        ("a stream adapter passing the event through", "pass"),
+    ] {
+        let plugin = host.select(model, None, None).unwrap().response.unwrap();
+        let (p50, p99, busy) = measure(iterations, || {
+            let payloads = runtime
+                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event)))
+                .unwrap()
+                .unwrap();
+            std::hint::black_box(payloads);
+        });
+        println!("| {label} | {p50:?} | {p99:?} | {busy:?} |");
+    }
+    let (p50, p99, busy) = measure(iterations, || {
+        std::hint::black_box(trident::protocol::sse::event(event));
+    });
+    println!("| no plugin: trident frames the event | {p50:?} | {p99:?} | {busy:?} |");
 }

@@ -1,0 +1,105 @@
+//! Stream adapters that break the rules (`tests/guests/hostile-stream`) on a `generate_stream`
+//! endpoint over the real core: each failure ends its stream with the events before it and one
+//! error event, nothing else, and the next stream is whole.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use common::copy_model;
+use common::http_client::request;
+use common::plugins::{digest, guest};
+use common::process::{Running, serve_ready};
+use serde_json::Value;
+
+fn start(dir: &Path) -> (Running, SocketAddr) {
+    copy_model("text_stream", &dir.join("models"), "text_stream");
+    let manifest = dir.join("plugins.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[plugins.hostile]\npath = \"{}\"\nsha256 = \"{}\"\ntime_limit_ms = 200\nmemory_limit_mb = 32\n\n[models.\"*\"]\nresponse = \"hostile\"\n",
+            guest("hostile_stream").display(),
+            digest("hostile_stream"),
+        ),
+    )
+    .unwrap();
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("RUST_LOG", "info")
+        .env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream")
+        .env("SAGEMAKER_TRITON_PLUGINS", &manifest);
+    serve_ready(command, dir.join("models"))
+}
+
+/// The payloads of the stream `mode` asks for (three responses from the model).
+fn stream(addr: SocketAddr, mode: &str) -> Vec<String> {
+    let body = format!("{{\"PROMPT\": \"{mode}\", \"COUNT\": 3}}");
+    let response = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{mode}: {}", response.text());
+    let text = response.text();
+    assert!(text.ends_with("\n\n"), "{mode}: {text:?}");
+    text.split("\n\n")
+        .filter(|event| !event.is_empty())
+        .map(|event| {
+            event
+                .strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("{mode}: not an event: {event:?}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+fn text_of(payload: &str) -> String {
+    let event: Value = serde_json::from_str(payload).unwrap();
+    event["TEXT"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+
+    let whole = stream(addr, "ok");
+    assert_eq!(whole.len(), 4, "{whole:?}");
+    let texts: Vec<String> = whole[..3].iter().map(|p| text_of(p)).collect();
+    assert_eq!(texts, ["ok 0", "ok 1", "ok 2"]);
+    assert_eq!(whole[3], "[END 3]");
+
+    for (mode, expected) in [
+        ("trap", "trap"),
+        ("loop", "200 ms"),
+        ("hog", "32 MiB"),
+        ("newline", "line break"),
+        ("refuse", "this event is refused"),
+    ] {
+        let events = stream(addr, mode);
+        assert_eq!(events.len(), 2, "{mode}: {events:?}");
+        assert_eq!(text_of(&events[0]), format!("{mode} 0"));
+        let error: Value = serde_json::from_str(&events[1]).unwrap();
+        let message = error["error"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("hostile") && message.contains(expected),
+            "{mode}: {events:?}"
+        );
+        assert_eq!(stream(addr, "ok").len(), 4, "after {mode}");
+    }
+
+    // Every event passed, then the end traps: the events, then the error.
+    let events = stream(addr, "end-trap");
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert!(events[3].contains("\"error\""), "{events:?}");
+    assert_eq!(stream(addr, "ok").len(), 4);
+}
