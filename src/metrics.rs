@@ -39,6 +39,8 @@ pub struct PluginRow {
     pub plugin: String,
     pub output_dropped_bytes: u64,
     pub reply_headers_dropped: u64,
+    pub stream_calls: u64,
+    pub stream_failures: u64,
 }
 
 /// The server's metrics.
@@ -121,6 +123,16 @@ impl Metrics {
                 "trident_plugin_reply_headers_dropped_total",
                 "Reply headers dropped because trident sets them, since the plugin was loaded.",
                 |row: &PluginRow| row.reply_headers_dropped,
+            ),
+            (
+                "trident_plugin_stream_calls_total",
+                "Stream-adapter calls (one per event, one per stream's end), since the plugin was loaded.",
+                |row: &PluginRow| row.stream_calls,
+            ),
+            (
+                "trident_plugin_stream_failures_total",
+                "Stream-adapter calls that ended their stream with an error event.",
+                |row: &PluginRow| row.stream_failures,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -312,6 +324,8 @@ mod tests {
             plugin: "frame_lie".into(),
             output_dropped_bytes: 1234,
             reply_headers_dropped: 14,
+            stream_calls: 9,
+            stream_failures: 2,
         }];
         let text = Metrics::default().render_with(InFlight::default(), &rows);
         assert!(
@@ -321,6 +335,8 @@ mod tests {
             text.contains("trident_plugin_reply_headers_dropped_total{plugin=\"frame_lie\"} 14\n")
         );
         assert!(text.contains("# TYPE trident_plugin_reply_headers_dropped_total counter\n"));
+        assert!(text.contains("trident_plugin_stream_calls_total{plugin=\"frame_lie\"} 9\n"));
+        assert!(text.contains("trident_plugin_stream_failures_total{plugin=\"frame_lie\"} 2\n"));
     }
 
     #[test]

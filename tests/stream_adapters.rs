@@ -102,4 +102,14 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
     assert_eq!(events.len(), 4, "{events:?}");
     assert!(events[3].contains("\"error\""), "{events:?}");
     assert_eq!(stream(addr, "ok").len(), 4);
+
+    // Counted per plugin: seven whole streams (4 calls each), five failing on their second
+    // event (2 calls, 1 failed), one failing at its end (4 calls, 1 failed).
+    let metrics = request(addr, "GET", "/metrics", &[], b"").text();
+    for counted in [
+        "trident_plugin_stream_calls_total{plugin=\"hostile\"} 42",
+        "trident_plugin_stream_failures_total{plugin=\"hostile\"} 6",
+    ] {
+        assert!(metrics.contains(counted), "no {counted} in {metrics}");
+    }
 }

@@ -496,6 +496,8 @@ fn metrics_text<E: Engine>(state: &AppState<E>) -> Response<ResponseBody> {
                     plugin: p.name.to_string(),
                     output_dropped_bytes: p.counters().output_dropped_bytes(),
                     reply_headers_dropped: p.counters().reply_headers_dropped(),
+                    stream_calls: p.counters().stream_calls(),
+                    stream_failures: p.counters().stream_failures(),
                 })
                 .collect()
         })

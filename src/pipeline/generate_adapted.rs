@@ -27,6 +27,10 @@ use crate::plugins::{PluginHost, Reply, WitInvocation, convert};
 use crate::protocol::generate::encode_generate_response;
 use crate::protocol::sse::{error_event, event};
 
+/// The most a finished answer's responses may hold (as JSON) for the generate response
+/// adapter: past it the request is cancelled and fails, instead of growing without bound.
+const MAX_COLLECTED_BYTES: usize = 64 << 20;
+
 /// What a generate through plugins answers.
 pub enum GenerateAnswer {
     /// The model's one response as generate JSON (no response adapter).
@@ -119,10 +123,23 @@ impl<E: Engine> Pipeline<'_, E> {
         adapter: Option<Arc<LoadedPlugin>>,
         mut responses: E::Responses,
     ) -> Result<GenerateAnswer, Failure> {
-        let mut collected = Vec::new();
+        let (mut collected, mut bytes) = (Vec::new(), 0usize);
         while let Some(item) = responses.next().await {
             let response = item.map_err(Failure::Model)?;
-            collected.push(encode_generate_response(&response).map_err(Failure::Encode)?);
+            let json = encode_generate_response(&response).map_err(Failure::Encode)?;
+            bytes += json.len();
+            if bytes > MAX_COLLECTED_BYTES {
+                // Dropping the responses cancels the request.
+                return Err(Failure::Model(EngineError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "the model's responses to one generate request exceed {} MiB; stream \
+                         them instead",
+                        MAX_COLLECTED_BYTES >> 20
+                    ),
+                )));
+            }
+            collected.push(json);
         }
         let Some(plugin) = adapter else {
             return match <[Vec<u8>; 1]>::try_from(collected) {
@@ -256,6 +273,8 @@ impl StreamAdapter {
             .adapt_stream(&self.plugin, &self.invocation, &position, json)
             .await;
         let name = &self.plugin.name;
+        let failed = !matches!(&payloads, Ok(Ok(payloads)) if !payloads.iter().any(|p| p.contains(['\n', '\r'])));
+        self.plugin.counters().add_stream_call(failed);
         let payloads = match payloads {
             Ok(Ok(payloads)) => payloads,
             Ok(Err(error)) => return Err(format!("plugin '{name}' refused an event: {error:?}")),

@@ -1,5 +1,6 @@
 //! What trident withholds from a plugin's output, counted per plugin for `/metrics`: log lines
-//! over a call's output budget and reply headers that belong to trident.
+//! over a call's output budget and reply headers that belong to trident; and the calls of its
+//! stream adapter, made on a stream's own task.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -14,6 +15,8 @@ pub struct PluginCounters {
     output_dropped_bytes: AtomicU64,
     reply_headers_dropped: AtomicU64,
     reply_header_drop_logged: AtomicBool,
+    stream_calls: AtomicU64,
+    stream_failures: AtomicU64,
 }
 
 impl PluginCounters {
@@ -25,6 +28,25 @@ impl PluginCounters {
     /// Reply headers dropped because trident owns them, since the plugin was loaded.
     pub fn reply_headers_dropped(&self) -> u64 {
         self.reply_headers_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Calls of the stream adapter (one per event and one per stream's end), since the plugin
+    /// was loaded.
+    pub fn stream_calls(&self) -> u64 {
+        self.stream_calls.load(Ordering::Relaxed)
+    }
+
+    /// Stream-adapter calls that ended their stream with an error event.
+    pub fn stream_failures(&self) -> u64 {
+        self.stream_failures.load(Ordering::Relaxed)
+    }
+
+    /// Counts one stream-adapter call, and whether it failed.
+    pub fn add_stream_call(&self, failed: bool) {
+        self.stream_calls.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.stream_failures.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(super) fn add_output_dropped(&self, bytes: u64) {
