@@ -63,7 +63,9 @@ pub enum PluginCommand {
         content_type: Option<String>,
         #[arg(long)]
         accept: Option<String>,
-        /// For `--hook response`: the model's outputs, a KServe v2 response (`{"outputs": [...]}`).
+        /// For `--hook response`: the model's outputs, a KServe v2 response (`{"outputs": [...]}`);
+        /// for `generate-response` and `stream`: the model's responses, a JSON list of generate
+        /// answers (`[{"TEXT": "..."}, ...]`).
         #[arg(long)]
         outputs: Option<PathBuf>,
         /// A `config` entry, `KEY=VALUE` (repeat for several).
@@ -202,6 +204,15 @@ fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
             ("trident:plugin/request-adapter", "request adapter"),
             ("trident:plugin/response-adapter", "response adapter"),
             ("trident:plugin/oom-classifier", "OOM classifier"),
+            (
+                "trident:plugin/generate-request-adapter",
+                "generate request adapter",
+            ),
+            (
+                "trident:plugin/generate-response-adapter",
+                "generate response adapter",
+            ),
+            ("trident:plugin/stream-adapter", "stream adapter"),
         ] {
             if name.starts_with(interface) {
                 hooks.push(hook);

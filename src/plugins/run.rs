@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs;
 use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
-use super::host::{InferenceResult, LoadedPlugin, PluginHost, sha256_hex};
+use super::host::{InferenceResult, LoadedPlugin, PluginHost, StreamPosition, sha256_hex};
 use super::manifest::Manifest;
 use super::{CallFailure, PluginError, WitInvocation};
 use crate::engine::{InferRequest, InferResponse, OutputTensor};
@@ -22,6 +23,12 @@ use crate::protocol::v2_response::encode_infer_response;
 pub enum Hook {
     Request,
     Response,
+    /// 0.2.0: the generate request adapter.
+    GenerateRequest,
+    /// 0.2.0: the generate response adapter, on `--outputs` (the model's responses).
+    GenerateResponse,
+    /// 0.2.0: the stream adapter, once per response of `--outputs` and once at the end.
+    Stream,
 }
 
 /// What to call the hook with.
@@ -86,8 +93,112 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
                     .ok_or("the response hook needs --outputs FILE (a KServe v2 response)")?;
                 response_hook(&host, &plugin, &wit, outputs, out).await
             }
+            Hook::GenerateRequest => {
+                let plugin = selection
+                    .request
+                    .filter(|p| p.adapts_generate_requests())
+                    .ok_or("the plugin does not export generate-request-adapter")?;
+                generate_request_hook(&host, &plugin, &wit, out).await
+            }
+            Hook::GenerateResponse | Hook::Stream => {
+                let plugin = selection.response.ok_or("no response plugin selected")?;
+                let responses = generate_responses(options.outputs.as_deref())?;
+                if options.hook == Hook::Stream {
+                    if !plugin.adapts_streams() {
+                        return Err("the plugin does not export stream-adapter".into());
+                    }
+                    stream_hook(&host, &plugin, &wit, &responses, out).await
+                } else {
+                    if !plugin.adapts_generate_responses() {
+                        return Err("the plugin does not export generate-response-adapter".into());
+                    }
+                    let started = Instant::now();
+                    let reply = host
+                        .adapt_generate_response(&plugin, &wit, &responses)
+                        .await;
+                    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+                    print_reply(refused(reply)?, out)
+                }
+            }
         }
     })
+}
+
+/// Calls the generate request adapter and prints the generate request it made.
+async fn generate_request_hook(
+    host: &PluginHost,
+    plugin: &LoadedPlugin,
+    wit: &WitInvocation,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let adapted = host.adapt_generate_request(plugin, wit).await;
+    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let adapted = refused(adapted)?;
+    let stream = match adapted.stream {
+        Some(true) => "yes (generate_stream)",
+        Some(false) => "no (generate)",
+        None => "as the endpoint's inference type says",
+    };
+    writeln!(out, "stream: {stream}").map_err(write_error)?;
+    match adapted.inputs {
+        GenerateInputs::Json(json) => {
+            writeln!(out, "a generate body:").map_err(write_error)?;
+            out.write_all(&json).map_err(write_error)?;
+            writeln!(out).map_err(write_error)
+        }
+        GenerateInputs::Tensors(tensors) => {
+            let mut request = InferRequest::new(MODEL);
+            request.inputs = tensors
+                .into_iter()
+                .map(super::convert::input_from_wit)
+                .collect();
+            print_request(&request, out)
+        }
+    }
+}
+
+/// Calls the stream adapter once per response and once at the end, printing the events the
+/// server would send (and, as it would, stopping at the first failure).
+async fn stream_hook(
+    host: &PluginHost,
+    plugin: &LoadedPlugin,
+    wit: &WitInvocation,
+    responses: &[Vec<u8>],
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let events = responses.iter().map(|r| Some(r.as_slice())).chain([None]);
+    for (index, event) in (0u64..).zip(events) {
+        let position = StreamPosition {
+            stream_id: "plugin-run".into(),
+            created,
+            index,
+        };
+        let payloads = refused(host.adapt_stream(plugin, wit, &position, event).await)?;
+        for payload in payloads {
+            if payload.contains(['\n', '\r']) {
+                return Err("500: an event payload holds a line break".into());
+            }
+            writeln!(out, "data: {payload}\n").map_err(write_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// `--outputs` for the generate hooks: a JSON list of the model's responses, each an object.
+fn generate_responses(outputs: Option<&[u8]>) -> Result<Vec<Vec<u8>>, String> {
+    let outputs = outputs.ok_or("this hook needs --outputs FILE (a JSON list of responses)")?;
+    let list: Vec<serde_json::Value> =
+        serde_json::from_slice(outputs).map_err(|e| format!("--outputs: not a JSON list: {e}"))?;
+    list.into_iter()
+        .map(|response| match response {
+            serde_json::Value::Object(_) => Ok(response.to_string().into_bytes()),
+            _ => Err("--outputs: every response must be a JSON object".to_owned()),
+        })
+        .collect()
 }
 
 fn write_error(error: std::io::Error) -> String {
@@ -144,7 +255,11 @@ async fn response_hook(
     let started = Instant::now();
     let reply = host.adapt_response(plugin, wit, &result).await;
     writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
-    let reply = refused(reply)?;
+    print_reply(refused(reply)?, out)
+}
+
+/// A reply as the client would get it: status, content type, headers, body.
+fn print_reply(reply: super::Reply, out: &mut impl Write) -> Result<(), String> {
     writeln!(out, "status: {}", reply.status).map_err(write_error)?;
     writeln!(out, "content-type: {}", reply.content_type).map_err(write_error)?;
     for header in &reply.headers {
@@ -168,8 +283,8 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
         .map(|(key, value)| (key.clone(), toml::Value::String(value.clone())))
         .collect();
     let hook = match options.hook {
-        Hook::Request => "request",
-        Hook::Response => "response",
+        Hook::Request | Hook::GenerateRequest => "request",
+        Hook::Response | Hook::GenerateResponse | Hook::Stream => "response",
     };
     let mut table = toml::Table::new();
     let mut plugin = toml::Table::new();

@@ -213,5 +213,43 @@ fn plugin_run_prints_tensors_replies_and_refusals(_: &Fixture) -> Result<(), Fai
     );
     let (ok, _, stderr) = run(&out, &response_args)?;
     ensure!(!ok && stderr.contains("--outputs FILE"), "{stderr}");
+
+    // The generate hooks of 0.2.0, with the chat plugin.
+    let chat = guest("openai_chat");
+    std::fs::write(
+        &body,
+        r#"{"model": "m", "messages": [{"role": "user", "content": "hi there"}], "stream": true}"#,
+    )?;
+    std::fs::write(&outputs, r#"[{"TEXT": "Echo: "}, {"TEXT": "hi"}]"#)?;
+    let outputs_arg = outputs.to_str().unwrap();
+    let (ok, stdout, stderr) = run(&chat, &["--hook", "generate-request", "--body", body_arg])?;
+    ensure!(
+        ok && stdout.contains("stream: yes")
+            && stdout.contains(r#""PROMPT":"user: hi there\nassistant:""#),
+        "{stdout}{stderr}"
+    );
+    let generate = ["--body", body_arg, "--outputs", outputs_arg];
+    let (ok, stdout, stderr) = run(&chat, &[&["--hook", "stream"][..], &generate].concat())?;
+    let events: Vec<&str> = stdout.lines().filter(|l| l.starts_with("data: ")).collect();
+    ensure!(
+        ok && events.len() == 4
+            && events[1].contains(r#""delta":{"content":"hi"}"#)
+            && events[3] == "data: [DONE]",
+        "{stdout}{stderr}"
+    );
+    let (ok, stdout, stderr) = run(
+        &chat,
+        &[&["--hook", "generate-response"][..], &generate].concat(),
+    )?;
+    ensure!(
+        ok && stdout.contains(r#""content":"Echo: hi""#) && stdout.contains("chat.completion"),
+        "{stdout}{stderr}"
+    );
+    std::fs::write(&body, r#"{"messages": []}"#)?;
+    let (ok, _, stderr) = run(&chat, &["--hook", "generate-request", "--body", body_arg])?;
+    ensure!(
+        !ok && stderr.contains("400: 'messages' must be a non-empty list"),
+        "{stderr}"
+    );
     Ok(())
 }
