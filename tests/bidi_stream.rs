@@ -5,68 +5,26 @@
 
 mod common;
 
-use std::io::Write;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::copy_model;
 use common::http_client::request;
-use common::process::{Running, serve_ready};
+use common::process::{Running, python_client, serve_with};
 use serde_json::{Value, json};
 
 const PATH: &str = "/invocations-bidirectional-stream";
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// trident serving `repository` with `env`, ready.
 fn start(repository: &Path, env: &[(&str, &str)]) -> (Running, SocketAddr) {
-    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
-            command.env_remove(key);
-        }
-    }
-    command.env("RUST_LOG", "info").envs(env.iter().copied());
-    serve_ready(command, repository)
+    let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
+    serve_with(repository, &env)
 }
 
 /// One session run by the Python client: what it received and how it ended.
 fn session(addr: SocketAddr, script: Value) -> Value {
-    let python = root().join("target/test-clients/python/bin/python");
-    assert!(
-        python.exists(),
-        "no {}: run scripts/install-test-clients",
-        python.display()
-    );
-    let mut child = Command::new(python)
-        .arg(root().join("tests/clients/ws_session.py"))
-        .arg(format!("ws://{addr}{PATH}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the WebSocket client");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "client output {e}: {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+    python_client("ws_session.py", &format!("ws://{addr}{PATH}"), &script)
 }
 
 fn affine(data: [f32; 3]) -> String {
@@ -87,7 +45,7 @@ fn closed_with(outcome: &Value, code: u16) -> String {
 
 #[test]
 fn messages_pings_limits_and_failures_over_the_real_core() {
-    let examples = root().join("examples/models");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
     let (_running, addr) = start(
         &examples,
         &[

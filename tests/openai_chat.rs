@@ -6,19 +6,14 @@
 
 mod common;
 
-use std::io::Write;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::copy_model;
 use common::plugins::{digest, guest};
-use common::process::{Running, serve_ready};
+use common::process::{Running, python_client, serve_with};
 use serde_json::{Value, json};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// trident serving the chat model through the chat plugin, ready.
 fn start(dir: &Path) -> (Running, SocketAddr) {
@@ -33,48 +28,17 @@ fn start(dir: &Path) -> (Running, SocketAddr) {
         ),
     )
     .unwrap();
-    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env("RUST_LOG", "info")
-        .env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate")
-        .env("SAGEMAKER_TRITON_PLUGINS", &manifest);
-    serve_ready(command, dir.join("models"))
+    let env = [
+        ("SAGEMAKER_TRITON_INFERENCE_TYPE", OsStr::new("generate")),
+        ("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()),
+    ];
+    serve_with(&dir.join("models"), &env)
 }
 
 /// Runs each of `requests` (arguments of `chat.completions.create`) with the openai client.
 fn chat(addr: SocketAddr, requests: Value) -> Vec<Value> {
-    let python = root().join("target/test-clients/python/bin/python");
-    assert!(
-        python.exists(),
-        "no {}: run scripts/install-test-clients",
-        python.display()
-    );
-    let mut child = Command::new(python)
-        .arg(root().join("tests/clients/openai_chat.py"))
-        .arg(format!("http://{addr}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the openai client");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(requests.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    let results = python_client("openai_chat.py", &format!("http://{addr}"), &requests);
+    serde_json::from_value(results).unwrap()
 }
 
 fn user(text: &str) -> Value {

@@ -4,13 +4,14 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::Path;
 
 use common::copy_model;
 use common::http_client::request;
 use common::plugins::{digest, guest};
-use common::process::{Running, serve_ready};
+use common::process::{Running, serve_with};
 use serde_json::Value;
 
 fn start(dir: &Path) -> (Running, SocketAddr) {
@@ -25,17 +26,14 @@ fn start(dir: &Path) -> (Running, SocketAddr) {
         ),
     )
     .unwrap();
-    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env("RUST_LOG", "info")
-        .env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream")
-        .env("SAGEMAKER_TRITON_PLUGINS", &manifest);
-    serve_ready(command, dir.join("models"))
+    let env = [
+        (
+            "SAGEMAKER_TRITON_INFERENCE_TYPE",
+            OsStr::new("generate_stream"),
+        ),
+        ("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()),
+    ];
+    serve_with(&dir.join("models"), &env)
 }
 
 /// The payloads of the stream `mode` asks for (three responses from the model).

@@ -112,12 +112,8 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
                     if !plugin.adapts_generate_responses() {
                         return Err("the plugin does not export generate-response-adapter".into());
                     }
-                    let started = Instant::now();
-                    let reply = host
-                        .adapt_generate_response(&plugin, &wit, &responses)
-                        .await;
-                    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
-                    print_reply(refused(reply)?, out)
+                    let reply = host.adapt_generate_response(&plugin, &wit, &responses);
+                    print_reply(refused(timed(reply, out).await?)?, out)
                 }
             }
         }
@@ -131,9 +127,7 @@ async fn generate_request_hook(
     wit: &WitInvocation,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let started = Instant::now();
-    let adapted = host.adapt_generate_request(plugin, wit).await;
-    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let adapted = timed(host.adapt_generate_request(plugin, wit), out).await?;
     let adapted = refused(adapted)?;
     let stream = match adapted.stream {
         Some(true) => "yes (generate_stream)",
@@ -201,6 +195,17 @@ fn generate_responses(outputs: Option<&[u8]>) -> Result<Vec<Vec<u8>>, String> {
         .collect()
 }
 
+/// Awaits a hook's call and prints how long it took.
+async fn timed<T>(
+    call: impl std::future::Future<Output = T>,
+    out: &mut impl Write,
+) -> Result<T, String> {
+    let started = Instant::now();
+    let result = call.await;
+    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    Ok(result)
+}
+
 fn write_error(error: std::io::Error) -> String {
     error.to_string()
 }
@@ -212,9 +217,7 @@ async fn request_hook(
     wit: &WitInvocation,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let started = Instant::now();
-    let adapted = host.adapt_request(plugin, wit).await;
-    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let adapted = timed(host.adapt_request(plugin, wit), out).await?;
     let request = match refused(adapted)? {
         Adapted::Tensors(tensors) => {
             let mut request = InferRequest::new(MODEL);
@@ -252,9 +255,7 @@ async fn response_hook(
             .map(super::convert::output_to_wit)
             .collect(),
     };
-    let started = Instant::now();
-    let reply = host.adapt_response(plugin, wit, &result).await;
-    writeln!(out, "call: {:.2?}", started.elapsed()).map_err(write_error)?;
+    let reply = timed(host.adapt_response(plugin, wit, &result), out).await?;
     print_reply(refused(reply)?, out)
 }
 

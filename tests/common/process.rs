@@ -75,3 +75,59 @@ pub fn serve_ready(
     wait_ready(addr, &mut running.0);
     (running, addr)
 }
+
+/// `trident serve` on `repository` with `env` and nothing from the test's own SageMaker or
+/// trident variables, ready on a free loopback port.
+pub fn serve_with(
+    repository: &std::path::Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Running, SocketAddr) {
+    let mut command = super::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info").envs(env.iter().copied());
+    serve_ready(command, repository)
+}
+
+/// Runs the third-party client script `tests/clients/<script>` with `argument`, `input` as
+/// JSON on its standard input, and returns the JSON it prints (in the virtual environment of
+/// `scripts/install-test-clients`).
+pub fn python_client(script: &str, argument: &str, input: &serde_json::Value) -> serde_json::Value {
+    use std::io::Write;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("target/test-clients/python/bin/python");
+    assert!(
+        python.exists(),
+        "no {}: run scripts/install-test-clients",
+        python.display()
+    );
+    let mut child = Command::new(python)
+        .arg(root.join("tests/clients").join(script))
+        .arg(argument)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script} printed {e}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
