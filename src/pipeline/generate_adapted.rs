@@ -273,25 +273,24 @@ impl StreamAdapter {
             .adapt_stream(&self.plugin, &self.invocation, &position, json)
             .await;
         let name = &self.plugin.name;
-        let failed = !matches!(&payloads, Ok(Ok(payloads)) if !payloads.iter().any(|p| p.contains(['\n', '\r'])));
-        self.plugin.counters().add_stream_call(failed);
-        let payloads = match payloads {
-            Ok(Ok(payloads)) => payloads,
-            Ok(Err(error)) => return Err(format!("plugin '{name}' refused an event: {error:?}")),
-            Err(failure) => return Err(failure.to_string()),
+        let events = match payloads {
+            Ok(Ok(payloads)) => payloads
+                .iter()
+                .map(|payload| {
+                    if payload.contains(['\n', '\r']) {
+                        Err(format!(
+                            "plugin '{name}' returned an event payload with a line break"
+                        ))
+                    } else {
+                        Ok(event(payload.as_bytes()))
+                    }
+                })
+                .collect(),
+            Ok(Err(error)) => Err(format!("plugin '{name}' refused an event: {error:?}")),
+            Err(failure) => Err(failure.to_string()),
         };
-        payloads
-            .iter()
-            .map(|payload| {
-                if payload.contains(['\n', '\r']) {
-                    Err(format!(
-                        "plugin '{name}' returned an event payload with a line break"
-                    ))
-                } else {
-                    Ok(event(payload.as_bytes()))
-                }
-            })
-            .collect()
+        self.plugin.counters().add_stream_call(events.is_err());
+        events
     }
 }
 
