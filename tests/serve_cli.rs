@@ -3,14 +3,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::copy_model;
 use common::http_client::{get, post_json, request};
-use common::process::{Running, free_port, serve_ready, wait_ready_with};
+use common::process::{Running, free_port, listening_address, serve_ready, wait_ready_with};
 
 fn trident() -> Command {
     without_sagemaker_environment(common::command(env!("CARGO_BIN_EXE_trident")))
@@ -189,12 +188,11 @@ fn the_readme_example_serves_its_answer() {
 fn metrics_on_the_main_port_and_inference_ids_in_the_log() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
     let log = tempfile::NamedTempFile::new().unwrap();
-    let port = free_port();
     let child = trident()
         .arg("serve")
         .arg("--model-repository")
         .arg(&examples)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--port", "0"])
         .env(
             "SAGEMAKER_TRITON_HTTP_RESTRICTED_API",
             "health:X-Health=yes",
@@ -205,8 +203,8 @@ fn metrics_on_the_main_port_and_inference_ids_in_the_log() {
         .stderr(log.reopen().unwrap())
         .spawn()
         .expect("start trident");
-    let mut running = Running(child);
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut running = Running::logging(child, log);
+    let addr = listening_address(&mut running);
     let health = [("X-Health", "yes")];
     wait_ready_with(addr, &mut running.0, &health);
 
@@ -264,7 +262,7 @@ fn metrics_on_the_main_port_and_inference_ids_in_the_log() {
         let marker = format!("request{{inference_id={logged}}}");
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let text = std::fs::read_to_string(log.path()).unwrap();
+            let text = std::fs::read_to_string(running.log()).unwrap();
             if text
                 .lines()
                 .any(|line| line.contains(&marker) && line.contains("request refused"))

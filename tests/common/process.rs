@@ -15,12 +15,47 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A trident process the test started, ended when dropped.
-pub struct Running(pub Child);
+/// A trident process the test started, ended when dropped; with the file its standard error
+/// goes to, if the test did not keep it.
+pub struct Running(pub Child, Option<tempfile::NamedTempFile>);
+
+/// Lines of trident's log printed when a test fails.
+const LOG_TAIL_LINES: usize = 200;
+
+impl Running {
+    /// A started trident whose standard error goes to `log`.
+    pub fn logging(child: Child, log: tempfile::NamedTempFile) -> Running {
+        Running(child, Some(log))
+    }
+
+    /// The file trident's standard error goes to.
+    pub fn log(&self) -> &std::path::Path {
+        self.1.as_ref().expect("trident's log is kept").path()
+    }
+}
 
 impl Drop for Running {
     /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
+    /// When the test is failing, the end of trident's log is printed with the failure.
     fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(log) = &self.1
+        {
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            let state = match self.0.try_wait() {
+                Ok(Some(status)) => format!("exited: {status}"),
+                Ok(None) => "running".to_owned(),
+                Err(error) => format!("unknown: {error}"),
+            };
+            eprintln!(
+                "--- the last {} lines of trident's log (pid {}, {state}) ---\n{}\n--- end of trident's log ---",
+                tail.len(),
+                self.0.id(),
+                tail.join("\n")
+            );
+        }
         if self.0.try_wait().ok().flatten().is_none() {
             super::send_signal(self.0.id(), "TERM");
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -55,25 +90,54 @@ pub fn wait_ready_with(addr: SocketAddr, child: &mut Child, headers: &[(&str, &s
 }
 
 /// Starts `command` (trident, or a shell that execs it with the arguments that follow) serving
-/// `repository` on a free loopback port, its output discarded, and waits until it is ready.
+/// `repository` on a loopback port it picks itself (`--port 0`), and waits until it is ready.
+/// Its standard output is discarded; its log is kept in a temporary file, printed if the test
+/// fails. The port is read from the log's `listening` line, so the command must log at `info`
+/// (`RUST_LOG`): a port chosen by the test and bound later by trident could be taken meanwhile
+/// by another test's process, which the test would then talk to.
 pub fn serve_ready(
     mut command: Command,
     repository: impl AsRef<std::ffi::OsStr>,
 ) -> (Running, SocketAddr) {
-    let port = free_port();
+    let log = tempfile::NamedTempFile::new().expect("a file for trident's log");
     let child = command
         .arg("serve")
         .arg("--model-repository")
         .arg(repository)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--port", "0"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.reopen().expect("trident's log file"))
         .spawn()
         .expect("start trident");
-    let mut running = Running(child);
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut running = Running(child, Some(log));
+    let addr = listening_address(&mut running);
     wait_ready(addr, &mut running.0);
     (running, addr)
+}
+
+/// The address trident's log says it listens on (`listening address=…`), once it says so.
+pub fn listening_address(running: &mut Running) -> SocketAddr {
+    let log = running.log().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter(|line| line.contains(" listening "))
+            .find_map(|line| line.split_once("address=")?.1.split_whitespace().next())
+            .and_then(|address| address.parse().ok());
+        if let Some(addr) = found {
+            return addr;
+        }
+        if let Some(status) = running.0.try_wait().unwrap() {
+            panic!("trident exited before listening: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "trident logged no `listening address=` line within 60 s (is RUST_LOG at info?)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `trident serve` on `repository` with `env` and nothing from the test's own SageMaker or
