@@ -31,7 +31,7 @@ fn text(headers: &HeaderMap, name: &str) -> Option<String> {
 const LOG_ID_CHARS: usize = 128;
 
 /// `X-Amzn-SageMaker-Inference-Id` as every log line of its request carries it: visible ASCII
-/// kept, every other byte (spaces, controls, non-ASCII) written `?`, at most [`LOG_ID_CHARS`]
+/// kept, every other byte (spaces, controls, non-ASCII) written `?`, at most `LOG_ID_CHARS` (128)
 /// characters. A client cannot forge log structure or flood a line with it.
 pub fn log_id(headers: &HeaderMap) -> Option<String> {
     let bytes = headers.get("x-amzn-sagemaker-inference-id")?.as_bytes();

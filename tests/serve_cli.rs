@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -336,6 +336,16 @@ fn stub_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The file of the shared memory region a stub's command line names.
+fn shm_region(pid: u32) -> Option<PathBuf> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let region = cmdline
+        .split(|&b| b == 0)
+        .filter_map(|arg| std::str::from_utf8(arg).ok())
+        .find(|arg| arg.starts_with("triton_python_backend_shm_region_"))?;
+    Some(Path::new("/dev/shm").join(region))
+}
+
 /// The python stub the core starts for a model holds none of trident's descriptors: not its
 /// sockets (the listener, a client's connection) and not one trident inherited without
 /// close-on-exec (descriptor 9 here, opened by the shell that execs trident), only the standard
@@ -394,7 +404,8 @@ fn backend_processes_inherit_only_the_standard_streams() {
 /// The README's example as the README runs it (repository `examples/models`, relative to the
 /// working folder): the request that killed the python backend's stub (`[0, 2^63-1]`, no data)
 /// is refused and the model keeps serving; then its stub is killed under four clients'
-/// traffic, and trident reloads the model: requests succeed again and `/ping` is 200.
+/// traffic, and trident reloads the model: requests succeed again, `/ping` is 200, and the
+/// killed stubs' shared memory regions are gone from `/dev/shm`.
 #[test]
 fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     let mut command = trident();
@@ -421,6 +432,12 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
 
     let stubs: Vec<u32> = stub_children(running.0.id());
     assert!(!stubs.is_empty(), "no python stub among trident's children");
+    let regions: Vec<PathBuf> = stubs.iter().filter_map(|&pid| shm_region(pid)).collect();
+    assert_eq!(
+        regions.len(),
+        stubs.len(),
+        "a stub without a shared memory region"
+    );
     let recovered = common::kill_under_traffic(
         &stubs,
         "KILL",
@@ -438,6 +455,13 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
         !serving.is_empty() && serving.iter().all(|pid| !stubs.contains(pid)),
         "stubs after recovery {serving:?}, killed {stubs:?}"
     );
+    // The dead stubs' shared memory regions do not outlive them in /dev/shm.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while regions.iter().any(|r| r.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left: Vec<_> = regions.iter().filter(|r| r.exists()).collect();
+    assert!(left.is_empty(), "regions of killed stubs left: {left:?}");
     eprintln!(
         "recovered in {:?}; {} requests meanwhile",
         recovered.took,

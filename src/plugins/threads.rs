@@ -129,7 +129,7 @@ impl Background {
     /// Drops a used store (or anything holding one) on the housekeeping threads, after the request has moved on: dropping
     /// resets its pooled memory slot, which the request need not wait for. The slot cannot
     /// serve another instance before the reset, so nothing of this call reaches the next. With
-    /// [`MAX_PENDING_DROPS`] already waiting, the store is dropped here and now.
+    /// `MAX_PENDING_DROPS` already waiting, the store is dropped here and now.
     pub fn drop_later<T: Send + 'static>(&self, store: T) {
         if self.pending_drops.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_DROPS {
             self.pending_drops.fetch_sub(1, Ordering::AcqRel);

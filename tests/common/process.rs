@@ -1,6 +1,7 @@
 //! trident as a process: a free loopback port, waiting until it is ready, and stopping it.
 
 use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,10 @@ pub fn free_port() -> u16 {
 /// goes to, if the test did not keep it.
 pub struct Running(pub Child, Option<tempfile::NamedTempFile>);
 
-/// Lines of trident's log printed when a test fails.
+/// Lines of trident's log printed when a test fails: its own and the core's warnings and
+/// errors, then the last lines of any kind.
 const LOG_TAIL_LINES: usize = 200;
+const LOG_LAST_LINES: usize = 30;
 
 impl Running {
     /// A started trident whose standard error goes to `log`.
@@ -29,31 +32,67 @@ impl Running {
     }
 
     /// The file trident's standard error goes to.
-    pub fn log(&self) -> &std::path::Path {
+    pub fn log(&self) -> &Path {
         self.1.as_ref().expect("trident's log is kept").path()
     }
 }
 
 impl Drop for Running {
     /// SIGTERM first, so trident stops the core and its python stubs; SIGKILL only if it hangs.
-    /// When the test is failing, the end of trident's log is printed with the failure.
+    /// When the test is failing, the end of trident's log is printed with the failure (and the
+    /// whole log kept in the folder `TRIDENT_TEST_LOGS` names, if set).
     fn drop(&mut self) {
         if std::thread::panicking()
             && let Some(log) = &self.1
         {
-            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let bytes = std::fs::read(log.path()).unwrap_or_default();
+            // The whole log, where TRIDENT_TEST_LOGS names a folder.
+            if let Some(folder) = std::env::var_os("TRIDENT_TEST_LOGS") {
+                let kept = Path::new(&folder).join(format!("trident-{}.log", self.0.id()));
+                let _ = std::fs::create_dir_all(&folder);
+                match std::fs::write(&kept, &bytes) {
+                    Ok(()) => eprintln!("trident's whole log: {}", kept.display()),
+                    Err(error) => {
+                        eprintln!("cannot keep trident's log in {}: {error}", kept.display())
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            // trident's own lines and the core's warnings and errors, without the core's
+            // verbose lines, which would fill the tail; then the last lines as they are.
+            // A line that does not start an entry continues the one before (the core writes
+            // model configurations over many lines).
             let lines: Vec<&str> = text.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            let mut in_verbose = false;
+            let chosen: Vec<&str> = lines
+                .iter()
+                .copied()
+                .filter(|line| {
+                    let bytes = line.as_bytes();
+                    let core_entry = matches!(bytes.first(), Some(b'I' | b'W' | b'E' | b'F'))
+                        && bytes.get(1).is_some_and(u8::is_ascii_digit);
+                    if core_entry {
+                        in_verbose = bytes[0] == b'I';
+                    } else if bytes.first().is_some_and(u8::is_ascii_digit) {
+                        in_verbose = false; // one of trident's lines, which start with the time
+                    }
+                    !in_verbose
+                })
+                .collect();
+            let chosen = &chosen[chosen.len().saturating_sub(LOG_TAIL_LINES)..];
+            let last = &lines[lines.len().saturating_sub(LOG_LAST_LINES)..];
             let state = match self.0.try_wait() {
                 Ok(Some(status)) => format!("exited: {status}"),
                 Ok(None) => "running".to_owned(),
                 Err(error) => format!("unknown: {error}"),
             };
             eprintln!(
-                "--- the last {} lines of trident's log (pid {}, {state}) ---\n{}\n--- end of trident's log ---",
-                tail.len(),
+                "--- trident's log (pid {}, {state}): its last {} lines other than the core's verbose ones ---\n{}\n--- its last {} lines ---\n{}\n--- end of trident's log ---",
                 self.0.id(),
-                tail.join("\n")
+                chosen.len(),
+                chosen.join("\n"),
+                last.len(),
+                last.join("\n"),
             );
         }
         if self.0.try_wait().ok().flatten().is_none() {
@@ -120,7 +159,7 @@ pub fn listening_address(running: &mut Running) -> SocketAddr {
     let log = running.log().to_owned();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
         let found = text
             .lines()
             .filter(|line| line.contains(" listening "))
@@ -142,10 +181,7 @@ pub fn listening_address(running: &mut Running) -> SocketAddr {
 
 /// `trident serve` on `repository` with `env` and nothing from the test's own SageMaker or
 /// trident variables, ready on a free loopback port.
-pub fn serve_with(
-    repository: &std::path::Path,
-    env: &[(&str, &std::ffi::OsStr)],
-) -> (Running, SocketAddr) {
+pub fn serve_with(repository: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (Running, SocketAddr) {
     let mut command = super::command(env!("CARGO_BIN_EXE_trident"));
     for (key, _) in std::env::vars() {
         if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
@@ -161,7 +197,7 @@ pub fn serve_with(
 /// `scripts/install-test-clients`).
 pub fn python_client(script: &str, argument: &str, input: &serde_json::Value) -> serde_json::Value {
     use std::io::Write;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("target/test-clients/python/bin/python");
     assert!(
         python.exists(),

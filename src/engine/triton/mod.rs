@@ -8,7 +8,7 @@
 //! - [`in_flight`]: how many requests and output buffers Triton holds right now;
 //! - `descriptors`: what the processes the core's backends start inherit (std streams only);
 //! - `recovery`: models whose python backend process died, reloaded and reported in health;
-//! - [`EngineError`]: `TRITONSERVER_Error` as a Rust value.
+//! - [`EngineError`](crate::engine::EngineError): `TRITONSERVER_Error` as a Rust value.
 
 #![allow(unsafe_code)]
 

@@ -21,6 +21,12 @@
 //!    all attempts failed, the engine reports it, and `/ping` fails with the reason, so
 //!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure.
 //!
+//! 4. **cleans up** what it can: the watcher removes the name of a dead stub's shared memory
+//!    region (which the backend removes only when it finishes tearing the instance down, never
+//!    for a dead one), so the region does not outlive trident in `/dev/shm`. It learns each
+//!    region from the stub's command line while the stub lives: its first scan is at start, so
+//!    a stub that dies within a second of a later load keeps its region until someone removes it.
+//!
 //! A model unloaded on purpose (`Engine::unload_model`) is never brought back, and a recovery
 //! never runs beside a load or unload of the same model: all take the model's lock.
 

@@ -10,6 +10,42 @@ pub struct StubProcess {
     /// Triton's instance name, `<model>_<group>_<index>`.
     pub instance: String,
     pub model: String,
+    /// The name of the shared memory region the backend made for it (`/dev/shm/<name>`).
+    pub shm_region: Option<String>,
+}
+
+/// How the python backend names a stub's shared memory region; a UUID follows.
+const SHM_REGION_PREFIX: &str = "triton_python_backend_shm_region_";
+
+/// Where POSIX shared memory regions live as files on Linux.
+const SHM_FOLDER: &str = "/dev/shm";
+
+/// The shared memory region a stub's argument names, if it is one: the backend's prefix and
+/// then only letters, digits, `-` and `_`, so it cannot name a file outside [`SHM_FOLDER`].
+fn shm_region(argument: &str) -> Option<&str> {
+    let uuid = argument.strip_prefix(SHM_REGION_PREFIX)?;
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    (!uuid.is_empty() && uuid.bytes().all(plain)).then_some(argument)
+}
+
+/// Removes the name of a dead stub's shared memory region. The python backend removes it when
+/// it tears the instance down, which it never finishes for an instance whose process died, so
+/// each region of a dead process would outlive trident in `/dev/shm` (16 MiB by default). The
+/// pages go once no process maps them: trident's own mapping lasts as long as the core keeps
+/// the dead instance. Removing a name does not touch a mapping; the backend never opens a
+/// region again by name. Already gone is not an error.
+pub fn remove_shm_region(name: &str) -> std::io::Result<bool> {
+    let Some(name) = shm_region(name) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a python backend region: {name:?}"),
+        ));
+    };
+    match std::fs::remove_file(std::path::Path::new(SHM_FOLDER).join(name)) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
 /// The model an instance belongs to: Triton names instances `<model>_<group>_<index>`.
@@ -56,15 +92,20 @@ pub fn stub_process(pid: u32) -> Option<StubProcess> {
     if !String::from_utf8_lossy(program).contains("triton_python_backend_stub") {
         return None;
     }
-    let instance = args
+    let args: Vec<&str> = args
         .filter_map(|arg| std::str::from_utf8(arg).ok())
-        .rfind(|arg| model_of_instance(arg).is_some())?
-        .to_owned();
+        .collect();
+    let instance = (*args.iter().rfind(|arg| model_of_instance(arg).is_some())?).to_owned();
     let model = model_of_instance(&instance)?.to_owned();
+    let shm_region = args
+        .iter()
+        .find_map(|arg| shm_region(arg))
+        .map(str::to_owned);
     Some(StubProcess {
         pid,
         instance,
         model,
+        shm_region,
     })
 }
 
@@ -90,6 +131,22 @@ mod tests {
         assert_eq!(model_of_instance("a_b_c"), None);
         assert_eq!(model_of_instance("_0_0"), None);
         assert_eq!(model_of_instance("DEFAULT"), None);
+    }
+
+    #[test]
+    fn only_the_backends_region_names_are_taken() {
+        let name = "triton_python_backend_shm_region_4855a2bf-e347-4d1c-9d3e-0123456789ab";
+        assert_eq!(shm_region(name), Some(name));
+        assert_eq!(shm_region("triton_python_backend_shm_region_"), None);
+        assert_eq!(
+            shm_region("triton_python_backend_shm_region_../../etc"),
+            None
+        );
+        assert_eq!(shm_region("triton_python_backend_shm_region_a/b"), None);
+        assert_eq!(shm_region("other_region_1234"), None);
+        assert!(remove_shm_region("../etc/passwd").is_err());
+        let missing = "triton_python_backend_shm_region_trident-test-never-made";
+        assert!(matches!(remove_shm_region(missing), Ok(false)));
     }
 
     #[test]
