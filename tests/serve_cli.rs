@@ -440,6 +440,7 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     );
     let recovered = common::kill_under_traffic(
         &stubs,
+        &|| stub_children(running.0.id()),
         "KILL",
         4,
         &|| post_json(addr, "/invocations", &good).status,

@@ -274,10 +274,14 @@ pub struct Recovered {
 }
 
 /// Kills `stubs` with `signal` while `threads` threads send `request` (each returns a status),
-/// then waits up to `bound` for a request to succeed with `ping` answering 200, and checks that
-/// 20 requests in a row then succeed. Every request meanwhile must be answered.
+/// then waits up to `bound` for the model to be back: a process `live_stubs` lists that it did
+/// not list before the kill (the model was reloaded: a model that lost one process of several
+/// still answers from the others before anything noticed), a request that succeeds and `ping`
+/// answering 200; then checks that 20 requests in a row succeed. Every request meanwhile must be
+/// answered.
 pub fn kill_under_traffic(
     stubs: &[u32],
+    live_stubs: &dyn Fn() -> Vec<u32>,
     signal: &str,
     threads: usize,
     request: &(dyn Fn() -> u16 + Sync),
@@ -301,6 +305,7 @@ pub fn kill_under_traffic(
         }
         // Traffic first, then the kill.
         std::thread::sleep(Duration::from_millis(500));
+        let before = live_stubs();
         let killed = Instant::now();
         for &pid in stubs {
             if !send_signal(pid, signal) {
@@ -311,11 +316,16 @@ pub fn kill_under_traffic(
         // The kill takes effect before the first check.
         std::thread::sleep(Duration::from_millis(200));
         let outcome = loop {
-            if request() == 200 && ping() == 200 {
+            let reloaded = live_stubs().iter().any(|pid| !before.contains(pid));
+            if reloaded && request() == 200 && ping() == 200 {
                 break Ok(killed.elapsed());
             }
             if killed.elapsed() > bound {
-                break Err(format!("not recovered within {bound:?}; /ping {}", ping()));
+                break Err(format!(
+                    "not recovered within {bound:?}; /ping {}; processes {:?}, before the kill {before:?}",
+                    ping(),
+                    live_stubs()
+                ));
             }
             std::thread::sleep(Duration::from_millis(250));
         };

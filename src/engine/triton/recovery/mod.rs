@@ -15,8 +15,10 @@
 //!    configuration as an override, plus a parameter `trident_recovery` that changes each time,
 //!    so the core always counts it as a change and makes new instances with new processes
 //!    (requests already queued on the old instances fail; the new ones serve). The attempt
-//!    succeeds when the model is `READY` and every live stub of it is a new process; up to
-//!    [`reload::ATTEMPTS`] tries, [`reload::RETRY_PAUSE`] apart;
+//!    succeeds when the model is `READY` and every instance with a live stub has a new one (when
+//!    only some processes died, the old generation's live ones stay, idle, until trident exits:
+//!    the core never finishes retiring a generation with a dead process; the watcher leaves
+//!    them alone); up to [`reload::ATTEMPTS`] tries, [`reload::RETRY_PAUSE`] apart;
 //! 3. **tells the truth** through [`Recovery::health`]: while a model is being reloaded and after
 //!    all attempts failed, the engine reports it, and `/ping` fails with the reason, so
 //!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure.
@@ -76,6 +78,9 @@ struct State {
     reloads: HashMap<String, u64>,
     /// One lock per model, taken by loads, unloads and recoveries of that model.
     locks: HashMap<String, Arc<Mutex<()>>>,
+    /// Live processes of instances a reload replaced (the core never retires them): not
+    /// watched, so their end later is not taken for a new death.
+    retired: HashSet<u32>,
 }
 
 /// The engine's recovery of models whose process died. Shared by the engine's clones and its
@@ -192,6 +197,15 @@ impl Recovery {
                 "model {model} lost its process and could not be reloaded: {why}"
             )),
         }
+    }
+
+    /// Processes of replaced instances that live on: the watcher leaves them alone.
+    fn retire(&self, pids: &[u32]) {
+        lock(&self.state).retired.extend(pids);
+    }
+
+    fn is_retired(&self, pid: u32) -> bool {
+        lock(&self.state).retired.contains(&pid)
     }
 
     fn is_lost(&self, model: &str) -> bool {

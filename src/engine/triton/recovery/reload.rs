@@ -5,7 +5,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::super::server::Server;
-use super::{Recovery, lock, processes};
+use super::processes::{self, StubProcess};
+use super::{Recovery, lock};
 
 /// How many reloads are tried before the model is reported lost.
 pub const ATTEMPTS: u32 = 3;
@@ -61,8 +62,14 @@ pub fn run(receiver: Receiver<String>, server: Weak<Server>, recovery: Weak<Reco
 }
 
 /// One attempt: load the model again with its own configuration as an override, changed by a
-/// counter so the core makes new instances, then check it is ready and that every live stub
-/// process of it is new.
+/// counter so the core makes new instances, then check it is ready and that every instance
+/// with a live process has a new one.
+///
+/// Old processes may outlive a successful reload: the core retires the old instances after the
+/// new ones are ready, and it never finishes retiring a generation in which a process died, so
+/// when only some of a model's processes died, their live siblings stay (idle, until trident
+/// exits) beside the new instances. What shows a reload that did not happen is an instance
+/// served only by old processes.
 fn reload(server: &Server, recovery: &Recovery, model: &str) -> Result<(), String> {
     let before: Vec<u32> = processes::live_stubs()
         .into_iter()
@@ -83,20 +90,46 @@ fn reload(server: &Server, recovery: &Recovery, model: &str) -> Result<(), Strin
     {
         return Err("loaded but not ready".into());
     }
-    let after: Vec<u32> = processes::live_stubs()
+    let after: Vec<StubProcess> = processes::live_stubs()
         .into_iter()
         .filter(|s| s.model == model)
-        .map(|s| s.pid)
         .collect();
+    replaced(&before, &after)?;
+    let kept: Vec<u32> = after
+        .iter()
+        .map(|s| s.pid)
+        .filter(|pid| before.contains(pid))
+        .collect();
+    if !kept.is_empty() {
+        recovery.retire(&kept);
+        tracing::warn!(
+            model,
+            processes = ?kept,
+            "the replaced instances' live processes stay until trident exits (the core cannot retire a generation in which a process died)"
+        );
+    }
+    Ok(())
+}
+
+/// Whether the live stubs `after` a reload show new instances: at least one, and every instance
+/// that has a live process from `before` (pids) has a new process too.
+fn replaced(before: &[u32], after: &[StubProcess]) -> Result<(), String> {
     if after.is_empty() {
         return Err("ready, but no live process serves it".into());
     }
-    if let Some(old) = after.iter().find(|pid| before.contains(pid)) {
-        return Err(format!(
-            "the core kept process {old}: the model was not reloaded"
-        ));
+    let fresh: Vec<&str> = after
+        .iter()
+        .filter(|s| !before.contains(&s.pid))
+        .map(|s| s.instance.as_str())
+        .collect();
+    let stale = after.iter().find(|s| !fresh.contains(&s.instance.as_str()));
+    match stale {
+        Some(old) => Err(format!(
+            "instance {} has only its old process {}: the model was not reloaded",
+            old.instance, old.pid
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Sets the reload parameter of a model configuration (Triton's JSON form) to `count`.
@@ -120,6 +153,33 @@ fn mark_reload(config: &mut serde_json::Value, count: u64) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stub(pid: u32, instance: &str) -> StubProcess {
+        StubProcess {
+            pid,
+            instance: instance.into(),
+            model: "m".into(),
+            shm_region: None,
+        }
+    }
+
+    #[test]
+    fn a_reload_replaced_the_model_when_every_live_instance_has_a_new_process() {
+        // All processes died: only new ones.
+        assert!(replaced(&[], &[stub(7, "m_0_0"), stub(8, "m_0_1")]).is_ok());
+        // One of two died: its live sibling stays beside both new instances.
+        let after = [stub(2, "m_0_1"), stub(7, "m_0_0"), stub(8, "m_0_1")];
+        assert!(replaced(&[2], &after).is_ok());
+        // Nothing new: the core kept the model as it was.
+        let kept = replaced(&[2], &[stub(2, "m_0_1")]).unwrap_err();
+        assert!(
+            kept.contains("instance m_0_1 has only its old process 2"),
+            "{kept}"
+        );
+        // A new process for one instance, none for the other.
+        assert!(replaced(&[2, 3], &[stub(2, "m_0_0"), stub(9, "m_0_1")]).is_err());
+        assert!(replaced(&[], &[]).unwrap_err().contains("no live process"));
+    }
 
     #[test]
     fn each_reload_changes_the_configuration_and_keeps_the_rest() {

@@ -73,7 +73,7 @@ pub fn run(server: Weak<Server>, recovery: Weak<Recovery>) {
             .collect();
         let children = processes::children();
         for &pid in &children {
-            if seen.contains_key(&pid) || processes::is_dead(pid) {
+            if seen.contains_key(&pid) || processes::is_dead(pid) || recovery.is_retired(pid) {
                 continue;
             }
             if let Some(stub) = processes::stub_process(pid).filter(|s| held.contains_key(&s.model))
