@@ -566,13 +566,16 @@ fn mme_model_recovers_from_killed_processes_under_traffic(f: &Fixture) -> Result
 /// A model with four instances, one of whose processes is killed under traffic: the engine
 /// reloads it once, every instance gets a new process (the three old live ones stay beside them,
 /// retired: the core never retires a generation with a dead process), and `/ping` stays
-/// healthy afterwards. Before, the old live processes read as "the core kept the model", and
+/// healthy afterwards, also when the retired ones end. Before, the old live processes read as "the core kept the model", and
 /// after three attempts the model was reported lost while it served.
 fn one_dead_process_of_several_is_replaced(f: &Fixture) -> Result<(), Failed> {
     let url = load_echo(f, "hydra")?;
     let url = url.to_string_lossy().into_owned();
     let stubs = stub_pids(&url);
     ensure!(stubs.len() == 4, "slow_echo has four instances: {stubs:?}");
+    // Every region, the killed stub's too: the engine learns them right after the load.
+    let regions: Vec<std::path::PathBuf> = stubs.iter().filter_map(|&p| shm_region(p)).collect();
+    ensure!(regions.len() == 4, "regions of {stubs:?}: {regions:?}");
     let recovered = common::kill_under_traffic(
         &stubs[..1],
         &|| stub_pids(&url),
@@ -588,18 +591,47 @@ fn one_dead_process_of_several_is_replaced(f: &Fixture) -> Result<(), Failed> {
         !live.contains(&stubs[0]) && fresh.len() == 4,
         "after recovery: {live:?}, before: {stubs:?} (the first killed)"
     );
-    // Healthy for good: the watcher (each second) takes none of the retired ones for a death.
-    for _ in 0..12 {
+    // The retired processes ending later is not a death of the model: nothing is reloaded,
+    // /ping stays healthy (the watcher scans each second), and their regions go.
+    let retired = &stubs[1..];
+    for &pid in retired {
+        ensure!(common::send_signal(pid, "KILL"), "kill -KILL {pid} failed");
+    }
+    for _ in 0..16 {
         let ping = get(f.mme_recovery, "/ping");
         ensure!(ping.status == 200, "/ping after recovery: {}", ping.text());
         std::thread::sleep(Duration::from_millis(250));
     }
+    let mut now = stub_pids(&url);
+    now.sort_unstable();
+    let mut serving: Vec<u32> = fresh.iter().map(|&&pid| pid).collect();
+    serving.sort_unstable();
+    ensure!(
+        now == serving,
+        "processes after the retired ones ended: {now:?}, the new ones: {serving:?}"
+    );
+    ensure!(invoke_echo(f, "hydra").status == 200, "hydra after");
+    let left: Vec<_> = regions.iter().filter(|r| r.exists()).collect();
+    ensure!(
+        left.is_empty(),
+        "regions of the ended processes left: {left:?}"
+    );
     eprintln!(
         "one of four: recovered in {:?}, {} requests meanwhile",
         recovered.took,
         recovered.statuses.len()
     );
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
+}
+
+/// The file of the shared memory region stub `pid`'s command line names.
+fn shm_region(pid: u32) -> Option<std::path::PathBuf> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let region = cmdline
+        .split(|&b| b == 0)
+        .filter_map(|arg| std::str::from_utf8(arg).ok())
+        .find(|arg| arg.starts_with("triton_python_backend_shm_region_"))?;
+    Some(std::path::Path::new("/dev/shm").join(region))
 }
 
 /// A model whose process dies and whose files no longer load: the engine tries, then reports

@@ -144,7 +144,9 @@ impl Engine for TritonEngine {
             let model_lock = recovery.model_lock(&model);
             let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
             recovery.loaded_on_purpose(&model);
-            s.load_model(&model)
+            let loaded = s.load_model(&model);
+            recovery.scan_now();
+            loaded
         })
         .await
     }

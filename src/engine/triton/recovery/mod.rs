@@ -21,13 +21,12 @@
 //!    them alone); up to [`reload::ATTEMPTS`] tries, [`reload::RETRY_PAUSE`] apart;
 //! 3. **tells the truth** through [`Recovery::health`]: while a model is being reloaded and after
 //!    all attempts failed, the engine reports it, and `/ping` fails with the reason, so
-//!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure.
-//!
+//!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure;
 //! 4. **cleans up** what it can: the watcher removes the name of a dead stub's shared memory
 //!    region (which the backend removes only when it finishes tearing the instance down, never
 //!    for a dead one), so the region does not outlive trident in `/dev/shm`. It learns each
-//!    region from the stub's command line while the stub lives: its first scan is at start, so
-//!    a stub that dies within a second of a later load keeps its region until someone removes it.
+//!    region from the stub's command line while the stub lives: it scans at start and right
+//!    after every load and reload, so only a stub that dies during its own load keeps its region.
 //!
 //! A model unloaded on purpose (`Engine::unload_model`) is never brought back, and a recovery
 //! never runs beside a load or unload of the same model: all take the model's lock.
@@ -78,9 +77,10 @@ struct State {
     reloads: HashMap<String, u64>,
     /// One lock per model, taken by loads, unloads and recoveries of that model.
     locks: HashMap<String, Arc<Mutex<()>>>,
-    /// Live processes of instances a reload replaced (the core never retires them): not
-    /// watched, so their end later is not taken for a new death.
-    retired: HashSet<u32>,
+    /// Live processes of instances a reload replaced (the core never retires them), with their
+    /// shared memory regions: not watched for deaths, only for their end (then forgotten, and
+    /// the region's name removed, before the pid can be reused).
+    retired: HashMap<u32, Option<String>>,
 }
 
 /// The engine's recovery of models whose process died. Shared by the engine's clones and its
@@ -89,6 +89,8 @@ pub struct Recovery {
     state: Mutex<State>,
     /// Models to reload, for the reload thread.
     requests: Mutex<Sender<String>>,
+    /// Asks the watcher to look for new processes now (after a load).
+    scans: Mutex<Sender<()>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,9 +102,11 @@ impl Recovery {
     /// when the server is dropped.
     pub fn start(server: &Arc<Server>) -> Arc<Recovery> {
         let (sender, receiver) = channel();
+        let (scans, scan_now) = channel();
         let recovery = Arc::new(Recovery {
             state: Mutex::default(),
             requests: Mutex::new(sender),
+            scans: Mutex::new(scans),
         });
         type Work = Box<dyn FnOnce() + Send>;
         let threads: [(&str, Work); 2] = [
@@ -112,7 +116,7 @@ impl Recovery {
             }),
             ("trident-watch", {
                 let (server, recovery) = (Arc::downgrade(server), Arc::downgrade(&recovery));
-                Box::new(move || watch::run(server, recovery))
+                Box::new(move || watch::run(scan_now, server, recovery))
             }),
         ];
         for (name, work) in threads {
@@ -174,6 +178,12 @@ impl Recovery {
         }
     }
 
+    /// A load (on purpose, or a reload) has finished: the watcher learns the new processes and
+    /// their regions now rather than at its next scan.
+    pub fn scan_now(&self) {
+        let _ = lock(&self.scans).send(());
+    }
+
     /// An unload of `model` through the engine: it is not to be brought back.
     pub fn unloaded_on_purpose(&self, model: &str) {
         let mut state = lock(&self.state);
@@ -199,13 +209,33 @@ impl Recovery {
         }
     }
 
-    /// Processes of replaced instances that live on: the watcher leaves them alone.
-    fn retire(&self, pids: &[u32]) {
-        lock(&self.state).retired.extend(pids);
+    /// Processes of replaced instances that live on: the watcher does not take their end for
+    /// a death of their model.
+    fn retire(&self, stubs: &[&processes::StubProcess]) {
+        let mut state = lock(&self.state);
+        for stub in stubs {
+            state.retired.insert(stub.pid, stub.shm_region.clone());
+        }
     }
 
     fn is_retired(&self, pid: u32) -> bool {
-        lock(&self.state).retired.contains(&pid)
+        lock(&self.state).retired.contains_key(&pid)
+    }
+
+    /// Forgets the retired processes that are no longer `alive`; returns them with their
+    /// regions.
+    fn take_ended_retired(&self, alive: impl Fn(u32) -> bool) -> Vec<(u32, Option<String>)> {
+        let mut state = lock(&self.state);
+        let ended: Vec<u32> = state
+            .retired
+            .keys()
+            .copied()
+            .filter(|&p| !alive(p))
+            .collect();
+        ended
+            .into_iter()
+            .filter_map(|pid| Some((pid, state.retired.remove(&pid)?)))
+            .collect()
     }
 
     fn is_lost(&self, model: &str) -> bool {

@@ -42,6 +42,7 @@ pub fn run(receiver: Receiver<String>, server: Weak<Server>, recovery: Weak<Reco
             }
         }
         drop(held);
+        recovery.scan_now();
         match &outcome {
             Ok(()) if recovery.is_unwanted(&model) => {
                 tracing::info!(model, "the model was unloaded on purpose; not reloaded");
@@ -95,16 +96,13 @@ fn reload(server: &Server, recovery: &Recovery, model: &str) -> Result<(), Strin
         .filter(|s| s.model == model)
         .collect();
     replaced(&before, &after)?;
-    let kept: Vec<u32> = after
-        .iter()
-        .map(|s| s.pid)
-        .filter(|pid| before.contains(pid))
-        .collect();
+    let kept: Vec<&StubProcess> = after.iter().filter(|s| before.contains(&s.pid)).collect();
     if !kept.is_empty() {
         recovery.retire(&kept);
+        let pids: Vec<u32> = kept.iter().map(|s| s.pid).collect();
         tracing::warn!(
             model,
-            processes = ?kept,
+            processes = ?pids,
             "the replaced instances' live processes stay until trident exits (the core cannot retire a generation in which a process died)"
         );
     }

@@ -1,8 +1,9 @@
 //! The watcher: notices a python backend process that died before any request does.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use super::super::server::Server;
 use super::{Recovery, processes};
@@ -22,15 +23,19 @@ struct Seen {
 }
 
 /// Forgets a stub the watcher saw: if its process is dead, the name of its shared memory
-/// region is removed (see [`processes::remove_shm_region`]).
+/// region is removed.
 fn forget(pid: u32, stub: &Seen, alive: bool) {
-    let Some(region) = stub.shm_region.as_deref().filter(|_| !alive) else {
-        return;
-    };
+    if let Some(region) = stub.shm_region.as_deref().filter(|_| !alive) {
+        remove_region(pid, region);
+    }
+}
+
+/// Removes the name of dead process `pid`'s shared memory region (see
+/// [`processes::remove_shm_region`]).
+fn remove_region(pid: u32, region: &str) {
     match processes::remove_shm_region(region) {
         Ok(true) => tracing::info!(
             pid,
-            model = stub.model,
             region,
             "removed the shared memory region of a dead python backend process"
         ),
@@ -44,75 +49,125 @@ fn forget(pid: u32, stub: &Seen, alive: bool) {
     }
 }
 
-/// Every [`SCAN_EVERY`], notes the live stub processes of models the core holds (loading ones
-/// too: their instances start during the load); one found dead (a zombie, or gone) on two
+/// Every [`SCAN_EVERY`] (and at once when `scan_now` asks, after a load), notes the live stub
+/// processes of models the core holds (loading ones too: their instances start during the
+/// load); one found dead (a zombie, or gone) on two
 /// scans in a row while its model is `READY`, not being reloaded and not reloaded since it was
 /// seen, is reported. A stub forgotten because its process is dead has its shared memory
-/// region's name removed. Ends when the server or recovery is gone.
-pub fn run(server: Weak<Server>, recovery: Weak<Recovery>) {
+/// region's name removed. Processes a reload retired are not watched for deaths; when one
+/// ends, its region's name is removed too. Ends when the server or recovery is gone.
+pub fn run(scan_now: Receiver<()>, server: Weak<Server>, recovery: Weak<Recovery>) {
     let mut seen: HashMap<u32, Seen> = HashMap::new();
     // The first scan at once: the stubs of the models loaded at start are known from the start.
-    let mut first = true;
+    let mut regular = true;
+    let mut last_regular = Instant::now();
     loop {
-        if !std::mem::take(&mut first) {
-            std::thread::sleep(SCAN_EVERY);
-        }
         let (Some(server), Some(recovery)) = (server.upgrade(), recovery.upgrade()) else {
             return;
         };
-        let Ok(index) = server.model_index(false) else {
-            continue;
-        };
-        let held: HashMap<String, bool> = index
-            .into_iter()
-            .filter(|entry| matches!(entry.state.as_deref(), Some("READY" | "LOADING")))
-            .map(|entry| {
-                let ready = entry.state.as_deref() == Some("READY");
-                (entry.name, ready)
-            })
-            .collect();
-        let children = processes::children();
-        for &pid in &children {
-            if seen.contains_key(&pid) || processes::is_dead(pid) || recovery.is_retired(pid) {
-                continue;
+        if let Some(held) = held_models(&server) {
+            let children = processes::children();
+            let alive = |pid: u32| children.contains(&pid) && !processes::is_dead(pid);
+            for (pid, region) in recovery.take_ended_retired(alive) {
+                if let Some(region) = region {
+                    remove_region(pid, &region);
+                }
             }
-            if let Some(stub) = processes::stub_process(pid).filter(|s| held.contains_key(&s.model))
-            {
-                let reloads = recovery.reloads(&stub.model);
-                seen.insert(
-                    pid,
-                    Seen {
-                        model: stub.model,
-                        reloads,
-                        dead_scans: 0,
-                        shm_region: stub.shm_region,
-                    },
-                );
+            learn(&mut seen, &children, &held, &recovery);
+            // A scan asked for after a load only learns new processes: deaths are counted on
+            // the regular scans, a second apart.
+            if regular {
+                check(&mut seen, &held, alive, &recovery);
             }
         }
-        seen.retain(|&pid, stub| {
-            let alive = children.contains(&pid) && !processes::is_dead(pid);
-            let Some(&ready) = held.get(&stub.model) else {
-                forget(pid, stub, alive);
-                return false; // unloaded
-            };
-            if recovery.is_lost(&stub.model) || recovery.reloads(&stub.model) != stub.reloads {
-                forget(pid, stub, alive);
-                return false; // being dealt with, or replaced
+        drop((server, recovery));
+        if regular {
+            last_regular = Instant::now();
+        }
+        let until_regular = SCAN_EVERY.saturating_sub(last_regular.elapsed());
+        regular = match scan_now.recv_timeout(until_regular) {
+            Ok(()) => {
+                while scan_now.try_recv().is_ok() {}
+                last_regular.elapsed() >= SCAN_EVERY
             }
-            if !ready {
-                return true; // still loading: a failed load is the load's to report
-            }
-            stub.dead_scans = if alive { 0 } else { stub.dead_scans + 1 };
-            if stub.dead_scans < 2 {
-                return true;
-            }
-            recovery.report(
-                &stub.model,
-                &format!("its python backend process {pid} exited"),
-            );
-            forget(pid, stub, alive);
-            false
-        });
+            Err(RecvTimeoutError::Timeout) => true,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
     }
+}
+
+/// The models the core holds, `READY` (true) or `LOADING` (false).
+fn held_models(server: &Server) -> Option<HashMap<String, bool>> {
+    let index = server.model_index(false).ok()?;
+    let held = index
+        .into_iter()
+        .filter(|entry| matches!(entry.state.as_deref(), Some("READY" | "LOADING")))
+        .map(|entry| {
+            let ready = entry.state.as_deref() == Some("READY");
+            (entry.name, ready)
+        })
+        .collect();
+    Some(held)
+}
+
+/// Notes the live stubs among `children` that serve a model the core holds and are not known
+/// yet (nor retired).
+fn learn(
+    seen: &mut HashMap<u32, Seen>,
+    children: &HashSet<u32>,
+    held: &HashMap<String, bool>,
+    recovery: &Recovery,
+) {
+    for &pid in children {
+        if seen.contains_key(&pid) || processes::is_dead(pid) || recovery.is_retired(pid) {
+            continue;
+        }
+        if let Some(stub) = processes::stub_process(pid).filter(|s| held.contains_key(&s.model)) {
+            let reloads = recovery.reloads(&stub.model);
+            seen.insert(
+                pid,
+                Seen {
+                    model: stub.model,
+                    reloads,
+                    dead_scans: 0,
+                    shm_region: stub.shm_region,
+                },
+            );
+        }
+    }
+}
+
+/// Counts the deaths of the stubs `seen`: one dead on two scans in a row while its model is
+/// `READY` and not dealt with is reported; stubs of models unloaded, being reloaded or
+/// replaced are forgotten.
+fn check(
+    seen: &mut HashMap<u32, Seen>,
+    held: &HashMap<String, bool>,
+    alive: impl Fn(u32) -> bool,
+    recovery: &Recovery,
+) {
+    seen.retain(|&pid, stub| {
+        let alive = alive(pid);
+        let Some(&ready) = held.get(&stub.model) else {
+            forget(pid, stub, alive);
+            return false; // unloaded
+        };
+        if recovery.is_lost(&stub.model) || recovery.reloads(&stub.model) != stub.reloads {
+            forget(pid, stub, alive);
+            return false; // being dealt with, or replaced
+        }
+        if !ready {
+            return true; // still loading: a failed load is the load's to report
+        }
+        stub.dead_scans = if alive { 0 } else { stub.dead_scans + 1 };
+        if stub.dead_scans < 2 {
+            return true;
+        }
+        recovery.report(
+            &stub.model,
+            &format!("its python backend process {pid} exited"),
+        );
+        forget(pid, stub, alive);
+        false
+    });
 }
