@@ -20,7 +20,7 @@ use trident::engine::{Engine, ModelState};
 use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
-use common::{configs, copy_model, models_dir, stub_pids};
+use common::{configs, copy_model, models_dir, stub_pids, stub_shm_region};
 
 struct Fixture {
     /// Runs the HTTP servers; dropped last.
@@ -574,7 +574,8 @@ fn one_dead_process_of_several_is_replaced(f: &Fixture) -> Result<(), Failed> {
     let stubs = stub_pids(&url);
     ensure!(stubs.len() == 4, "slow_echo has four instances: {stubs:?}");
     // Every region, the killed stub's too: the engine learns them right after the load.
-    let regions: Vec<std::path::PathBuf> = stubs.iter().filter_map(|&p| shm_region(p)).collect();
+    let regions: Vec<std::path::PathBuf> =
+        stubs.iter().filter_map(|&p| stub_shm_region(p)).collect();
     ensure!(regions.len() == 4, "regions of {stubs:?}: {regions:?}");
     let recovered = common::kill_under_traffic(
         &stubs[..1],
@@ -622,16 +623,6 @@ fn one_dead_process_of_several_is_replaced(f: &Fixture) -> Result<(), Failed> {
         recovered.statuses.len()
     );
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
-}
-
-/// The file of the shared memory region stub `pid`'s command line names.
-fn shm_region(pid: u32) -> Option<std::path::PathBuf> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let region = cmdline
-        .split(|&b| b == 0)
-        .filter_map(|arg| std::str::from_utf8(arg).ok())
-        .find(|arg| arg.starts_with("triton_python_backend_shm_region_"))?;
-    Some(std::path::Path::new("/dev/shm").join(region))
 }
 
 /// A model whose process dies and whose files no longer load: the engine tries, then reports

@@ -336,16 +336,6 @@ fn stub_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// The file of the shared memory region a stub's command line names.
-fn shm_region(pid: u32) -> Option<PathBuf> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let region = cmdline
-        .split(|&b| b == 0)
-        .filter_map(|arg| std::str::from_utf8(arg).ok())
-        .find(|arg| arg.starts_with("triton_python_backend_shm_region_"))?;
-    Some(Path::new("/dev/shm").join(region))
-}
-
 /// The python stub the core starts for a model holds none of trident's descriptors: not its
 /// sockets (the listener, a client's connection) and not one trident inherited without
 /// close-on-exec (descriptor 9 here, opened by the shell that execs trident), only the standard
@@ -432,7 +422,10 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
 
     let stubs: Vec<u32> = stub_children(running.0.id());
     assert!(!stubs.is_empty(), "no python stub among trident's children");
-    let regions: Vec<PathBuf> = stubs.iter().filter_map(|&pid| shm_region(pid)).collect();
+    let regions: Vec<PathBuf> = stubs
+        .iter()
+        .filter_map(|&pid| common::stub_shm_region(pid))
+        .collect();
     assert_eq!(
         regions.len(),
         stubs.len(),

@@ -264,6 +264,16 @@ pub fn stub_pids(needle: &str) -> Vec<u32> {
     pids
 }
 
+/// The file of the shared memory region stub `pid`'s command line names (`/dev/shm/<name>`).
+pub fn stub_shm_region(pid: u32) -> Option<PathBuf> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let region = cmdline
+        .split(|&b| b == 0)
+        .filter_map(|arg| std::str::from_utf8(arg).ok())
+        .find(|arg| arg.starts_with("triton_python_backend_shm_region_"))?;
+    Some(Path::new("/dev/shm").join(region))
+}
+
 /// How a model came back after its processes were killed under traffic.
 #[derive(Debug)]
 pub struct Recovered {

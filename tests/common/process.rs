@@ -35,6 +35,63 @@ impl Running {
     pub fn log(&self) -> &Path {
         self.1.as_ref().expect("trident's log is kept").path()
     }
+
+    /// Prints the end of trident's log and how the process stands (for a failing test), and
+    /// keeps the whole log in the folder `TRIDENT_TEST_LOGS` names, if set.
+    fn print_log(&mut self) {
+        let Some(log) = &self.1 else {
+            return;
+        };
+        let bytes = std::fs::read(log.path()).unwrap_or_default();
+        if let Some(folder) = std::env::var_os("TRIDENT_TEST_LOGS") {
+            let kept = Path::new(&folder).join(format!("trident-{}.log", self.0.id()));
+            let _ = std::fs::create_dir_all(&folder);
+            match std::fs::write(&kept, &bytes) {
+                Ok(()) => eprintln!("trident's whole log: {}", kept.display()),
+                Err(error) => eprintln!("cannot keep trident's log in {}: {error}", kept.display()),
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        let chosen = without_core_verbose(&lines);
+        let chosen = &chosen[chosen.len().saturating_sub(LOG_TAIL_LINES)..];
+        let last = &lines[lines.len().saturating_sub(LOG_LAST_LINES)..];
+        let state = match self.0.try_wait() {
+            Ok(Some(status)) => format!("exited: {status}"),
+            Ok(None) => "running".to_owned(),
+            Err(error) => format!("unknown: {error}"),
+        };
+        eprintln!(
+            "--- trident's log (pid {}, {state}): its last {} lines other than the core's verbose ones ---\n{}\n--- its last {} lines ---\n{}\n--- end of trident's log ---",
+            self.0.id(),
+            chosen.len(),
+            chosen.join("\n"),
+            last.len(),
+            last.join("\n"),
+        );
+    }
+}
+
+/// trident's own lines and the core's warnings and errors: the core's verbose entries, which
+/// would fill a tail, left out. A line that does not start an entry continues the one before
+/// (the core writes model configurations over many lines).
+fn without_core_verbose<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+    let mut in_verbose = false;
+    lines
+        .iter()
+        .copied()
+        .filter(|line| {
+            let bytes = line.as_bytes();
+            let core_entry = matches!(bytes.first(), Some(b'I' | b'W' | b'E' | b'F'))
+                && bytes.get(1).is_some_and(u8::is_ascii_digit);
+            if core_entry {
+                in_verbose = bytes[0] == b'I';
+            } else if bytes.first().is_some_and(u8::is_ascii_digit) {
+                in_verbose = false; // one of trident's lines, which start with the time
+            }
+            !in_verbose
+        })
+        .collect()
 }
 
 impl Drop for Running {
@@ -42,58 +99,8 @@ impl Drop for Running {
     /// When the test is failing, the end of trident's log is printed with the failure (and the
     /// whole log kept in the folder `TRIDENT_TEST_LOGS` names, if set).
     fn drop(&mut self) {
-        if std::thread::panicking()
-            && let Some(log) = &self.1
-        {
-            let bytes = std::fs::read(log.path()).unwrap_or_default();
-            // The whole log, where TRIDENT_TEST_LOGS names a folder.
-            if let Some(folder) = std::env::var_os("TRIDENT_TEST_LOGS") {
-                let kept = Path::new(&folder).join(format!("trident-{}.log", self.0.id()));
-                let _ = std::fs::create_dir_all(&folder);
-                match std::fs::write(&kept, &bytes) {
-                    Ok(()) => eprintln!("trident's whole log: {}", kept.display()),
-                    Err(error) => {
-                        eprintln!("cannot keep trident's log in {}: {error}", kept.display())
-                    }
-                }
-            }
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            // trident's own lines and the core's warnings and errors, without the core's
-            // verbose lines, which would fill the tail; then the last lines as they are.
-            // A line that does not start an entry continues the one before (the core writes
-            // model configurations over many lines).
-            let lines: Vec<&str> = text.lines().collect();
-            let mut in_verbose = false;
-            let chosen: Vec<&str> = lines
-                .iter()
-                .copied()
-                .filter(|line| {
-                    let bytes = line.as_bytes();
-                    let core_entry = matches!(bytes.first(), Some(b'I' | b'W' | b'E' | b'F'))
-                        && bytes.get(1).is_some_and(u8::is_ascii_digit);
-                    if core_entry {
-                        in_verbose = bytes[0] == b'I';
-                    } else if bytes.first().is_some_and(u8::is_ascii_digit) {
-                        in_verbose = false; // one of trident's lines, which start with the time
-                    }
-                    !in_verbose
-                })
-                .collect();
-            let chosen = &chosen[chosen.len().saturating_sub(LOG_TAIL_LINES)..];
-            let last = &lines[lines.len().saturating_sub(LOG_LAST_LINES)..];
-            let state = match self.0.try_wait() {
-                Ok(Some(status)) => format!("exited: {status}"),
-                Ok(None) => "running".to_owned(),
-                Err(error) => format!("unknown: {error}"),
-            };
-            eprintln!(
-                "--- trident's log (pid {}, {state}): its last {} lines other than the core's verbose ones ---\n{}\n--- its last {} lines ---\n{}\n--- end of trident's log ---",
-                self.0.id(),
-                chosen.len(),
-                chosen.join("\n"),
-                last.len(),
-                last.join("\n"),
-            );
+        if std::thread::panicking() {
+            self.print_log();
         }
         if self.0.try_wait().ok().flatten().is_none() {
             super::send_signal(self.0.id(), "TERM");

@@ -226,16 +226,7 @@ impl Recovery {
     /// regions.
     fn take_ended_retired(&self, alive: impl Fn(u32) -> bool) -> Vec<(u32, Option<String>)> {
         let mut state = lock(&self.state);
-        let ended: Vec<u32> = state
-            .retired
-            .keys()
-            .copied()
-            .filter(|&p| !alive(p))
-            .collect();
-        ended
-            .into_iter()
-            .filter_map(|pid| Some((pid, state.retired.remove(&pid)?)))
-            .collect()
+        state.retired.extract_if(|&pid, _| !alive(pid)).collect()
     }
 
     fn is_lost(&self, model: &str) -> bool {
