@@ -2,10 +2,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use crate::config::ServeArgs;
+use crate::config::process::ProcessRole;
 use crate::engine::triton::{self, ApiVersion};
 
 /// trident: NVIDIA Triton Inference Server as an AWS SageMaker inference container.
@@ -33,10 +35,13 @@ pub enum Command {
 
 impl Cli {
     /// Runs the command; the error is what the binary reports before exiting 1.
-    pub fn run(self) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    pub fn run(self) -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
         match self.command {
             Command::Serve(args) => {
                 let config = args.resolve()?;
+                if let ProcessRole::Supervisor(limit) = config.process {
+                    return crate::supervisor::run(&config, limit);
+                }
                 // The control runtime: start-up, signals, the accept loop, the metrics port,
                 // plugin reloads. Requests are served on the HTTP worker threads
                 // (`http::workers`, `--thread-count` of them).
@@ -45,9 +50,10 @@ impl Cli {
                     .thread_name("trident-control")
                     .enable_all()
                     .build()?
-                    .block_on(crate::serve::run(config))
+                    .block_on(crate::serve::run(config))?;
+                Ok(ExitCode::SUCCESS)
             }
-            Command::Plugin(command) => command.run(),
+            Command::Plugin(command) => command.run().map(|()| ExitCode::SUCCESS),
             Command::CheckTriton { triton_home } => {
                 let triton = triton::library::load(triton_home.as_deref())?;
                 let mut out = std::io::stdout().lock();
@@ -58,7 +64,7 @@ impl Cli {
                     triton.api_version(),
                     ApiVersion::BUILT_AGAINST
                 )?;
-                Ok(())
+                Ok(ExitCode::SUCCESS)
             }
         }
     }

@@ -14,6 +14,8 @@
 //! - [`invocation`]: what SageMaker's headers say about one invocation (plugins read it too).
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
+//! - [`supervisor`]: `trident serve`'s process model: a supervisor without Triton that runs the
+//!   serving process and restarts it, with every model it had, when it crashes.
 //! - [`plugins`]: the WebAssembly plugin host: manifest, limits, adapters, OOM policy, A/B.
 //! - [`metrics`]: Prometheus metrics, served on their own port.
 //! - [`cli`]: the command line of the `trident` binary.
@@ -32,3 +34,4 @@ pub mod pipeline;
 pub mod plugins;
 pub mod protocol;
 pub mod serve;
+pub mod supervisor;

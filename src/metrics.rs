@@ -52,6 +52,8 @@ pub struct Metrics {
     loads: Mutex<HashMap<Outcome, u64>>,
     unloads: Mutex<HashMap<Outcome, u64>>,
     connections_refused: AtomicU64,
+    /// Serving processes the supervisor restarted before this one.
+    restarts: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -104,6 +106,11 @@ impl Metrics {
         *lock(&self.unloads).entry(outcome).or_default() += 1;
     }
 
+    /// How many serving processes the supervisor restarted before this one.
+    pub fn set_restarts(&self, restarts: u32) {
+        self.restarts.store(u64::from(restarts), Ordering::Relaxed);
+    }
+
     /// Counts a connection refused because the server was at its connection limit.
     pub fn connection_refused(&self) {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
@@ -141,11 +148,15 @@ impl Metrics {
             }
         }
         let refused = self.connections_refused.load(Ordering::Relaxed);
+        let restarts = self.restarts.load(Ordering::Relaxed);
         let _ = write!(
             out,
             "# HELP trident_connections_refused_total Connections answered 503 at the connection limit.\n\
              # TYPE trident_connections_refused_total counter\n\
              trident_connections_refused_total {refused}\n\
+             # HELP trident_restarts_total Serving processes that ended abnormally and were replaced by the supervisor.\n\
+             # TYPE trident_restarts_total counter\n\
+             trident_restarts_total {restarts}\n\
              # HELP trident_engine_requests_in_flight Requests the Triton core holds.\n\
              # TYPE trident_engine_requests_in_flight gauge\n\
              trident_engine_requests_in_flight {}\n\

@@ -1,15 +1,19 @@
-//! `trident serve`: configuration → Triton core → HTTP server, until SIGTERM.
+//! `trident serve`'s serving process: configuration → Triton core → HTTP server, until SIGTERM
+//! (the supervisor around it: [`crate::supervisor`]).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::net::TcpListener;
 
+use crate::config::process::ProcessRole;
 use crate::config::{Config, Mode};
 use crate::engine::triton::{self, ModelControl, Server, ServerConfig, Triton, TritonEngine};
 use crate::http::{self, AppState};
+use crate::mme::journal::Journal;
 use crate::plugins::PluginHost;
 use crate::plugins::manifest::Manifest;
+use crate::supervisor;
 
 /// Why serving stopped with an error.
 pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
@@ -63,10 +67,17 @@ async fn start_core(triton: &'static Triton, core: ServerConfig) -> Result<Serve
     Ok(started.await??)
 }
 
-/// Runs the server until SIGTERM or Ctrl-C, then drains and stops the core.
+/// Runs the server until SIGTERM or Ctrl-C, then drains and stops the core. As the serving
+/// process of a supervisor ([`crate::supervisor`]): on the supervisor's listener, with the
+/// models a predecessor had, and asking to be replaced when the core cannot bring a model back.
 pub async fn run(config: Config) -> Result<(), ServeError> {
-    // Bind first: SageMaker expects connections to be accepted right away; they wait in the
-    // backlog while the core loads the model.
+    let supervision = match &config.process {
+        ProcessRole::Supervised(supervision) => Some(supervision.clone()),
+        ProcessRole::Supervisor(_) | ProcessRole::Alone => None,
+    };
+    if let Some(supervision) = &supervision {
+        supervisor::follow_supervisor(supervision)?;
+    }
     let plugins = match &config.plugins {
         Some(path) => {
             let manifest = Manifest::load(path)?;
@@ -76,8 +87,22 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         }
         None => None,
     };
-    let listener = TcpListener::bind(config.listen).await?;
-    tracing::info!(address = %listener.local_addr()?, "listening");
+    // Connections wait in the listener's backlog while the core loads the models.
+    let listener = match &supervision {
+        Some(supervision) => {
+            let listener = supervisor::listener::take()?;
+            tracing::info!(
+                restarts = supervision.restarts,
+                "serving process: on the supervisor's listener"
+            );
+            listener
+        }
+        None => {
+            let listener = TcpListener::bind(config.listen).await?;
+            tracing::info!(address = %listener.local_addr()?, "listening");
+            listener
+        }
+    };
     let triton = triton::library::load(config.triton_home.as_deref())?;
     if let Mode::MultiModel { repository, .. } = &config.mode {
         std::fs::create_dir_all(repository)?;
@@ -92,11 +117,23 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let server = start_core(triton, core).await?;
     let grace = config.shutdown_grace;
     let metrics_port = config.metrics_port;
-    let mut state = AppState::new(TritonEngine::new(server), config).with_plugins(plugins);
+    let engine = TritonEngine::new(server).with_reload_deadline(config.model_load_timeout);
+    let mut state = AppState::new(engine, config).with_plugins(plugins);
     if let Some(folder) = &triton_folder {
         state = state.hiding(folder, "<triton>");
     }
     let state = Arc::new(state);
+    if let Some(supervision) = &supervision {
+        state.metrics.set_restarts(supervision.restarts);
+        if matches!(state.config.mode, Mode::MultiModel { .. }) {
+            let journal = Journal::in_folder(&supervision.state_dir);
+            let models = journal.read();
+            if !models.is_empty() {
+                http::models::restore(&state, models).await;
+            }
+            state.registry.keep_journal(journal);
+        }
+    }
     tokio::spawn(reload_on_sighup(Arc::clone(&state)));
     if let Some(port) = metrics_port {
         let listener = TcpListener::bind((state.config.listen.ip(), port)).await?;
@@ -104,11 +141,43 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         tokio::spawn(http::serve_metrics(listener, Arc::clone(&state)));
     }
     tracing::info!("serving");
-    http::serve(listener, Arc::clone(&state), shutdown_signal(), grace).await;
+    let replace = Arc::new(OnceLock::new());
+    let stop = {
+        let (engine, replace) = (state.engine.clone(), Arc::clone(&replace));
+        let supervised = supervision.is_some();
+        async move {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                why = unrecoverable(&engine), if supervised => drop(replace.set(why)),
+            }
+        }
+    };
+    http::serve(listener, Arc::clone(&state), stop, grace).await;
+    if let Some(why) = replace.get() {
+        // The core is not stopped: stopping waits on the instances whose process died, which
+        // never finish. The supervisor ends what this process leaves and starts a new one.
+        tracing::error!(
+            why,
+            "the core cannot bring a model back: exiting for the supervisor to start a new serving process"
+        );
+        std::process::exit(i32::from(supervisor::RESTART_EXIT_CODE));
+    }
     // Stopping the core waits for its own in-flight work; keep it off the async workers.
     tokio::task::spawn_blocking(move || drop(state)).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Resolves, with why, once the core cannot bring back a model whose process died (every
+/// reload failed, or one has not finished within the load timeout).
+async fn unrecoverable(engine: &TritonEngine) -> String {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Some(why) = engine.cannot_recover() {
+            return why;
+        }
+    }
 }
 
 /// SIGHUP reloads the plugin manifest; a manifest that fails to load leaves the old plugins.

@@ -3,6 +3,7 @@
 //! script (same conditions and messages; the binary exits 1 on any of them).
 
 pub mod ports;
+pub mod process;
 pub mod restrictions;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -12,6 +13,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::engine::{BackendSetting, CoreLogging};
+use process::{ProcessRole, RestartLimit, Supervision};
 use restrictions::{Restriction, parse_restrictions};
 
 /// SageMaker's real-time payload limit.
@@ -153,6 +155,25 @@ pub struct ServeArgs {
     /// A Triton installation (folder with lib/libtritonserver.so) or the library itself.
     #[arg(long, env = "TRITON_HOME")]
     pub triton_home: Option<PathBuf>,
+    /// `false` serves in this process, with no supervisor to restart it when the core crashes.
+    #[arg(long, env = "TRIDENT_SUPERVISE", default_value = "true")]
+    pub supervise: String,
+    /// Abnormal ends of the serving process restarted within `--restart-window-secs`; one more
+    /// ends trident (exit 1), so SageMaker replaces the instance.
+    #[arg(long, env = "TRIDENT_MAX_RESTARTS", default_value_t = process::DEFAULT_MAX_RESTARTS)]
+    pub max_restarts: u32,
+    /// The window `--max-restarts` counts in, in seconds.
+    #[arg(long, env = "TRIDENT_RESTART_WINDOW_SECS", default_value_t = process::DEFAULT_RESTART_WINDOW_SECS)]
+    pub restart_window_secs: u64,
+    /// Set by the supervisor for the serving process it starts: the supervisor's pid.
+    #[arg(long, env = "TRIDENT_SUPERVISOR_PID", hide = true)]
+    pub supervisor_pid: Option<u32>,
+    /// Set by the supervisor: its folder for what a restarted serving process needs.
+    #[arg(long, env = "TRIDENT_STATE_DIR", hide = true)]
+    pub state_dir: Option<PathBuf>,
+    /// Set by the supervisor: how many serving processes it restarted before this one.
+    #[arg(long, env = "TRIDENT_RESTARTS", hide = true, default_value_t = 0)]
+    pub restarts: u32,
 }
 
 /// Default for `--max-connections`.
@@ -253,6 +274,8 @@ pub struct Config {
     pub model_load_gpu_limit: Option<f64>,
     pub model_namespacing: bool,
     pub triton_home: Option<PathBuf>,
+    /// Supervisor, supervised serving process, or alone.
+    pub process: ProcessRole,
 }
 
 impl Config {
@@ -282,6 +305,7 @@ impl Config {
             model_load_gpu_limit: None,
             model_namespacing: true,
             triton_home: None,
+            process: ProcessRole::Alone,
         }
     }
 }
@@ -370,7 +394,9 @@ impl ServeArgs {
         )
         .map_err(ConfigError)?;
         let metrics_path = check_metrics_path(&self.metrics_path)?;
+        let process = self.process_role()?;
         Ok(Config {
+            process,
             listen: SocketAddr::new(self.bind, self.port),
             metrics_port,
             metrics_path,
@@ -398,6 +424,26 @@ impl ServeArgs {
             model_namespacing: flag(&self.disable_model_namespacing),
             triton_home: self.triton_home,
         })
+    }
+
+    /// The supervisor unless told otherwise; the serving process when a supervisor started it.
+    fn process_role(&self) -> Result<ProcessRole, ConfigError> {
+        match (self.supervisor_pid, &self.state_dir) {
+            (Some(supervisor), Some(state_dir)) => Ok(ProcessRole::Supervised(Supervision {
+                supervisor,
+                state_dir: state_dir.clone(),
+                restarts: self.restarts,
+            })),
+            (Some(_), None) | (None, Some(_)) => Err(ConfigError(
+                "ERROR: TRIDENT_SUPERVISOR_PID and TRIDENT_STATE_DIR are set by trident's supervisor, together"
+                    .into(),
+            )),
+            (None, None) if flag(&self.supervise) => Ok(ProcessRole::Supervisor(RestartLimit {
+                max: self.max_restarts,
+                window: Duration::from_secs(self.restart_window_secs.max(1)),
+            })),
+            (None, None) => Ok(ProcessRole::Alone),
+        }
     }
 
     /// Single-model (with its default model, checked like the entry script) or multi-model.

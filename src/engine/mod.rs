@@ -1,9 +1,12 @@
 //! The inference engine: plain request and response types, and the Triton core behind them.
 //!
 //! Everything here above `triton` is safe Rust with no Triton types; `triton` binds the C API.
+//! [`processes`] reads the python backend's processes from `/proc` (the engine's recovery and the
+//! supervisor both need it).
 
 pub mod dtype;
 mod error;
+pub mod processes;
 mod request;
 mod response;
 pub mod service;

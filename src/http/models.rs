@@ -14,6 +14,7 @@ use crate::engine::Engine;
 use crate::engine::ErrorCode;
 use crate::invocation::Invocation;
 use crate::metrics::Outcome;
+use crate::mme::journal::Entry;
 use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
 use crate::plugins::PluginHost;
@@ -73,6 +74,72 @@ pub async fn load<E: Engine>(
             Err(ApiError::bad_request_or_oom(error.message, oom))
         }
         Err(other) => Err(other.into()),
+    }
+}
+
+/// Loads again, before the endpoint serves, the models a serving process that ended abnormally
+/// had loaded (its journal, [`crate::mme::journal`]), all at once, each with its plugins and
+/// under its target name, as its load call asked. A model that cannot be loaded now is logged
+/// and left out; the others serve.
+pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
+    let started = std::time::Instant::now();
+    let count = models.len();
+    let loads: Vec<_> = models
+        .into_iter()
+        .map(|entry| {
+            let state = Arc::clone(state);
+            tokio::spawn(async move {
+                let why = match restore_one(&state, &entry).await {
+                    Ok(()) => return true,
+                    Err(why) => why,
+                };
+                tracing::error!(
+                    model = entry.name,
+                    why,
+                    "a model loaded before the restart is not loaded again"
+                );
+                false
+            })
+        })
+        .collect();
+    let mut restored = 0;
+    for load in loads {
+        restored += usize::from(load.await.unwrap_or(false));
+    }
+    tracing::info!(
+        restored,
+        of = count,
+        seconds = started.elapsed().as_secs_f64(),
+        "loaded again the models the previous serving process had"
+    );
+}
+
+/// Loads one model of [`restore`]. A load still running after the load timeout goes on (it
+/// serves once it finishes) while the endpoint starts serving the others.
+async fn restore_one<E: Engine>(state: &AppState<E>, entry: &Entry) -> Result<(), String> {
+    let plugins = model_plugins(state, &entry.url)
+        .await
+        .map_err(|e| e.message)?;
+    let (registry, engine, entry) = (
+        Arc::clone(&state.registry),
+        state.engine.clone(),
+        entry.clone(),
+    );
+    let mut loading = tokio::spawn(async move {
+        registry
+            .load(
+                &engine,
+                &entry.name,
+                &entry.url,
+                Some(&entry.target),
+                plugins,
+            )
+            .await
+    });
+    match tokio::time::timeout(state.config.model_load_timeout, &mut loading).await {
+        Ok(Ok(loaded)) => loaded.map_err(|e| ApiError::from(e).message),
+        Ok(Err(error)) => Err(format!("the load task failed: {error}")),
+        Err(_) => Err("still loading after the load timeout; it serves once loaded".into()),
     }
 }
 

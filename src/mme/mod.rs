@@ -1,8 +1,10 @@
 //! The SageMaker multi-model endpoint: what a load asks for ([`load_request`]), which urls may
 //! be loaded ([`url`]), where their model is
 //! ([`layout`]), which models are loaded under which names ([`registry`]), and which errors
-//! mean out-of-memory ([`oom`]).
+//! mean out-of-memory ([`oom`]), and the list a restarted serving process loads again
+//! ([`journal`]).
 
+pub mod journal;
 pub mod layout;
 pub mod load_request;
 pub mod oom;

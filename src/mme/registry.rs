@@ -6,9 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::journal::{Entry, Journal};
 use super::layout::find_model;
 use super::url::validate;
 use crate::engine::{Engine, EngineError};
@@ -21,6 +22,8 @@ pub struct LoadedModel {
     pub name: String,
     /// The name the engine serves it under (`X-Amzn-SageMaker-Target-Model`, else `name`).
     pub target: String,
+    /// The url of its load call.
+    pub url: String,
     /// The repository registered for it, reported as its `modelUrl`.
     pub repository: PathBuf,
     /// The plugins its artifact brought ([`crate::plugins::model_plugins`]), used instead of
@@ -87,6 +90,8 @@ pub struct ModelRegistry {
     models_root: PathBuf,
     unload: UnloadTiming,
     slots: Mutex<BTreeMap<String, Slot>>,
+    /// Where the loaded models are written down for a restarted serving process, if anywhere.
+    journal: OnceLock<Journal>,
 }
 
 impl ModelRegistry {
@@ -95,6 +100,38 @@ impl ModelRegistry {
             models_root: models_root.into(),
             unload,
             slots: Mutex::new(BTreeMap::new()),
+            journal: OnceLock::new(),
+        }
+    }
+
+    /// Writes the loaded models down in `journal` after every change from now on.
+    pub fn keep_journal(&self, journal: Journal) {
+        let slots = self.slots();
+        if self.journal.set(journal).is_ok() {
+            self.write_journal(&slots);
+        }
+    }
+
+    /// Writes the ready models to the journal, if one is kept; called with the slots locked, so
+    /// writes happen in the order of the changes. A failed write is logged: the endpoint keeps
+    /// serving, and only a restart would miss the change.
+    fn write_journal(&self, slots: &BTreeMap<String, Slot>) {
+        let Some(journal) = self.journal.get() else {
+            return;
+        };
+        let models = slots
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(model) | Slot::Unloading(model) => Some(Entry {
+                    name: model.name.clone(),
+                    url: model.url.clone(),
+                    target: model.target.clone(),
+                }),
+                Slot::Loading { .. } => None,
+            })
+            .collect();
+        if let Err(error) = journal.write(models) {
+            tracing::error!(%error, "cannot write the loaded models' journal; a restart would not load the last change");
         }
     }
 
@@ -188,10 +225,12 @@ impl ModelRegistry {
                     Slot::Ready(LoadedModel {
                         name: name.to_owned(),
                         target,
+                        url: url.to_owned(),
                         repository,
                         plugins,
                     }),
                 );
+                self.write_journal(&slots);
                 Ok(())
             }
             Err(error) => {
@@ -251,7 +290,11 @@ impl ModelRegistry {
             tracing::warn!(error = %e, repository = %model.repository.display(),
                 "unregistering the repository of an unloaded model failed");
         }
-        self.slots().remove(name);
+        {
+            let mut slots = self.slots();
+            slots.remove(name);
+            self.write_journal(&slots);
+        }
         waited?;
         tracing::info!(model = model.target, "model unloaded");
         Ok(())
@@ -295,6 +338,7 @@ mod tests {
                 Slot::Ready(LoadedModel {
                     name: name.to_string(),
                     target: name.to_string(),
+                    url: format!("/opt/ml/models/{name}"),
                     repository: PathBuf::from(format!("/opt/ml/models/{name}")),
                     plugins: None,
                 }),

@@ -35,6 +35,19 @@ impl TritonEngine {
         }
     }
 
+    /// Counts a recovery of a model whose process died as failed when it has not finished
+    /// within `deadline` (default 600 s).
+    pub fn with_reload_deadline(self, deadline: std::time::Duration) -> TritonEngine {
+        self.recovery.set_deadline(deadline);
+        self
+    }
+
+    /// Why a model whose process died cannot be brought back in this process, if one cannot
+    /// (every reload failed, or one has not finished within the deadline).
+    pub fn cannot_recover(&self) -> Option<String> {
+        self.recovery.cannot_recover()
+    }
+
     fn forget(&self, model: &str) {
         self.decoupled
             .write()

@@ -20,8 +20,13 @@
 //!    the core never finishes retiring a generation with a dead process; the watcher leaves
 //!    them alone); up to [`reload::ATTEMPTS`] tries, [`reload::RETRY_PAUSE`] apart;
 //! 3. **tells the truth** through [`Recovery::health`]: while a model is being reloaded and after
-//!    all attempts failed, the engine reports it, and `/ping` fails with the reason, so
-//!    SageMaker replaces an instance that cannot recover. A load on purpose clears a failure;
+//!    all attempts failed, the engine reports it, and `/ping` fails with the reason. A recovery
+//!    is bounded: one that has not finished within its deadline (the model load timeout; the
+//!    core's load call can block for good, e.g. on a lock a killed stub held) counts as failed.
+//!    A failed recovery is reported by [`Recovery::cannot_recover`]: a supervised serving
+//!    process then asks its supervisor for a new process (`crate::supervisor`), with every
+//!    model; an unsupervised one keeps failing `/ping` so SageMaker replaces the instance. A
+//!    load on purpose clears a failure;
 //! 4. **cleans up** what it can: the watcher removes the name of a dead stub's shared memory
 //!    region (which the backend removes only when it finishes tearing the instance down, never
 //!    for a dead one), so the region does not outlive trident in `/dev/shm`. It learns each
@@ -31,16 +36,16 @@
 //! A model unloaded on purpose (`Engine::unload_model`) is never brought back, and a recovery
 //! never runs beside a load or unload of the same model: all take the model's lock.
 
-mod processes;
 mod reload;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::server::Server;
-use processes::model_of_instance;
+use crate::engine::processes::{self, model_of_instance};
 
 /// What the python backend says about an instance whose process is gone: `Stub process
 /// '<instance>' is not healthy.`, or the same without the instance's name.
@@ -61,13 +66,26 @@ fn dead_process(message: &str) -> Option<Option<&str>> {
 /// Where a model stands after its process died.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Lost {
-    /// Being reloaded now.
-    Reloading,
+    /// Being reloaded, since then.
+    Reloading(Instant),
     /// Every attempt failed; the reason of the last.
     Failed(String),
 }
 
-#[derive(Default)]
+/// Why `model` counts as not recoverable, if it does.
+fn unrecovered(model: &str, lost: &Lost, deadline: Duration) -> Option<String> {
+    match lost {
+        Lost::Failed(why) => Some(format!(
+            "model {model} lost its process and could not be reloaded: {why}"
+        )),
+        Lost::Reloading(since) if since.elapsed() > deadline => Some(format!(
+            "model {model} lost its process and its reload has not finished within {} s",
+            deadline.as_secs()
+        )),
+        Lost::Reloading(_) => None,
+    }
+}
+
 struct State {
     lost: HashMap<String, Lost>,
     /// Models unloaded on purpose: not to be brought back.
@@ -77,11 +95,30 @@ struct State {
     reloads: HashMap<String, u64>,
     /// One lock per model, taken by loads, unloads and recoveries of that model.
     locks: HashMap<String, Arc<Mutex<()>>>,
+    /// How long a recovery may take, all attempts together, before it counts as failed.
+    deadline: Duration,
     /// Live processes of instances a reload replaced (the core never retires them), with their
     /// shared memory regions: not watched for deaths, only for their end (then forgotten, and
     /// the region's name removed, before the pid can be reused).
     retired: HashMap<u32, Option<String>>,
 }
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            lost: HashMap::new(),
+            unwanted: HashSet::new(),
+            reloads: HashMap::new(),
+            locks: HashMap::new(),
+            deadline: DEFAULT_DEADLINE,
+            retired: HashMap::new(),
+        }
+    }
+}
+
+/// How long a recovery may take unless told otherwise (`trident serve` sets its model load
+/// timeout, whose default this is).
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The engine's recovery of models whose process died. Shared by the engine's clones and its
 /// two threads.
@@ -158,7 +195,9 @@ impl Recovery {
             if state.lost.contains_key(model) || state.unwanted.contains(model) {
                 return;
             }
-            state.lost.insert(model.to_owned(), Lost::Reloading);
+            state
+                .lost
+                .insert(model.to_owned(), Lost::Reloading(Instant::now()));
         }
         tracing::warn!(
             model,
@@ -200,13 +239,28 @@ impl Recovery {
         lost.sort_by(|a, b| a.0.cmp(b.0));
         match lost.first() {
             None => Ok(()),
-            Some((model, Lost::Reloading)) => Err(format!(
-                "model {model} is being reloaded: a process of it died"
-            )),
-            Some((model, Lost::Failed(why))) => Err(format!(
-                "model {model} lost its process and could not be reloaded: {why}"
-            )),
+            Some((model, lost)) => {
+                Err(unrecovered(model, lost, state.deadline).unwrap_or_else(|| {
+                    format!("model {model} is being reloaded: a process of it died")
+                }))
+            }
         }
+    }
+
+    /// Why a model cannot be brought back in this process, if one cannot: every attempt
+    /// failed, or the reload has not finished within the deadline (the core may never return
+    /// from it). A supervised serving process then asks to be replaced.
+    pub fn cannot_recover(&self) -> Option<String> {
+        let state = lock(&self.state);
+        let mut lost: Vec<_> = state.lost.iter().collect();
+        lost.sort_by(|a, b| a.0.cmp(b.0));
+        lost.into_iter()
+            .find_map(|(model, lost)| unrecovered(model, lost, state.deadline))
+    }
+
+    /// Sets how long a recovery may take before it counts as failed.
+    pub fn set_deadline(&self, deadline: Duration) {
+        lock(&self.state).deadline = deadline;
     }
 
     /// Processes of replaced instances that live on: the watcher does not take their end for

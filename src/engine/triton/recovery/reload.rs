@@ -5,8 +5,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::super::server::Server;
-use super::processes::{self, StubProcess};
 use super::{Recovery, lock};
+use crate::engine::processes::{self, StubProcess};
 
 /// How many reloads are tried before the model is reported lost.
 pub const ATTEMPTS: u32 = 3;

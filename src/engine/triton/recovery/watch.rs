@@ -6,7 +6,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::super::server::Server;
-use super::{Recovery, processes};
+use super::Recovery;
+use crate::engine::processes;
 
 /// How often the watcher scans this process's children.
 const SCAN_EVERY: Duration = Duration::from_secs(1);

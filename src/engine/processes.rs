@@ -1,7 +1,8 @@
-//! The python backend's stub processes of this process, read from `/proc`: which are alive,
-//! and which model instance each serves.
+//! The python backend's stub processes, read from `/proc`: which are alive, which model
+//! instance each serves, and the shared memory region each was given.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 /// A live stub process and the model instance it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +42,7 @@ pub fn remove_shm_region(name: &str) -> std::io::Result<bool> {
             format!("not a python backend region: {name:?}"),
         ));
     };
-    match std::fs::remove_file(std::path::Path::new(SHM_FOLDER).join(name)) {
+    match std::fs::remove_file(Path::new(SHM_FOLDER).join(name)) {
         Ok(()) => Ok(true),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(error) => Err(error),
@@ -56,9 +57,19 @@ pub fn model_of_instance(instance: &str) -> Option<&str> {
     (numeric(index) && numeric(group) && !model.is_empty()).then_some(model)
 }
 
-/// The processes this process started (every thread's children).
+/// The processes this process started (every thread's children), and those orphaned to it
+/// when it is a subreaper.
 pub fn children() -> HashSet<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    children_in(Path::new("/proc/self/task"))
+}
+
+/// The children of process `pid` (every thread's).
+pub fn children_of(pid: u32) -> HashSet<u32> {
+    children_in(&Path::new("/proc").join(pid.to_string()).join("task"))
+}
+
+fn children_in(task_folder: &Path) -> HashSet<u32> {
+    let Ok(tasks) = std::fs::read_dir(task_folder) else {
         return HashSet::new();
     };
     tasks

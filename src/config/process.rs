@@ -1,0 +1,52 @@
+//! Which process of `trident serve` this is: the supervisor, the serving process it started, or
+//! a server alone (the process model: `crate::supervisor`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How many abnormal ends of the serving process are restarted, by default, within
+/// [`DEFAULT_RESTART_WINDOW_SECS`].
+pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+/// The window [`DEFAULT_MAX_RESTARTS`] counts in.
+pub const DEFAULT_RESTART_WINDOW_SECS: u64 = 600;
+
+/// The role of this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessRole {
+    /// `trident serve` as a container runs it: no Triton here; it owns the listener and signals
+    /// and runs the serving process, restarting it when it dies abnormally.
+    Supervisor(RestartLimit),
+    /// The serving process a supervisor started.
+    Supervised(Supervision),
+    /// Serving in this process, with no supervisor (`--supervise false`, embedding, tests).
+    Alone,
+}
+
+/// How many restarts a supervisor allows before it gives up (a crash loop): more than `max`
+/// abnormal ends within `window` end the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartLimit {
+    pub max: u32,
+    pub window: Duration,
+}
+
+impl Default for RestartLimit {
+    fn default() -> RestartLimit {
+        RestartLimit {
+            max: DEFAULT_MAX_RESTARTS,
+            window: Duration::from_secs(DEFAULT_RESTART_WINDOW_SECS),
+        }
+    }
+}
+
+/// What a supervisor tells the serving process it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supervision {
+    /// The supervisor's pid: the serving process ends when its parent is no longer this.
+    pub supervisor: u32,
+    /// A folder of the supervisor's that outlives each serving process: what a restarted one
+    /// needs (the multi-model endpoint's loaded models).
+    pub state_dir: PathBuf,
+    /// How many serving processes before this one ended abnormally and were restarted.
+    pub restarts: u32,
+}

@@ -1,0 +1,367 @@
+//! `trident serve`'s process model: a supervisor that keeps the endpoint up when the process
+//! running the Triton core dies.
+//!
+//! The core and its backends run inside trident's process: a native backend's segfault, or an
+//! abort in the python backend's shared-memory IPC when a stub is killed at the wrong moment,
+//! ends that process and every model with it. So `trident serve` is two processes:
+//!
+//! - the **supervisor** (this module; no Triton inside it) resolves the configuration (the
+//!   start-up checks exit 1 as before), binds the listening socket and keeps it for its whole
+//!   life, owns SIGTERM, SIGINT and SIGHUP (forwarded), and runs
+//! - the **serving process**: the same binary and arguments, told by `TRIDENT_SUPERVISOR_PID`
+//!   that it is supervised. It takes the listener as its standard input ([`listener`]), ends
+//!   when the supervisor does (parent-death signal), and writes down what a successor needs in
+//!   the supervisor's state folder (a multi-model endpoint's loaded models:
+//!   [`crate::mme::journal`]).
+//!
+//! When the serving process ends abnormally (killed by a signal, or exit code
+//! [`RESTART_EXIT_CODE`], which it uses when the core cannot bring a model back), the
+//! supervisor ends and reaps what it left ([`leftovers`]: its backends' processes, orphaned to
+//! the supervisor, a child subreaper, and their shared memory regions) and starts a new one on
+//! the same socket, which loads every model that was loaded before it accepts a connection.
+//! Meanwhile connections wait in the socket's backlog: none is refused. More than
+//! `--max-restarts` abnormal ends within `--restart-window-secs` is a crash loop: the
+//! supervisor exits 1 so SageMaker replaces the instance ([`restarts`]). A serving process that
+//! ends with any other code the first time (a model that fails to load at start) ends the
+//! supervisor with that code, as an unsupervised trident would. As a container's PID 1 the
+//! supervisor also reaps every process orphaned to it.
+
+pub mod leftovers;
+pub mod listener;
+pub mod restarts;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitStatus};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::Config;
+use crate::config::process::{RestartLimit, Supervision};
+use leftovers::{Leftovers, reap_any};
+use restarts::Restarts;
+
+/// The exit code with which a serving process asks to be replaced (`EX_TEMPFAIL`).
+pub const RESTART_EXIT_CODE: u8 = 75;
+
+/// How long after the serving process's own grace period the supervisor waits for it to stop
+/// after SIGTERM, before SIGKILL (stopping the core can take a few seconds).
+const STOP_MARGIN: Duration = Duration::from_secs(4);
+
+/// Why supervising stopped with an error.
+pub type SuperviseError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the supervisor until SIGTERM (or Ctrl-C) or a crash loop; the exit code is the serving
+/// process's when it stopped on its own.
+pub fn run(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("trident-supervisor")
+        .build()?
+        .block_on(supervise(config, limit))
+}
+
+async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseError> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    let mut signals = Signals::listen()?;
+    let listener = TcpListener::bind(config.listen)?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    let state = StateDir::create()?;
+    let mut restarts = Restarts::new(limit);
+    let mut leftovers = Leftovers::default();
+    loop {
+        let started = Instant::now();
+        let serving = start(config, &listener, state.path(), restarts.total())?;
+        let ended = watch(serving, &mut signals, &mut leftovers, config.shutdown_grace).await;
+        let cleaned = leftovers.clean();
+        if cleaned != leftovers::Cleaned::default() {
+            tracing::info!(
+                processes = cleaned.processes,
+                regions = cleaned.regions,
+                unreaped = cleaned.unreaped,
+                "ended what the serving process left: its processes and shared memory regions"
+            );
+        }
+        let how = describe(ended.status);
+        if ended.stopping {
+            tracing::info!(how, "the serving process stopped");
+            return Ok(exit_code(ended.status));
+        }
+        let code = ended.status.exit_status();
+        let abnormal = ended.status.signaled()
+            || code == Some(i32::from(RESTART_EXIT_CODE))
+            || (restarts.total() > 0 && code != Some(0));
+        if !abnormal {
+            tracing::info!(how, "the serving process ended");
+            return Ok(exit_code(ended.status));
+        }
+        tracing::error!(
+            pid = serving,
+            how,
+            served_seconds = started.elapsed().as_secs(),
+            "the serving process ended abnormally"
+        );
+        match restarts.after_abnormal_end(Instant::now()) {
+            Ok(pause) => {
+                tracing::warn!(
+                    pause_ms = pause.as_millis(),
+                    restart = restarts.total(),
+                    "starting a new serving process; connections wait until it serves"
+                );
+                if signals.stop_within(pause).await {
+                    tracing::info!("stop signal received while restarting; exiting");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Err(crash_loop) => {
+                tracing::error!(
+                    "{crash_loop}: not restarting it again; trident exits so that the instance is replaced"
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+}
+
+/// Starts a serving process: this binary with this process's arguments, the listener as its
+/// standard input, and what it needs to know in its environment. Returns its pid; it is reaped
+/// by [`reap_any`], never through `Child`.
+fn start(
+    config: &Config,
+    listener: &TcpListener,
+    state: &Path,
+    restarts: u32,
+) -> std::io::Result<u32> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(std::env::args_os().skip(1))
+        .env("TRIDENT_SUPERVISOR_PID", std::process::id().to_string())
+        .env("TRIDENT_STATE_DIR", state)
+        .env("TRIDENT_RESTARTS", restarts.to_string());
+    // A port chosen from SAGEMAKER_SAFE_PORT_RANGE stays the same across restarts.
+    if let Some(port) = config.metrics_port {
+        command.env("TRIDENT_METRICS_PORT", port.to_string());
+    }
+    listener::hand_to(&mut command, listener)?;
+    let child = command.spawn()?;
+    let pid = child.id();
+    tracing::info!(pid, restarts, "serving process started");
+    Ok(pid)
+}
+
+/// How the serving process ended, and whether the supervisor had asked it to stop.
+struct Ended {
+    status: WaitStatus,
+    stopping: bool,
+}
+
+/// Waits for the serving process `serving` to end: forwards SIGTERM/SIGINT (then SIGKILL if it
+/// outlives its grace period) and SIGHUP to it, reaps every orphan that ends meanwhile, and
+/// learns its stubs' shared memory regions each second.
+async fn watch(
+    serving: u32,
+    signals: &mut Signals,
+    leftovers: &mut Leftovers,
+    grace: Duration,
+) -> Ended {
+    let mut stopping = false;
+    let mut kill_at: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let Signals {
+        child,
+        terminate,
+        interrupt,
+        hangup,
+    } = signals;
+    loop {
+        if let Some((_, status)) = reap_any().into_iter().find(|&(pid, _)| pid == serving) {
+            return Ended { status, stopping };
+        }
+        let stop = tokio::select! {
+            _ = child.recv() => None,
+            _ = terminate.recv() => Some("SIGTERM"),
+            _ = interrupt.recv() => Some("SIGINT"),
+            _ = hangup.recv() => {
+                send(serving, Signal::HUP);
+                None
+            }
+            _ = tick.tick() => {
+                leftovers.learn(serving);
+                if kill_at.is_some_and(|at| Instant::now() >= at) {
+                    tracing::warn!(pid = serving, "the serving process outlived its grace period; killing it");
+                    send(serving, Signal::KILL);
+                    kill_at = None;
+                }
+                None
+            }
+        };
+        if let Some(signal) = stop {
+            tracing::info!(
+                signal,
+                "stopping: the serving process finishes in-flight requests"
+            );
+            send(serving, Signal::TERM);
+            stopping = true;
+            kill_at.get_or_insert(Instant::now() + grace + STOP_MARGIN);
+        }
+    }
+}
+
+fn send(pid: u32, signal: Signal) {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    if let Err(error) = rustix::process::kill_process(pid, signal) {
+        tracing::warn!(%error, ?signal, "signalling the serving process failed");
+    }
+}
+
+/// The signals the supervisor acts on, listened for before any child starts.
+struct Signals {
+    child: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        Ok(Signals {
+            child: signal(SignalKind::child())?,
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits `pause`, reaping orphans; true if SIGTERM or SIGINT came first.
+    async fn stop_within(&mut self, pause: Duration) -> bool {
+        let sleep = tokio::time::sleep(pause);
+        tokio::pin!(sleep);
+        loop {
+            reap_any();
+            tokio::select! {
+                _ = self.terminate.recv() => return true,
+                _ = self.interrupt.recv() => return true,
+                _ = self.child.recv() => {}
+                _ = self.hangup.recv() => {}
+                () = &mut sleep => return false,
+            }
+        }
+    }
+}
+
+/// Tells how a process ended, for a log line.
+pub fn describe(status: WaitStatus) -> String {
+    if let Some(code) = status.exit_status() {
+        return format!("exit code {code}");
+    }
+    match status.terminating_signal() {
+        Some(signal) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        None => "ended".to_owned(),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "another signal",
+    }
+}
+
+/// The supervisor's exit code for a serving process that ended so: its exit code, or 1.
+fn exit_code(status: WaitStatus) -> ExitCode {
+    match status.exit_status() {
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// The supervisor's private folder for what a restarted serving process needs, removed when
+/// the supervisor exits.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    /// A new folder only this user may enter, under the temporary folder; never one that
+    /// exists already (another user could have made it).
+    fn create() -> std::io::Result<StateDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let mut builder = std::fs::DirBuilder::new();
+        builder.mode(0o700);
+        let mut attempt = 0u32;
+        loop {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = base.join(format!("trident-{}-{nanos:x}", std::process::id()));
+            match builder.create(&path) {
+                Ok(()) => return Ok(StateDir(path)),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::remove_dir_all(&self.0) {
+            tracing::debug!(%error, folder = %self.0.display(), "removing the state folder");
+        }
+    }
+}
+
+/// In the serving process: ends it when the supervisor ends (SIGTERM, so it drains), and checks
+/// that the supervisor is its parent still (it may have ended before the signal was set).
+pub fn follow_supervisor(supervision: &Supervision) -> std::io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(Signal::TERM))?;
+    let parent = rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get());
+    if parent != i32::try_from(supervision.supervisor).ok() {
+        return Err(std::io::Error::other(format!(
+            "the supervisor (pid {}) is not this process's parent",
+            supervision.supervisor
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_folder_is_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = StateDir::create().unwrap();
+        let path = state.path().to_owned();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::write(path.join("models.json"), b"{}").unwrap();
+        drop(state);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn signals_are_named() {
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(6), "SIGABRT");
+        assert_eq!(signal_name(64), "another signal");
+    }
+}
