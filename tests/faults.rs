@@ -71,10 +71,6 @@ fn main() -> std::process::ExitCode {
             killed_model_process_is_a_clean_error_then_recovers,
         ),
         (
-            "mme_model_recovers_from_killed_processes_under_traffic",
-            mme_model_recovers_from_killed_processes_under_traffic,
-        ),
-        (
             "one_dead_process_of_several_is_replaced",
             one_dead_process_of_several_is_replaced,
         ),
@@ -506,61 +502,6 @@ fn invoke_echo(f: &Fixture, name: &str) -> common::http_client::HttpResponse {
         &format!("/models/{name}/invoke"),
         &sleep_request(1),
     )
-}
-
-/// On a multi-model endpoint, a model whose processes are killed (SIGKILL and SIGSEGV, under
-/// four clients' traffic) is brought back by the engine; unloaded afterwards, it stays unloaded.
-fn mme_model_recovers_from_killed_processes_under_traffic(f: &Fixture) -> Result<(), Failed> {
-    let url = load_echo(f, "phoenix")?;
-    let url = url.to_string_lossy().into_owned();
-    for signal in ["KILL", "SEGV"] {
-        let stubs = stub_pids(&url);
-        ensure!(!stubs.is_empty(), "no python stub found for {url}");
-        let recovered = common::kill_under_traffic(
-            &stubs,
-            &|| stub_pids(&url),
-            signal,
-            4,
-            &|| invoke_echo(f, "phoenix").status,
-            &|| get(f.mme_recovery, "/ping").status,
-            Duration::from_secs(90),
-        )?;
-        ensure!(
-            !stub_pids(&url).iter().any(|pid| stubs.contains(pid)),
-            "SIG{signal}: the killed stubs are still there"
-        );
-        ensure!(
-            recovered
-                .statuses
-                .iter()
-                .all(|s| [200, 400, 503].contains(s)),
-            "SIG{signal}: statuses during recovery {:?}",
-            recovered.statuses
-        );
-        eprintln!(
-            "SIG{signal}: recovered in {:?}, {} requests meanwhile",
-            recovered.took,
-            recovered.statuses.len()
-        );
-    }
-    let unload = request(f.mme_recovery, "DELETE", "/models/phoenix", &[], b"");
-    ensure!(
-        unload.status == 200,
-        "unload: {} {}",
-        unload.status,
-        unload.text()
-    );
-    std::thread::sleep(Duration::from_secs(3));
-    let state = f.engine.model_state("phoenix")?;
-    ensure!(
-        state.as_ref().is_none_or(|s| *s != ModelState::Ready),
-        "unloaded on purpose, yet back: {state:?}"
-    );
-    ensure!(
-        get(f.mme_recovery, "/ping").status == 200,
-        "ping after the unload"
-    );
-    ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
 }
 
 /// A model with four instances, one of whose processes is killed under traffic: the engine

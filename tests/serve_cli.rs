@@ -8,8 +8,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::copy_model;
-use common::http_client::{get, post_json, request};
-use common::process::{Running, free_port, listening_address, serve_ready, wait_ready_with};
+use common::http_client::{get, post_json, request, try_request};
+use common::process::{
+    Running, free_port, listening_address, serve_ready, serving_process, stub_children,
+    supervised_stubs, wait_ready_with,
+};
 
 fn trident() -> Command {
     without_sagemaker_environment(common::command(env!("CARGO_BIN_EXE_trident")))
@@ -311,31 +314,6 @@ fn open_descriptors(pid: u32) -> Vec<(u32, String)> {
     open
 }
 
-/// The processes `pid` started (every thread's children).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|pid| pid.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
-/// The python backend stubs among `pid`'s children (a zombie has no command line: not listed).
-fn stub_children(pid: u32) -> Vec<u32> {
-    children(pid)
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("triton_python_backend_stub"))
-        })
-        .collect()
-}
-
 /// The python stub the core starts for a model holds none of trident's descriptors: not its
 /// sockets (the listener, a client's connection) and not one trident inherited without
 /// close-on-exec (descriptor 9 here, opened by the shell that execs trident), only the standard
@@ -352,7 +330,7 @@ fn backend_processes_inherit_only_the_standard_streams() {
         .arg(&inherited_path)
         .arg(env!("CARGO_BIN_EXE_trident"));
     let (running, addr) = serve_ready(shell, &examples);
-    let trident_pid = running.0.id();
+    let trident_pid = serving_process(running.0.id());
     let trident_open = open_descriptors(trident_pid);
     assert!(
         trident_open.contains(&(9, inherited_path.clone())),
@@ -420,7 +398,7 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     assert!(answers(&post_json(addr, "/invocations", &good)));
     assert_eq!(get(addr, "/ping").status, 200);
 
-    let stubs: Vec<u32> = stub_children(running.0.id());
+    let stubs: Vec<u32> = supervised_stubs(running.0.id());
     assert!(!stubs.is_empty(), "no python stub among trident's children");
     let regions: Vec<PathBuf> = stubs
         .iter()
@@ -433,10 +411,17 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     );
     let recovered = common::kill_under_traffic(
         &stubs,
-        &|| stub_children(running.0.id()),
+        &|| supervised_stubs(running.0.id()),
         "KILL",
         4,
-        &|| post_json(addr, "/invocations", &good).status,
+        // No response (0): the python backend aborted the serving process, which the
+        // supervisor replaces (the kill's window, not trident's: see tests/crashes.rs).
+        &|| {
+            let body = good.to_string();
+            let headers = [("Content-Type", "application/json")];
+            try_request(addr, "POST", "/invocations", &headers, body.as_bytes())
+                .map_or(0, |r| r.status)
+        },
         &|| get(addr, "/ping").status,
         Duration::from_secs(90),
     )
@@ -444,7 +429,7 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
     assert!(answers(&post_json(addr, "/invocations", &good)));
     // New processes serve it (a killed one may linger as a zombie: Triton cannot tear down an
     // instance whose process died).
-    let serving: Vec<u32> = stub_children(running.0.id());
+    let serving: Vec<u32> = supervised_stubs(running.0.id());
     assert!(
         !serving.is_empty() && serving.iter().all(|pid| !stubs.contains(pid)),
         "stubs after recovery {serving:?}, killed {stubs:?}"

@@ -59,6 +59,16 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResponse {
+    raw(addr, &request_bytes(addr, method, path, headers, body))
+}
+
+fn request_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -66,7 +76,7 @@ pub fn request(
     head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
     let mut bytes = head.into_bytes();
     bytes.extend_from_slice(body);
-    raw(addr, &bytes)
+    bytes
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> HttpResponse {
@@ -89,14 +99,55 @@ pub fn post_json(addr: SocketAddr, path: &str, json: &serde_json::Value) -> Http
 
 /// Sends raw bytes and reads the response until the server closes the connection.
 pub fn raw(addr: SocketAddr, bytes: &[u8]) -> HttpResponse {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    try_raw(addr, bytes).unwrap_or_else(|failure| panic!("{failure}"))
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoResponse {
+    /// The connection was refused: nothing listened.
+    Refused(String),
+    /// Connected, but the connection ended (or failed) before a whole response came.
+    Lost(String),
+}
+
+impl std::fmt::Display for NoResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoResponse::Refused(why) => write!(f, "connect: {why}"),
+            NoResponse::Lost(why) => write!(f, "no response: {why}"),
+        }
+    }
+}
+
+/// [`raw`], telling a refused connection and a lost one apart instead of panicking.
+pub fn try_raw(addr: SocketAddr, bytes: &[u8]) -> Result<HttpResponse, NoResponse> {
+    let mut stream = TcpStream::connect(addr).map_err(|e| NoResponse::Refused(e.to_string()))?;
+    let lost = |e: std::io::Error| NoResponse::Lost(e.to_string());
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    stream.write_all(bytes).expect("send");
+        .map_err(lost)?;
+    stream.write_all(bytes).map_err(lost)?;
     let mut received = Vec::new();
-    stream.read_to_end(&mut received).expect("receive");
-    parse(&received)
+    stream.read_to_end(&mut received).map_err(lost)?;
+    if !received.windows(4).any(|w| w == b"\r\n\r\n") {
+        return Err(NoResponse::Lost(format!(
+            "{} bytes, no complete response head",
+            received.len()
+        )));
+    }
+    Ok(parse(&received))
+}
+
+/// [`request`], without panicking when no response comes.
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<HttpResponse, NoResponse> {
+    try_raw(addr, &request_bytes(addr, method, path, headers, body))
 }
 
 /// Parses a whole response as received (chunked bodies are joined).

@@ -142,8 +142,17 @@ pub fn wait_ready_with(addr: SocketAddr, child: &mut Child, headers: &[(&str, &s
 /// (`RUST_LOG`): a port chosen by the test and bound later by trident could be taken meanwhile
 /// by another test's process, which the test would then talk to.
 pub fn serve_ready(
+    command: Command,
+    repository: impl AsRef<std::ffi::OsStr>,
+) -> (Running, SocketAddr) {
+    serve_ready_with(command, repository, &[])
+}
+
+/// [`serve_ready`] with more arguments for `trident serve`.
+pub fn serve_ready_with(
     mut command: Command,
     repository: impl AsRef<std::ffi::OsStr>,
+    args: &[&std::ffi::OsStr],
 ) -> (Running, SocketAddr) {
     let log = tempfile::NamedTempFile::new().expect("a file for trident's log");
     let child = command
@@ -151,6 +160,7 @@ pub fn serve_ready(
         .arg("--model-repository")
         .arg(repository)
         .args(["--bind", "127.0.0.1", "--port", "0"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(log.reopen().expect("trident's log file"))
         .spawn()
@@ -237,4 +247,63 @@ pub fn python_client(script: &str, argument: &str, input: &serde_json::Value) ->
             String::from_utf8_lossy(&output.stdout)
         )
     })
+}
+
+/// The children of process `pid` (every thread's).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Whether `pid`'s command line contains `needle` (a zombie's is empty: false).
+fn runs(pid: u32, needle: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+}
+
+/// The python backend stubs among `pid`'s children (a zombie has no command line: not listed).
+pub fn stub_children(pid: u32) -> Vec<u32> {
+    children(pid)
+        .into_iter()
+        .filter(|&pid| runs(pid, "triton_python_backend_stub"))
+        .collect()
+}
+
+/// The serving process of the supervised trident `supervisor` (its child running trident), if
+/// one runs now.
+pub fn current_serving_process(supervisor: u32) -> Option<u32> {
+    children(supervisor)
+        .into_iter()
+        .find(|&pid| runs(pid, "trident"))
+}
+
+/// [`current_serving_process`], waiting up to 60 s for one.
+pub fn serving_process(supervisor: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pid) = current_serving_process(supervisor) {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "supervisor {supervisor} runs no serving process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The python stubs of the supervised trident `supervisor`'s serving process now.
+pub fn supervised_stubs(supervisor: u32) -> Vec<u32> {
+    current_serving_process(supervisor)
+        .map(stub_children)
+        .unwrap_or_default()
 }

@@ -1,0 +1,460 @@
+//! The endpoint survives crashes of the process that runs the Triton core: `trident serve` as a
+//! container runs it (a supervisor and its serving process), with
+//! - the serving process killed by SIGSEGV, SIGABRT and SIGKILL under traffic: the endpoint
+//!   answers again on the same port, with nothing lost but the requests in flight (counted),
+//!   no connection refused, and nothing left of the dead process (its stubs, their regions);
+//! - a multi-model endpoint with several models, one under a target name and one with its own
+//!   plugins: every model loaded before the crash is loaded after it, as it was;
+//! - a crash loop: trident exits 1 with a clear line, leaving no process behind;
+//! - python stubs killed under traffic on a multi-model endpoint: the model serves again,
+//!   brought back by the engine or, when the python backend aborts the process (it does when
+//!   a stub dies holding a lock of their shared memory), by a restart.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::http_client::{NoResponse, get, request, try_request};
+use common::process::{
+    Running, current_serving_process, serve_ready_with, serving_process, stub_children,
+    supervised_stubs,
+};
+use serde_json::json;
+
+fn trident() -> std::process::Command {
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info");
+    command
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models")
+}
+
+/// The README model's request and its answer.
+fn affine(addr: SocketAddr) -> Result<u16, NoResponse> {
+    let body = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}"#;
+    let response = try_request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "application/json")],
+        body,
+    )?;
+    if response.status == 200 {
+        assert_eq!(
+            response.json()["outputs"][0]["data"],
+            json!([3.0, 5.0, 7.0]),
+            "a wrong answer"
+        );
+    }
+    Ok(response.status)
+}
+
+/// Ends process `pid` with `signal` as a crash would. A SIGSEGV sent from outside is sent twice:
+/// Rust's runtime catches the first (its stack-overflow check), finds no fault to report and
+/// puts the default action back, which is what a real fault, executed again, then meets.
+fn crash(pid: u32, signal: &str) {
+    assert!(common::send_signal(pid, signal), "kill -{signal} {pid}");
+    if signal == "SEGV" {
+        std::thread::sleep(Duration::from_millis(50));
+        common::send_signal(pid, signal);
+    }
+}
+
+/// What the traffic got while the serving process was killed and replaced.
+#[derive(Debug)]
+struct Crash {
+    /// From the signal to the first request answered 200 by a new serving process.
+    took: Duration,
+    /// The statuses of the requests answered meanwhile.
+    statuses: Vec<u16>,
+    /// The requests that got no response.
+    lost: Vec<NoResponse>,
+}
+
+/// Sends `signal` to the serving process of `running` while `clients` threads send `request`
+/// in a loop, and waits (up to 90 s) for a new serving process to answer one with 200.
+fn crash_under_traffic(
+    running: &Running,
+    signal: &str,
+    clients: usize,
+    request: &(dyn Fn() -> Result<u16, NoResponse> + Sync),
+) -> Crash {
+    let supervisor = running.0.id();
+    let serving = serving_process(supervisor);
+    let stubs = stub_children(serving);
+    let regions: Vec<PathBuf> = stubs
+        .iter()
+        .filter_map(|&pid| common::stub_shm_region(pid))
+        .collect();
+    let stop = AtomicBool::new(false);
+    let outcomes = Mutex::new(Vec::new());
+    let took = std::thread::scope(|scope| {
+        for _ in 0..clients {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let outcome = request();
+                    outcomes.lock().unwrap().push(outcome);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let killed = Instant::now();
+        crash(serving, signal);
+        let took = loop {
+            let replaced = current_serving_process(supervisor).is_some_and(|pid| pid != serving);
+            if replaced && request() == Ok(200) {
+                break killed.elapsed();
+            }
+            if killed.elapsed() > Duration::from_secs(90) {
+                stop.store(true, Ordering::Relaxed);
+                panic!("SIG{signal}: not serving again within 90 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // A moment of traffic on the new process too.
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        took
+    });
+    let (answered, lost): (Vec<_>, Vec<_>) = outcomes
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .partition(Result::is_ok);
+    let crash = Crash {
+        took,
+        statuses: answered.into_iter().flatten().collect(),
+        lost: lost.into_iter().filter_map(Result::err).collect(),
+    };
+    // Nothing of the dead process is left: its stubs ended and reaped, their regions removed.
+    for pid in &stubs {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "SIG{signal}: stub {pid} of the dead serving process is left"
+        );
+    }
+    let left: Vec<_> = regions.iter().filter(|r| r.exists()).collect();
+    assert!(left.is_empty(), "SIG{signal}: regions left: {left:?}");
+    crash
+}
+
+/// Only the requests in flight when the process died are lost (one per client at most), none
+/// is refused, and every answer is `ok`.
+fn assert_only_in_flight_lost(signal: &str, crash: &Crash, clients: usize, ok: u16) {
+    let refused: Vec<_> = crash
+        .lost
+        .iter()
+        .filter(|lost| matches!(lost, NoResponse::Refused(_)))
+        .collect();
+    assert!(refused.is_empty(), "SIG{signal}: refused {refused:?}");
+    assert!(
+        crash.lost.len() <= clients,
+        "SIG{signal}: {} requests lost with {clients} clients: {:?}",
+        crash.lost.len(),
+        crash.lost
+    );
+    assert!(
+        crash.statuses.iter().all(|&s| s == ok),
+        "SIG{signal}: statuses {:?}",
+        crash.statuses
+    );
+}
+
+/// `trident_restarts_total` as `/metrics` says it.
+fn restarts(addr: SocketAddr) -> u64 {
+    let metrics = get(addr, "/metrics").text();
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("trident_restarts_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no trident_restarts_total in {metrics}"))
+}
+
+#[test]
+fn a_serving_process_killed_under_traffic_is_replaced_and_serves_again() {
+    let (running, addr) = serve_ready_with(trident(), examples(), &[]);
+    assert_eq!(restarts(addr), 0);
+    for (n, signal) in ["SEGV", "ABRT", "KILL"].into_iter().enumerate() {
+        let crash = crash_under_traffic(&running, signal, 4, &|| affine(addr));
+        assert_only_in_flight_lost(signal, &crash, 4, 200);
+        assert_eq!(get(addr, "/ping").status, 200);
+        assert_eq!(restarts(addr), n as u64 + 1);
+        eprintln!(
+            "SIG{signal}: serving again after {:?}; {} answered, {} lost in flight",
+            crash.took,
+            crash.statuses.len(),
+            crash.lost.len()
+        );
+    }
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    for signal in ["11 (SIGSEGV)", "6 (SIGABRT)", "9 (SIGKILL)"] {
+        assert!(
+            log.contains(&format!("killed by signal {signal}")),
+            "the log does not name signal {signal}"
+        );
+    }
+}
+
+/// A multi-model endpoint's artifact: a copy of `model` under `root/name/model`; its url.
+fn artifact(root: &Path, name: &str, model: &str) -> PathBuf {
+    common::copy_model(model, &root.join(name), "model");
+    root.join(name).join("model")
+}
+
+fn load(addr: SocketAddr, name: &str, url: &Path, target: Option<&str>) {
+    let body = json!({"model_name": name, "url": url}).to_string();
+    let headers: Vec<(&str, &str)> = target
+        .map(|t| ("X-Amzn-SageMaker-Target-Model", t))
+        .into_iter()
+        .collect();
+    let load = request(addr, "POST", "/models", &headers, body.as_bytes());
+    assert_eq!(load.status, 200, "load {name}: {}", load.text());
+}
+
+fn listed(addr: SocketAddr) -> Vec<(String, String)> {
+    let list = get(addr, "/models").json();
+    list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["modelName"].as_str().unwrap().to_owned(),
+                m["modelUrl"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn invoke_identity(addr: SocketAddr, name: &str) -> Result<u16, NoResponse> {
+    let body = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1.5,-2]}]}"#;
+    let response = try_request(
+        addr,
+        "POST",
+        &format!("/models/{name}/invoke"),
+        &[("Content-Type", "application/json")],
+        body,
+    )?;
+    if response.status == 200 {
+        assert_eq!(response.json()["outputs"][0]["data"], json!([1.5, -2.0]));
+    }
+    Ok(response.status)
+}
+
+/// The CSV adapters the `gamma` artifact brings (built guests copied in).
+fn with_csv_plugins(folder: &Path) {
+    let mut manifest = String::new();
+    for (name, guest, extra) in [
+        ("csv", "csv_request", "content_types = [\"text/csv\"]"),
+        ("out", "csv_json_response", "accept = [\"text/csv\"]"),
+    ] {
+        std::fs::copy(
+            common::plugins::guest(guest),
+            folder.join(format!("{guest}.wasm")),
+        )
+        .unwrap();
+        manifest.push_str(&format!(
+            "[plugins.{name}]\npath = \"{guest}.wasm\"\nsha256 = \"{}\"\n{extra}\n",
+            common::plugins::digest(guest)
+        ));
+    }
+    manifest.push_str("[models.\"*\"]\nrequest = \"csv\"\nresponse = \"out\"\n");
+    std::fs::write(folder.join("plugins.toml"), manifest).unwrap();
+}
+
+fn invoke_csv(addr: SocketAddr, name: &str) -> (u16, String) {
+    let response = request(
+        addr,
+        "POST",
+        &format!("/models/{name}/invoke"),
+        &[("Content-Type", "text/csv"), ("Accept", "text/csv")],
+        b"1.5,2\n3,4\n",
+    );
+    (response.status, response.text())
+}
+
+/// A multi-model endpoint `trident serve` with its own folders; the models root.
+fn serve_multi_model(extra: &[&OsStr]) -> (Running, SocketAddr, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let repository = tempfile::tempdir().unwrap();
+    let mut command = trident();
+    command.env("SAGEMAKER_MULTI_MODEL", "true");
+    let mut args: Vec<&OsStr> = vec![
+        OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    args.extend_from_slice(extra);
+    let (running, addr) = serve_ready_with(command, repository.path(), &args);
+    // The repository folder is trident's to fill; it outlives this function with the root.
+    std::mem::forget(repository);
+    (running, addr, root)
+}
+
+#[test]
+fn a_multi_model_endpoint_has_every_model_after_a_crash() {
+    let (running, addr, root) = serve_multi_model(&[]);
+    let alpha = artifact(root.path(), "alpha", "identity_fp32");
+    let beta = artifact(root.path(), "beta", "identity_fp32");
+    let gamma = artifact(root.path(), "gamma", "identity_fp32");
+    with_csv_plugins(&gamma);
+    load(addr, "alpha", &alpha, None);
+    load(addr, "beta", &beta, Some("beta-served"));
+    load(addr, "gamma", &gamma, None);
+    let before = listed(addr);
+    assert_eq!(before.len(), 3, "{before:?}");
+    let csv_before = invoke_csv(addr, "gamma");
+    assert_eq!(csv_before.0, 200, "{}", csv_before.1);
+
+    let crash = crash_under_traffic(&running, "KILL", 4, &|| invoke_identity(addr, "alpha"));
+    assert_only_in_flight_lost("KILL", &crash, 4, 200);
+    assert_eq!(listed(addr), before, "the models after the restart");
+    assert_eq!(invoke_identity(addr, "beta"), Ok(200));
+    assert_eq!(invoke_csv(addr, "gamma"), csv_before, "gamma's own plugins");
+    assert_eq!(get(addr, "/ping").status, 200);
+    eprintln!(
+        "three models: serving again after {:?}; {} lost in flight",
+        crash.took,
+        crash.lost.len()
+    );
+
+    // An unload is remembered too: after the next crash beta stays unloaded.
+    let unload = request(addr, "DELETE", "/models/beta", &[], b"");
+    assert_eq!(unload.status, 200, "{}", unload.text());
+    let crash = crash_under_traffic(&running, "SEGV", 2, &|| invoke_identity(addr, "gamma"));
+    assert_only_in_flight_lost("SEGV", &crash, 2, 200);
+    let names: Vec<String> = listed(addr).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["alpha", "gamma"]);
+    assert_eq!(get(addr, "/models/beta").status, 404);
+    // The target name is free again: beta loads under it.
+    load(addr, "beta", &beta, Some("beta-served"));
+    assert_eq!(invoke_identity(addr, "beta"), Ok(200));
+    assert_eq!(restarts(addr), 2);
+}
+
+#[test]
+fn a_crash_loop_ends_trident_with_exit_code_1_and_leaves_nothing() {
+    let args = [OsStr::new("--max-restarts"), OsStr::new("1")];
+    let (mut running, addr) = serve_ready_with(trident(), examples(), &args);
+    let first = serving_process(running.0.id());
+    crash(first, "SEGV");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while affine(addr) != Ok(200) {
+        assert!(
+            Instant::now() < deadline,
+            "not serving again after the first crash"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = serving_process(running.0.id());
+    assert_ne!(first, second);
+    let stubs = stub_children(second);
+    crash(second, "ABRT");
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "trident did not give up");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(
+        log.contains(
+            "the serving process ended abnormally 2 times within 600 s: not restarting it again"
+        ),
+        "{log}"
+    );
+    for pid in stubs {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "stub {pid} left"
+        );
+    }
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still listening"
+    );
+}
+
+/// Python stubs killed under four clients' traffic on a multi-model endpoint (SIGKILL, then
+/// SIGSEGV): the model serves again and `/ping` is 200. The engine reloads it in the serving
+/// process; when the python backend aborts that process instead (a stub killed holding the lock
+/// of its shared memory: the backend's robust mutex reports the dead owner and the exception it
+/// throws is never caught), the supervisor replaces it, with the model. Either way the requests
+/// in flight are answered or lost, never refused; unloaded afterwards, the model stays unloaded.
+#[test]
+fn killed_stubs_under_traffic_are_survived() {
+    let (running, addr, root) = serve_multi_model(&[]);
+    let url = artifact(root.path(), "phoenix", "slow_echo");
+    load(addr, "phoenix", &url, None);
+    let body = json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [1]}]})
+        .to_string();
+    let invoke = || {
+        try_request(
+            addr,
+            "POST",
+            "/models/phoenix/invoke",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+        .map_or(0, |r| r.status)
+    };
+    let supervisor = running.0.id();
+    for signal in ["KILL", "SEGV"] {
+        let stubs = supervised_stubs(supervisor);
+        assert!(!stubs.is_empty(), "no stub of phoenix");
+        let serving = serving_process(supervisor);
+        let recovered = common::kill_under_traffic(
+            &stubs,
+            &|| supervised_stubs(supervisor),
+            signal,
+            4,
+            &invoke,
+            &|| get(addr, "/ping").status,
+            Duration::from_secs(90),
+        )
+        .unwrap_or_else(|e| panic!("SIG{signal}: {e}"));
+        let restarted = current_serving_process(supervisor) != Some(serving);
+        assert!(
+            recovered
+                .statuses
+                .iter()
+                .all(|s| [200, 400, 503, 0].contains(s)),
+            "SIG{signal}: statuses {:?}",
+            recovered.statuses
+        );
+        assert!(
+            restarted || !recovered.statuses.contains(&0),
+            "SIG{signal}: requests lost without a restart"
+        );
+        eprintln!(
+            "SIG{signal}: serving again after {:?} ({}); {} requests meanwhile",
+            recovered.took,
+            if restarted {
+                "the serving process was replaced"
+            } else {
+                "reloaded in the serving process"
+            },
+            recovered.statuses.len()
+        );
+    }
+    let unload = request(addr, "DELETE", "/models/phoenix", &[], b"");
+    assert_eq!(unload.status, 200, "{}", unload.text());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(get(addr, "/models/phoenix").status, 404);
+    assert_eq!(get(addr, "/ping").status, 200);
+}
