@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::net::TcpListener;
 
-use crate::config::process::ProcessRole;
+use crate::config::process::{ProcessRole, Supervision};
 use crate::config::{Config, Mode};
 use crate::engine::triton::{self, ModelControl, Server, ServerConfig, Triton, TritonEngine};
 use crate::http::{self, AppState};
@@ -88,21 +88,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         None => None,
     };
     // Connections wait in the listener's backlog while the core loads the models.
-    let listener = match &supervision {
-        Some(supervision) => {
-            let listener = supervisor::listener::take()?;
-            tracing::info!(
-                restarts = supervision.restarts,
-                "serving process: on the supervisor's listener"
-            );
-            listener
-        }
-        None => {
-            let listener = TcpListener::bind(config.listen).await?;
-            tracing::info!(address = %listener.local_addr()?, "listening");
-            listener
-        }
-    };
+    let listener = listener(&config, supervision.as_ref()).await?;
     let triton = triton::library::load(config.triton_home.as_deref())?;
     if let Mode::MultiModel { repository, .. } = &config.mode {
         std::fs::create_dir_all(repository)?;
@@ -124,15 +110,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     }
     let state = Arc::new(state);
     if let Some(supervision) = &supervision {
-        state.metrics.set_restarts(supervision.restarts);
-        if matches!(state.config.mode, Mode::MultiModel { .. }) {
-            let journal = Journal::in_folder(&supervision.state_dir);
-            let models = journal.read();
-            if !models.is_empty() {
-                http::models::restore(&state, models).await;
-            }
-            state.registry.keep_journal(journal);
-        }
+        resume(&state, supervision).await;
     }
     tokio::spawn(reload_on_sighup(Arc::clone(&state)));
     if let Some(port) = metrics_port {
@@ -166,6 +144,38 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     tokio::task::spawn_blocking(move || drop(state)).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The supervisor's listener for its serving process; else bound here.
+async fn listener(
+    config: &Config,
+    supervision: Option<&Supervision>,
+) -> Result<TcpListener, ServeError> {
+    if let Some(supervision) = supervision {
+        let listener = supervisor::listener::take()?;
+        tracing::info!(
+            restarts = supervision.restarts,
+            "serving process: on the supervisor's listener"
+        );
+        return Ok(listener);
+    }
+    let listener = TcpListener::bind(config.listen).await?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    Ok(listener)
+}
+
+/// Takes up where a serving process that ended abnormally left off: counts the restart and, on
+/// a multi-model endpoint, loads the models it had and keeps the journal from now on.
+async fn resume(state: &Arc<AppState<TritonEngine>>, supervision: &Supervision) {
+    state.metrics.set_restarts(supervision.restarts);
+    if matches!(state.config.mode, Mode::MultiModel { .. }) {
+        let journal = Journal::in_folder(&supervision.state_dir);
+        let models = journal.read();
+        if !models.is_empty() {
+            http::models::restore(state, models).await;
+        }
+        state.registry.keep_journal(journal);
+    }
 }
 
 /// Resolves, with why, once the core cannot bring back a model whose process died (every
