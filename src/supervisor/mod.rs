@@ -103,7 +103,7 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
             served_seconds = started.elapsed().as_secs(),
             "the serving process ended abnormally"
         );
-        match restarts.after_abnormal_end(Instant::now()) {
+        match restarts.after_abnormal_end(Instant::now(), started.elapsed()) {
             Ok(pause) => {
                 tracing::warn!(
                     pause_ms = pause.as_millis(),

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::config::process::RestartLimit;
 
-/// The pause before the first restart in a window: none; each later one doubles it, up to
-/// [`MAX_PAUSE`], so a process that crashes at once does not spin.
+/// A serving process that served this long before it ended is restarted at once. One that
+/// ended sooner is restarted after a pause: none for the first end in the window, then
+/// [`FIRST_PAUSE`] doubling up to [`MAX_PAUSE`], so a process that crashes at once does not spin.
+const STABLE: Duration = Duration::from_secs(5);
 const FIRST_PAUSE: Duration = Duration::from_millis(500);
 const MAX_PAUSE: Duration = Duration::from_secs(8);
 
@@ -51,9 +53,14 @@ impl Restarts {
         self.total
     }
 
-    /// Counts an abnormal end at `now`: the pause before the restart, or the crash loop that
-    /// ends the supervisor (more than `max` ends within the window).
-    pub fn after_abnormal_end(&mut self, now: Instant) -> Result<Duration, CrashLoop> {
+    /// Counts an abnormal end at `now` of a process that ran for `lived`: the pause before the
+    /// restart, or the crash loop that ends the supervisor (more than `max` ends within the
+    /// window).
+    pub fn after_abnormal_end(
+        &mut self,
+        now: Instant,
+        lived: Duration,
+    ) -> Result<Duration, CrashLoop> {
         while self
             .recent
             .front()
@@ -71,6 +78,7 @@ impl Restarts {
         }
         self.total += 1;
         Ok(match ends {
+            _ if lived >= STABLE => Duration::ZERO,
             0 | 1 => Duration::ZERO,
             n => FIRST_PAUSE
                 .saturating_mul(1 << (n - 2).min(16))
@@ -82,6 +90,9 @@ impl Restarts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const BRIEF: Duration = Duration::from_secs(1);
+    const LONG: Duration = Duration::from_secs(60);
 
     fn limit(max: u32, window_secs: u64) -> RestartLimit {
         RestartLimit {
@@ -95,7 +106,7 @@ mod tests {
         let mut restarts = Restarts::new(limit(10, 600));
         let start = Instant::now();
         let pauses: Vec<Duration> = (0..6)
-            .map(|i| restarts.after_abnormal_end(start + Duration::from_secs(i)))
+            .map(|i| restarts.after_abnormal_end(start + Duration::from_secs(i), BRIEF))
             .collect::<Result<_, _>>()
             .unwrap();
         let ms: Vec<u128> = pauses.iter().map(Duration::as_millis).collect();
@@ -107,14 +118,14 @@ mod tests {
     fn more_ends_than_allowed_within_the_window_is_a_crash_loop() {
         let mut restarts = Restarts::new(limit(2, 60));
         let start = Instant::now();
-        assert!(restarts.after_abnormal_end(start).is_ok());
+        assert!(restarts.after_abnormal_end(start, LONG).is_ok());
         assert!(
             restarts
-                .after_abnormal_end(start + Duration::from_secs(1))
+                .after_abnormal_end(start + Duration::from_secs(1), LONG)
                 .is_ok()
         );
         let looped = restarts
-            .after_abnormal_end(start + Duration::from_secs(2))
+            .after_abnormal_end(start + Duration::from_secs(2), LONG)
             .unwrap_err();
         assert_eq!(looped.ends, 3);
         assert!(
@@ -130,7 +141,7 @@ mod tests {
         let start = Instant::now();
         for minute in 0..10 {
             let at = start + Duration::from_secs(61 * minute);
-            assert_eq!(restarts.after_abnormal_end(at), Ok(Duration::ZERO));
+            assert_eq!(restarts.after_abnormal_end(at, BRIEF), Ok(Duration::ZERO));
         }
         assert_eq!(restarts.total(), 10);
     }
@@ -138,6 +149,22 @@ mod tests {
     #[test]
     fn no_restart_at_all_when_none_is_allowed() {
         let mut restarts = Restarts::new(limit(0, 60));
-        assert!(restarts.after_abnormal_end(Instant::now()).is_err());
+        assert!(restarts.after_abnormal_end(Instant::now(), LONG).is_err());
+    }
+
+    #[test]
+    fn a_process_that_served_a_while_is_restarted_at_once() {
+        let mut restarts = Restarts::new(limit(10, 600));
+        let start = Instant::now();
+        for i in 0..4 {
+            let at = start + Duration::from_secs(10 * i);
+            assert_eq!(restarts.after_abnormal_end(at, LONG), Ok(Duration::ZERO));
+        }
+        assert!(
+            restarts
+                .after_abnormal_end(start + Duration::from_secs(41), BRIEF)
+                .unwrap()
+                > Duration::ZERO
+        );
     }
 }
