@@ -458,3 +458,149 @@ fn killed_stubs_under_traffic_are_survived() {
     assert_eq!(get(addr, "/models/phoenix").status, 404);
     assert_eq!(get(addr, "/ping").status, 200);
 }
+
+/// A model with four instances, one of whose processes is killed under traffic, on a supervised
+/// multi-model endpoint: every instance gets a new process and `/ping` stays healthy, also when
+/// the three old live ones (retired: the core never retires a generation with a dead process)
+/// end later; every region of the ended processes goes. When the python backend aborts the
+/// serving process instead, the new one serves all four instances afresh.
+#[test]
+fn one_dead_process_of_several_is_replaced() {
+    let (running, addr, root) = serve_multi_model(&[]);
+    let url = artifact(root.path(), "hydra", "slow_echo");
+    load(addr, "hydra", &url, None);
+    let url = url.to_string_lossy().into_owned();
+    let supervisor = running.0.id();
+    let serving = serving_process(supervisor);
+    let stubs = common::stub_pids(&url);
+    assert_eq!(stubs.len(), 4, "slow_echo has four instances: {stubs:?}");
+    let regions: Vec<PathBuf> = stubs
+        .iter()
+        .filter_map(|&p| common::stub_shm_region(p))
+        .collect();
+    assert_eq!(regions.len(), 4, "regions of {stubs:?}: {regions:?}");
+    let body = json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [1]}]})
+        .to_string();
+    let invoke = || {
+        let headers = [("Content-Type", "application/json")];
+        try_request(
+            addr,
+            "POST",
+            "/models/hydra/invoke",
+            &headers,
+            body.as_bytes(),
+        )
+        .map_or(0, |r| r.status)
+    };
+    let recovered = common::kill_under_traffic(
+        &stubs[..1],
+        &|| common::stub_pids(&url),
+        "KILL",
+        4,
+        &invoke,
+        &|| get(addr, "/ping").status,
+        Duration::from_secs(90),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let live = common::stub_pids(&url);
+    let fresh: Vec<u32> = live
+        .iter()
+        .copied()
+        .filter(|pid| !stubs.contains(pid))
+        .collect();
+    assert!(
+        !live.contains(&stubs[0]) && fresh.len() == 4,
+        "after recovery: {live:?}, before: {stubs:?} (the first killed)"
+    );
+    if current_serving_process(supervisor) == Some(serving) {
+        // The retired processes ending later is not a death of the model: nothing is
+        // reloaded and /ping stays healthy (the watcher scans each second).
+        for &pid in &stubs[1..] {
+            assert!(common::send_signal(pid, "KILL"), "kill -KILL {pid}");
+        }
+        for _ in 0..16 {
+            let ping = get(addr, "/ping");
+            assert_eq!(ping.status, 200, "/ping after recovery: {}", ping.text());
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let mut now = common::stub_pids(&url);
+    now.sort_unstable();
+    let mut serving_now = fresh.clone();
+    serving_now.sort_unstable();
+    assert_eq!(now, serving_now, "processes after the retired ones ended");
+    assert_eq!(invoke(), 200, "hydra after");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while regions.iter().any(|r| r.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left: Vec<_> = regions.iter().filter(|r| r.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "regions of the ended processes left: {left:?}"
+    );
+    eprintln!(
+        "one of four: recovered in {:?}, {} requests meanwhile",
+        recovered.took,
+        recovered.statuses.len()
+    );
+}
+
+/// A model whose process dies and whose files no longer load, beside one that serves: the
+/// engine's reloads fail, so the serving process asks to be replaced; the new one loads every
+/// model that still loads, and the endpoint serves them with `/ping` healthy. The lost model is
+/// no longer listed (SageMaker loads it again when it is next invoked, and is told why it fails).
+#[test]
+fn a_model_that_cannot_come_back_is_dropped_by_a_restart() {
+    let (running, addr, root) = serve_multi_model(&[]);
+    let alpha = artifact(root.path(), "alpha", "identity_fp32");
+    let doomed = artifact(root.path(), "doomed", "slow_echo");
+    load(addr, "alpha", &alpha, None);
+    load(addr, "doomed", &doomed, None);
+    // Serving a while, as a model does before it dies (the watcher scans each second).
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(
+        doomed.join("1/model.py"),
+        "class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError('doomed: cannot start again')\n",
+    )
+    .unwrap();
+    let serving = serving_process(running.0.id());
+    let stubs = common::stub_pids(&doomed.to_string_lossy());
+    assert!(!stubs.is_empty(), "no stub of doomed");
+    for pid in &stubs {
+        assert!(common::send_signal(*pid, "KILL"), "kill -KILL {pid}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let replaced = current_serving_process(running.0.id()).is_some_and(|p| p != serving);
+        if replaced && invoke_identity(addr, "alpha") == Ok(200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not replaced within 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let names: Vec<String> = listed(addr).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["alpha"]);
+    assert_eq!(get(addr, "/ping").status, 200);
+    assert_eq!(restarts(addr), 1);
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(
+        log.contains("the core cannot bring a model back") && log.contains("how=\"exit code 75\""),
+        "the log does not tell why the process was replaced"
+    );
+    let again = request(
+        addr,
+        "POST",
+        "/models",
+        &[],
+        json!({"model_name": "doomed", "url": doomed})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(again.status, 400, "{}", again.text());
+    assert!(
+        again.error().contains("cannot start again"),
+        "{}",
+        again.text()
+    );
+}

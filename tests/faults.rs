@@ -20,7 +20,7 @@ use trident::engine::{Engine, ModelState};
 use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
-use common::{configs, copy_model, models_dir, stub_pids, stub_shm_region};
+use common::{configs, copy_model, models_dir, stub_pids};
 
 struct Fixture {
     /// Runs the HTTP servers; dropped last.
@@ -69,10 +69,6 @@ fn main() -> std::process::ExitCode {
         (
             "killed_model_process_is_a_clean_error_then_recovers",
             killed_model_process_is_a_clean_error_then_recovers,
-        ),
-        (
-            "one_dead_process_of_several_is_replaced",
-            one_dead_process_of_several_is_replaced,
         ),
         (
             "lost_model_that_cannot_come_back_fails_ping",
@@ -502,68 +498,6 @@ fn invoke_echo(f: &Fixture, name: &str) -> common::http_client::HttpResponse {
         &format!("/models/{name}/invoke"),
         &sleep_request(1),
     )
-}
-
-/// A model with four instances, one of whose processes is killed under traffic: the engine
-/// reloads it once, every instance gets a new process (the three old live ones stay beside them,
-/// retired: the core never retires a generation with a dead process), and `/ping` stays
-/// healthy afterwards, also when the retired ones end. Before, the old live processes read as "the core kept the model", and
-/// after three attempts the model was reported lost while it served.
-fn one_dead_process_of_several_is_replaced(f: &Fixture) -> Result<(), Failed> {
-    let url = load_echo(f, "hydra")?;
-    let url = url.to_string_lossy().into_owned();
-    let stubs = stub_pids(&url);
-    ensure!(stubs.len() == 4, "slow_echo has four instances: {stubs:?}");
-    // Every region, the killed stub's too: the engine learns them right after the load.
-    let regions: Vec<std::path::PathBuf> =
-        stubs.iter().filter_map(|&p| stub_shm_region(p)).collect();
-    ensure!(regions.len() == 4, "regions of {stubs:?}: {regions:?}");
-    let recovered = common::kill_under_traffic(
-        &stubs[..1],
-        &|| stub_pids(&url),
-        "KILL",
-        4,
-        &|| invoke_echo(f, "hydra").status,
-        &|| get(f.mme_recovery, "/ping").status,
-        Duration::from_secs(90),
-    )?;
-    let live = stub_pids(&url);
-    let fresh: Vec<&u32> = live.iter().filter(|pid| !stubs.contains(pid)).collect();
-    ensure!(
-        !live.contains(&stubs[0]) && fresh.len() == 4,
-        "after recovery: {live:?}, before: {stubs:?} (the first killed)"
-    );
-    // The retired processes ending later is not a death of the model: nothing is reloaded,
-    // /ping stays healthy (the watcher scans each second), and their regions go.
-    let retired = &stubs[1..];
-    for &pid in retired {
-        ensure!(common::send_signal(pid, "KILL"), "kill -KILL {pid} failed");
-    }
-    for _ in 0..16 {
-        let ping = get(f.mme_recovery, "/ping");
-        ensure!(ping.status == 200, "/ping after recovery: {}", ping.text());
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let mut now = stub_pids(&url);
-    now.sort_unstable();
-    let mut serving: Vec<u32> = fresh.iter().map(|&&pid| pid).collect();
-    serving.sort_unstable();
-    ensure!(
-        now == serving,
-        "processes after the retired ones ended: {now:?}, the new ones: {serving:?}"
-    );
-    ensure!(invoke_echo(f, "hydra").status == 200, "hydra after");
-    let left: Vec<_> = regions.iter().filter(|r| r.exists()).collect();
-    ensure!(
-        left.is_empty(),
-        "regions of the ended processes left: {left:?}"
-    );
-    eprintln!(
-        "one of four: recovered in {:?}, {} requests meanwhile",
-        recovered.took,
-        recovered.statuses.len()
-    );
-    ensure_nothing_in_flight(&f.engine, Duration::from_secs(30))
 }
 
 /// A model whose process dies and whose files no longer load: the engine tries, then reports
