@@ -317,6 +317,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_recovery_fails_when_every_attempt_failed_or_it_outlived_its_deadline() {
+        let deadline = Duration::from_secs(10);
+        let fresh = Lost::Reloading(Instant::now());
+        assert_eq!(unrecovered("m", &fresh, deadline), None);
+        if let Some(long_ago) = Instant::now().checked_sub(Duration::from_secs(11)) {
+            let stuck = unrecovered("m", &Lost::Reloading(long_ago), deadline).unwrap();
+            assert!(
+                stuck.contains("model m") && stuck.contains("has not finished within 10 s"),
+                "{stuck}"
+            );
+        }
+        let failed = unrecovered("m", &Lost::Failed("load: no".into()), deadline).unwrap();
+        assert!(
+            failed.contains("could not be reloaded: load: no"),
+            "{failed}"
+        );
+    }
+
+    #[test]
     fn the_python_backend_messages_of_a_dead_process_are_recognised() {
         assert_eq!(
             dead_process("Stub process 'victim_0_2' is not healthy."),
