@@ -66,7 +66,7 @@ pub fn run(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseEr
 async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseError> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     let mut signals = Signals::listen()?;
-    let listener = TcpListener::bind(config.listen)?;
+    let listener = bind(config.listen)?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     let state = StateDir::create()?;
     let mut restarts = Restarts::new(limit);
@@ -123,6 +123,22 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
             }
         }
     }
+}
+
+/// Connections the listener queues while no serving process accepts (a restart); the kernel
+/// caps it at `net.core.somaxconn`.
+const BACKLOG: u32 = 4096;
+
+/// The listening socket, with room in its backlog for the connections that arrive during a
+/// restart (the standard library's bind queues 128).
+fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)?.into_std()
 }
 
 /// Starts a serving process: this binary with this process's arguments, the listener as its
