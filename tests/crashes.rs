@@ -604,3 +604,69 @@ fn a_model_that_cannot_come_back_is_dropped_by_a_restart() {
         again.text()
     );
 }
+
+/// The python backend's load that never returns: a reload's new stub killed before its first
+/// message leaves the core's load call waiting for good (python backend 24.10 waits for it with
+/// no timeout). The recovery is bounded by the load timeout (10 s here): then the serving
+/// process asks to be replaced, and the new one serves the model again.
+#[test]
+fn a_reload_that_never_returns_is_bounded_by_a_restart() {
+    let args = [OsStr::new("--model-load-timeout-secs"), OsStr::new("10")];
+    let (running, addr, root) = serve_multi_model(&args);
+    let url = artifact(root.path(), "phoenix", "slow_echo");
+    load(addr, "phoenix", &url, None);
+    std::thread::sleep(Duration::from_millis(1500));
+    let supervisor = running.0.id();
+    let serving = serving_process(supervisor);
+    // Every stub of the first serving process, the reload's new ones as soon as they appear.
+    let started = Instant::now();
+    let mut killed = Vec::new();
+    while current_serving_process(supervisor) == Some(serving) {
+        for pid in stub_children(serving) {
+            if !killed.contains(&pid) {
+                common::send_signal(pid, "KILL");
+                killed.push(pid);
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the serving process was not replaced"
+        );
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let body = json!({"inputs": [{"name": "MS", "datatype": "INT32", "shape": [1], "data": [1]}]})
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let headers = [("Content-Type", "application/json")];
+        let invoke = try_request(
+            addr,
+            "POST",
+            "/models/phoenix/invoke",
+            &headers,
+            body.as_bytes(),
+        );
+        if invoke.is_ok_and(|r| r.status == 200) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "phoenix not back after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(addr, "/ping").status, 200);
+    assert_eq!(restarts(addr), 1);
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(
+        log.contains("its reload has not finished within 10 s")
+            || log.contains("could not be reloaded"),
+        "the log does not say why the process was replaced"
+    );
+    assert!(log.contains("how=\"exit code 75\""));
+    eprintln!(
+        "replaced after {:?}; {} stubs killed",
+        started.elapsed(),
+        killed.len()
+    );
+}
