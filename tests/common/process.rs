@@ -251,16 +251,8 @@ pub fn python_client(script: &str, argument: &str, input: &serde_json::Value) ->
 
 /// The children of process `pid` (every thread's).
 pub fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
+    trident::engine::processes::children_of(pid)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|pid| pid.parse().ok())
-                .collect::<Vec<u32>>()
-        })
         .collect()
 }
 
