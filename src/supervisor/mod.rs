@@ -75,6 +75,22 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
         let started = Instant::now();
         let serving = start(config, &listener, state.path(), restarts.total())?;
         let ended = watch(serving, &mut signals, &mut leftovers, config.shutdown_grace).await;
+        let how = describe(ended.status);
+        let code = ended.status.exit_status();
+        let abnormal = !ended.stopping
+            && (ended.status.signaled()
+                || code == Some(i32::from(RESTART_EXIT_CODE))
+                || (restarts.total() > 0 && code != Some(0)));
+        if abnormal {
+            tracing::error!(
+                pid = serving,
+                how,
+                served_seconds = started.elapsed().as_secs(),
+                "the serving process ended abnormally"
+            );
+        } else {
+            tracing::info!(how, "the serving process ended");
+        }
         let cleaned = leftovers.clean();
         if cleaned != leftovers::Cleaned::default() {
             tracing::info!(
@@ -84,25 +100,9 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
                 "ended what the serving process left: its processes and shared memory regions"
             );
         }
-        let how = describe(ended.status);
-        if ended.stopping {
-            tracing::info!(how, "the serving process stopped");
-            return Ok(exit_code(ended.status));
-        }
-        let code = ended.status.exit_status();
-        let abnormal = ended.status.signaled()
-            || code == Some(i32::from(RESTART_EXIT_CODE))
-            || (restarts.total() > 0 && code != Some(0));
         if !abnormal {
-            tracing::info!(how, "the serving process ended");
             return Ok(exit_code(ended.status));
         }
-        tracing::error!(
-            pid = serving,
-            how,
-            served_seconds = started.elapsed().as_secs(),
-            "the serving process ended abnormally"
-        );
         match restarts.after_abnormal_end(Instant::now(), started.elapsed()) {
             Ok(pause) => {
                 tracing::warn!(

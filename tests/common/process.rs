@@ -36,11 +36,11 @@ impl Running {
         self.1.as_ref().expect("trident's log is kept").path()
     }
 
-    /// Prints the end of trident's log and how the process stands (for a failing test), and
-    /// keeps the whole log in the folder `TRIDENT_TEST_LOGS` names, if set.
-    fn print_log(&mut self) {
+    /// Keeps the whole log in the folder `TRIDENT_TEST_LOGS` names, if set (for a test that
+    /// passed too: a loop of runs can be read afterwards).
+    fn keep_log(&self) -> Vec<u8> {
         let Some(log) = &self.1 else {
-            return;
+            return Vec::new();
         };
         let bytes = std::fs::read(log.path()).unwrap_or_default();
         if let Some(folder) = std::env::var_os("TRIDENT_TEST_LOGS") {
@@ -51,6 +51,16 @@ impl Running {
                 Err(error) => eprintln!("cannot keep trident's log in {}: {error}", kept.display()),
             }
         }
+        bytes
+    }
+
+    /// Prints the end of trident's log and how the process stands (for a failing test), and
+    /// keeps the whole log in the folder `TRIDENT_TEST_LOGS` names, if set.
+    fn print_log(&mut self) {
+        if self.1.is_none() {
+            return;
+        }
+        let bytes = self.keep_log();
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text.lines().collect();
         let chosen = without_core_verbose(&lines);
@@ -101,6 +111,8 @@ impl Drop for Running {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.print_log();
+        } else {
+            self.keep_log();
         }
         if self.0.try_wait().ok().flatten().is_none() {
             super::send_signal(self.0.id(), "TERM");
