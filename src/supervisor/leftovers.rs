@@ -31,7 +31,7 @@ pub struct Cleaned {
     pub processes: usize,
     /// Shared memory regions whose names were removed.
     pub regions: usize,
-    /// Processes still not reaped after [`REAP_WITHIN`].
+    /// Processes still not reaped after 10 s.
     pub unreaped: usize,
 }
 
