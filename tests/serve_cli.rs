@@ -299,6 +299,43 @@ fn a_bad_plugin_manifest_stops_the_start() {
     }
 }
 
+/// The serving process's role is the supervisor's to give: the variables it sets, set by
+/// anyone else, stop the start with a clear message (exit 1) instead of serving on whatever
+/// standard input is.
+#[test]
+fn the_serving_process_role_cannot_be_faked() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    let own_pid = std::process::id().to_string();
+    for (env, expected) in [
+        (
+            vec![("TRIDENT_SUPERVISOR_PID", "1")],
+            "are set by trident's supervisor, together",
+        ),
+        (
+            vec![("TRIDENT_STATE_DIR", state_dir)],
+            "are set by trident's supervisor, together",
+        ),
+        (
+            vec![
+                ("TRIDENT_SUPERVISOR_PID", "1"),
+                ("TRIDENT_STATE_DIR", state_dir),
+            ],
+            "the supervisor (pid 1) is not this process's parent",
+        ),
+        (
+            vec![
+                ("TRIDENT_SUPERVISOR_PID", own_pid.as_str()),
+                ("TRIDENT_STATE_DIR", state_dir),
+            ],
+            "standard input is not the supervisor's listening socket",
+        ),
+    ] {
+        assert_refused(&serve_output(&examples, &[], &env), expected);
+    }
+}
+
 /// The descriptors a process has open: number → what it points at (a path, `socket:[N]`, ...).
 fn open_descriptors(pid: u32) -> Vec<(u32, String)> {
     let mut open: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
