@@ -8,9 +8,12 @@ FROM ${TRITON_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl build-essential libclang-dev \
  && rm -rf /var/lib/apt/lists/*
-RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain 1.95.0
 ENV PATH=/root/.cargo/bin:${PATH}
 WORKDIR /src
+# The toolchain pinned in rust-toolchain.toml (rustup installs what the file names).
+COPY rust-toolchain.toml .
+RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain none \
+ && rustup toolchain install
 COPY . .
 # Bindings from the image's own tritonserver.h rather than trident's declarations.
 RUN TRITON_INCLUDE_DIR=/opt/tritonserver/include cargo build --release --locked \

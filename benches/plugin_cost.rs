@@ -101,6 +101,7 @@ fn phases(
         time_limit_ms: 5000,
         counters: Default::default(),
         background: plugins.background().clone(),
+        activity: plugins.activity().clone(),
     };
     let gap = gap();
     let mut total = [Duration::ZERO; 4];

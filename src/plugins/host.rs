@@ -484,6 +484,7 @@ async fn load_one(
             time_limit_ms: spec.time_limit_ms,
             counters: Arc::default(),
             background: runtime.background().clone(),
+            activity: Arc::clone(runtime.activity()),
         },
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),

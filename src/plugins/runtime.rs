@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
-use super::threads::{self, Background};
+use super::threads::{self, Activity, Background};
 
 /// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
 /// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
@@ -29,6 +29,7 @@ pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Linker<PluginState>,
     background: Background,
+    activity: Arc<Activity>,
 }
 
 /// Bytes of each pooled memory (and table) kept mapped between calls.
@@ -95,7 +96,7 @@ impl Runtime {
         engine_config.allocation_strategy(InstanceAllocationStrategy::Pooling(config));
         engine_config.cache(cache.map(CompileCache::wasmtime));
         let engine = Engine::new(&engine_config)?;
-        threads.tick(&engine);
+        let activity = threads.tick(&engine);
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
@@ -107,12 +108,18 @@ impl Runtime {
             engine,
             linker,
             background: threads.background.clone(),
+            activity,
         })
     }
 
     /// The housekeeping threads, for [`Limits::background`].
     pub fn background(&self) -> &Background {
         &self.background
+    }
+
+    /// When this engine's plugins were last used, for [`Limits::activity`].
+    pub fn activity(&self) -> &Arc<Activity> {
+        &self.activity
     }
 
     /// The engine plugins are compiled for (for tools and benches that compile one themselves).
@@ -266,6 +273,8 @@ pub struct Limits {
     pub counters: Arc<PluginCounters>,
     /// Where what the call leaves is done ([`Runtime::background`]).
     pub background: Background,
+    /// Where the call's use of its engine is noted ([`Runtime::activity`]).
+    pub activity: Arc<Activity>,
 }
 
 /// One call's store and its captured output.
@@ -280,6 +289,7 @@ impl CallStore {
     /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
     /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
     pub fn new(engine: &Engine, limits: &Limits) -> CallStore {
+        limits.activity.mark();
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let wasi = WasiCtxBuilder::new()

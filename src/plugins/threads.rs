@@ -1,16 +1,26 @@
 //! The process's plugin threads, shared by every engine (the container's and each model's): one
-//! epoch ticker, which advances every engine's epoch (the clock of time limits), and the
-//! housekeeping threads, where the work a call leaves is done. One set for the process, not one
-//! per engine: a ticker per engine woke 500 times a second for every model loaded with plugins.
+//! epoch ticker, which advances every engine's epoch (the clock of time limits) and gives back
+//! the memory an idle engine's pool keeps resident, and the housekeeping threads, where the work
+//! a call leaves is done. One set for the process, not one per engine: a ticker per engine woke
+//! 500 times a second for every model loaded with plugins.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, EngineWeak};
 
 /// How often the epoch advances: the granularity of time limits and of yields to tokio.
 const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// How long an engine's plugins go without a call before its pool gives back the memory it
+/// keeps resident for free slots (`linear_memory_keep_resident`, up to 2 MiB per slot ever
+/// used: with Python guests, what a burst of concurrent calls left resident stayed so until
+/// the process ended). The next call after that faults its pages in again, once per idle spell.
+pub const IDLE_RELEASE: Duration = Duration::from_secs(30);
+
+/// How often the ticker looks for idle engines, in ticks (one second).
+const IDLE_CHECK_TICKS: u32 = 500;
 
 /// At most this many used stores wait for the housekeeping threads; past it the caller drops
 /// its store itself. Each waiting store holds a slot of its engine's pool, so an unbounded
@@ -24,7 +34,7 @@ pub struct Threads {
     /// The housekeeping threads' runtime, kept for the life of the process.
     _housekeeping: tokio::runtime::Runtime,
     /// Every live engine, whose epoch the ticker advances (dropped engines are forgotten).
-    engines: Arc<Mutex<Vec<EngineWeak>>>,
+    engines: Arc<Mutex<Vec<Ticked>>>,
     /// Whether the kernel swaps: then a pooled slot is reset without the `PAGEMAP_SCAN` of
     /// the pages a call dirtied. The scan reports pages that are written and present; a page
     /// written by one call and swapped out before its reset is neither, so wasmtime (48) would
@@ -44,17 +54,32 @@ pub fn get() -> std::io::Result<&'static Threads> {
 
 impl Threads {
     fn start() -> std::io::Result<Threads> {
-        let engines: Arc<Mutex<Vec<EngineWeak>>> = Arc::default();
+        let (background, housekeeping) = Background::start()?;
+        let engines: Arc<Mutex<Vec<Ticked>>> = Arc::default();
         let ticked = Arc::clone(&engines);
+        let releases = background.clone();
         std::thread::Builder::new()
             .name("trident-plugin-epoch".into())
             .spawn(move || {
+                let mut ticks: u32 = 0;
                 loop {
                     std::thread::sleep(EPOCH_TICK);
+                    ticks = ticks.wrapping_add(1);
+                    let check_idle = ticks.is_multiple_of(IDLE_CHECK_TICKS);
+                    let now = process_millis();
                     let mut engines = ticked.lock().unwrap_or_else(|p| p.into_inner());
-                    engines.retain(|weak| match weak.upgrade() {
+                    engines.retain(|ticked| match ticked.engine.upgrade() {
                         Some(engine) => {
                             engine.increment_epoch();
+                            if check_idle && ticked.activity.release_due(now) {
+                                releases.spawn(async move {
+                                    let bytes = engine.release_idle_pool_memory();
+                                    tracing::debug!(
+                                        bytes,
+                                        "idle plugin engine: resident pool memory given back"
+                                    );
+                                });
+                            }
                             true
                         }
                         None => false,
@@ -67,7 +92,6 @@ impl Threads {
                 "swap is in use: plugin memory is reset in full after each call, not by the kernel's dirty-page scan"
             );
         }
-        let (background, housekeeping) = Background::start()?;
         Ok(Threads {
             background,
             _housekeeping: housekeeping,
@@ -76,12 +100,69 @@ impl Threads {
         })
     }
 
-    /// Has the ticker advance `engine`'s epoch from now on, for as long as it lives.
-    pub fn tick(&self, engine: &Engine) {
+    /// Has the ticker advance `engine`'s epoch from now on, for as long as it lives, and give
+    /// back its pool's resident memory when the returned [`Activity`] says it has been idle for
+    /// [`IDLE_RELEASE`].
+    pub fn tick(&self, engine: &Engine) -> Arc<Activity> {
+        let activity = Arc::new(Activity::new());
         self.engines
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(engine.weak());
+            .push(Ticked {
+                engine: engine.weak(),
+                activity: Arc::clone(&activity),
+            });
+        activity
+    }
+}
+
+/// An engine the ticker serves.
+struct Ticked {
+    engine: EngineWeak,
+    activity: Arc<Activity>,
+}
+
+/// Milliseconds since the process first asked, the clock of [`Activity`].
+fn process_millis() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// When an engine's plugins were last used, and whether its idle memory has been given back
+/// since.
+#[derive(Debug)]
+pub struct Activity {
+    last_used_ms: AtomicU64,
+    released: AtomicBool,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            last_used_ms: AtomicU64::new(process_millis()),
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// Notes a use of the engine now (a store made for a call or a ready instance).
+    pub fn mark(&self) {
+        self.last_used_ms.store(process_millis(), Ordering::Relaxed);
+        if self.released.load(Ordering::Relaxed) {
+            self.released.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the engine has been idle for [`IDLE_RELEASE`] at `now_ms` and its memory not
+    /// given back since its last use: true once per idle spell. A use racing this only means
+    /// memory is given back just as it is needed again, which costs page faults, not
+    /// correctness (wasmtime gives back only slots no instance holds).
+    fn release_due(&self, now_ms: u64) -> bool {
+        let idle_ms = now_ms.saturating_sub(self.last_used_ms.load(Ordering::Relaxed));
+        idle_ms >= IDLE_RELEASE.as_millis() as u64
+            && self
+                .released
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 }
 
@@ -141,5 +222,38 @@ impl Background {
             drop(store);
             pending.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Activity, IDLE_RELEASE};
+
+    #[test]
+    fn idle_memory_is_given_back_once_per_idle_spell() {
+        let idle = IDLE_RELEASE.as_millis() as u64;
+        let activity = Activity::new();
+        let used = activity
+            .last_used_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(!activity.release_due(used), "not idle yet");
+        assert!(
+            !activity.release_due(used + idle - 1),
+            "not idle long enough"
+        );
+        assert!(activity.release_due(used + idle), "idle: give back");
+        assert!(
+            !activity.release_due(used + idle + 1_000),
+            "already given back"
+        );
+        activity.mark();
+        let used = activity
+            .last_used_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(!activity.release_due(used + idle - 1), "used again");
+        assert!(
+            activity.release_due(used + idle),
+            "idle again: give back again"
+        );
     }
 }

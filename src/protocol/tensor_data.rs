@@ -234,30 +234,27 @@ pub fn write_json_data(
         DataType::Int32 => ints!(i32),
         DataType::Int64 => ints!(i64),
         DataType::Fp32 => {
-            for chunk in data.chunks_exact(4) {
+            for chunk in data.as_chunks::<4>().0 {
                 separator(out);
-                write_f32(out, f32::from_le_bytes(chunk.try_into().expect("4 bytes")));
+                write_f32(out, f32::from_le_bytes(*chunk));
             }
         }
         DataType::Fp64 => {
-            for chunk in data.chunks_exact(8) {
+            for chunk in data.as_chunks::<8>().0 {
                 separator(out);
-                write_f64(out, f64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                write_f64(out, f64::from_le_bytes(*chunk));
             }
         }
         DataType::Fp16 => {
-            for chunk in data.chunks_exact(2) {
+            for chunk in data.as_chunks::<2>().0 {
                 separator(out);
-                write_f32(out, half::f16::from_le_bytes([chunk[0], chunk[1]]).to_f32());
+                write_f32(out, half::f16::from_le_bytes(*chunk).to_f32());
             }
         }
         DataType::Bf16 => {
-            for chunk in data.chunks_exact(2) {
+            for chunk in data.as_chunks::<2>().0 {
                 separator(out);
-                write_f32(
-                    out,
-                    half::bf16::from_le_bytes([chunk[0], chunk[1]]).to_f32(),
-                );
+                write_f32(out, half::bf16::from_le_bytes(*chunk).to_f32());
             }
         }
         DataType::Bytes => {

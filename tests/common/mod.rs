@@ -167,8 +167,10 @@ pub fn i32_values(bytes: &[u8]) -> Vec<i32> {
         "INT32 data must be a multiple of 4 bytes"
     );
     bytes
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|c| i32::from_le_bytes(*c))
         .collect()
 }
 
