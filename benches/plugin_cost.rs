@@ -13,7 +13,8 @@
 //! and JavaScript builds side by side (built with the `componentize-py` and `componentize-qjs` of
 //! `scripts/install-guest-tools`), and a last table how long each takes to load, with an empty
 //! compile cache and with the entry that load left. `-- stream` times one stream-adapter call
-//! per event (the OpenAI chat plugin, and a pass-through adapter) against no plugin.
+//! per event (the OpenAI chat plugin, and a pass-through adapter) against no plugin. `-- keep=MIB`
+//! has the phase table's pooled slots keep MIB resident between calls (trident keeps 2).
 
 use std::time::{Duration, Instant};
 
@@ -82,15 +83,35 @@ fn gap() -> bool {
     std::env::args().any(|a| a == "gap")
 }
 
+/// `keep=MIB` on the command line: the phase table's pooled slots keep MIB of memory resident
+/// between calls instead of trident's default.
+fn keep_resident_mib() -> Option<usize> {
+    std::env::args().find_map(|a| a.strip_prefix("keep=")?.parse().ok())
+}
+
+/// Minor page faults of the calling thread so far (`/proc/thread-self/stat`, field 10).
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // The command name may hold spaces; the fields after it are space-separated.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(7).unwrap().parse().unwrap()
+}
+
 /// Mean time of each phase of a small call of the request adapter at `path`, each in a fresh
-/// store as the server makes them: (store, instance, call, drop).
+/// store as the server makes them: (store, instance, call, drop); then the mean minor page
+/// faults of each phase, counted in rounds of their own (reading the counter takes longer than
+/// some phases).
 fn phases(
     runtime: &tokio::runtime::Runtime,
     iterations: u32,
     wit: &trident::plugins::WitInvocation,
     path: &std::path::Path,
-) -> [Duration; 4] {
-    let plugins = Runtime::new(64 << 20, None, Pool::Container).unwrap();
+) -> ([Duration; 4], [f64; 4]) {
+    let plugins = match keep_resident_mib() {
+        Some(mib) => Runtime::with_keep_resident(64 << 20, None, Pool::Container, mib << 20),
+        None => Runtime::new(64 << 20, None, Pool::Container),
+    }
+    .unwrap();
     let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();
@@ -143,7 +164,37 @@ fn phases(
             }
         }
     }
-    total.map(|phase| phase / iterations)
+    let mut faults = [0u64; 4];
+    let fault_rounds = 50;
+    for _ in 0..fault_rounds {
+        let started = minor_faults();
+        let mut call = CallStore::new(plugins.engine(), &limits);
+        let stored = minor_faults();
+        let instance = runtime
+            .block_on(pre.instantiate_async(&mut call.store))
+            .unwrap();
+        let instantiated = minor_faults();
+        let adapted = runtime.block_on(
+            instance
+                .trident_plugin_request_adapter()
+                .call_adapt_request(&mut call.store, wit),
+        );
+        let called = minor_faults();
+        drop((adapted, instance, call));
+        let dropped = minor_faults();
+        for (slot, (from, to)) in faults.iter_mut().zip([
+            (started, stored),
+            (stored, instantiated),
+            (instantiated, called),
+            (called, dropped),
+        ]) {
+            *slot += to - from;
+        }
+    }
+    (
+        total.map(|phase| phase / iterations),
+        faults.map(|count| count as f64 / f64::from(fault_rounds)),
+    )
 }
 
 /// How long loading a manifest with the request adapter at `path` takes: first with an empty
@@ -334,14 +385,14 @@ fn main() {
                 1000,
             ),
         ];
-        let measured: Vec<[Duration; 4]> = guests
+        let measured: Vec<([Duration; 4], [f64; 4])> = guests
             .iter()
             .map(|(_, path, n)| phases(&runtime, iterations(*n), &wit, path))
             .collect();
         println!();
         let labels: Vec<&str> = guests.iter().map(|(label, ..)| *label).collect();
         println!(
-            "| one small CSV request-adapter call, by phase (mean) | {} |",
+            "| one small CSV request-adapter call, by phase (mean time, mean minor page faults) | {} |",
             labels.join(" | ")
         );
         println!("|---|{}", "---|".repeat(labels.len()));
@@ -354,7 +405,10 @@ fn main() {
         .into_iter()
         .enumerate()
         {
-            let cells: Vec<String> = measured.iter().map(|m| format!("{:?}", m[index])).collect();
+            let cells: Vec<String> = measured
+                .iter()
+                .map(|(time, faults)| format!("{:?} ({:.0} faults)", time[index], faults[index]))
+                .collect();
             println!("| {phase} | {} |", cells.join(" | "));
         }
         println!();

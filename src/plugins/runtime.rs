@@ -70,6 +70,18 @@ impl Runtime {
         cache: Option<&CompileCache>,
         pool: Pool,
     ) -> wasmtime::Result<Runtime> {
+        Runtime::with_keep_resident(max_memory_bytes, cache, pool, KEEP_RESIDENT)
+    }
+
+    /// [`Runtime::new`] keeping `keep_resident` bytes of each pooled memory and table mapped
+    /// between calls instead of trident's 2 MiB (for measuring the trade: `cargo bench --bench
+    /// plugin_cost -- small keep=MIB`).
+    pub fn with_keep_resident(
+        max_memory_bytes: usize,
+        cache: Option<&CompileCache>,
+        pool: Pool,
+        keep_resident: usize,
+    ) -> wasmtime::Result<Runtime> {
         let threads = threads::get()?;
         let max_memory_bytes = max_memory_bytes.max(1 << 20).next_multiple_of(1 << 16);
         let instances = pool.instances();
@@ -83,8 +95,8 @@ impl Runtime {
             .max_memory_size(max_memory_bytes)
             // Reset the first pages of a reused slot with memset instead of unmapping them, so
             // the next call does not page-fault its way through the guest's heap and stack.
-            .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(KEEP_RESIDENT)
+            .linear_memory_keep_resident(keep_resident)
+            .table_keep_resident(keep_resident)
             .pagemap_scan(if threads.swap_in_use {
                 Enabled::No
             } else {
