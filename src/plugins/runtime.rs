@@ -32,8 +32,18 @@ pub struct Runtime {
     activity: Arc<Activity>,
 }
 
-/// Bytes of each pooled memory (and table) kept mapped between calls.
-const KEEP_RESIDENT: usize = 2 << 20;
+/// Bytes of each pooled memory (and table) kept mapped between calls, when a slot is reset with
+/// the kernel's dirty-page scan: only the pages a call wrote are rewritten, so keeping more
+/// costs memory (pages a guest touched stay resident; an idle engine gives them back, see
+/// [`threads::IDLE_RELEASE`]) and no time. Memory past it is unmapped at each reset and the next
+/// instance faults its pages in again: a Python guest (componentize-py) touches 6-8 MiB of heap
+/// per call, and with 2 MiB kept its call took 219 page faults and ~600 µs; with 8 MiB, none and
+/// ~60 µs (`cargo bench --bench plugin_cost -- small keep=MIB`).
+const KEEP_RESIDENT: usize = 8 << 20;
+
+/// The same without the dirty-page scan (swap in use, [`threads::Threads::swap_in_use`]): then
+/// every reset rewrites the whole resident part, so it is kept small.
+const KEEP_RESIDENT_WITHOUT_SCAN: usize = 2 << 20;
 
 /// Whose plugins an engine runs, which sizes its pool of instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,11 +80,16 @@ impl Runtime {
         cache: Option<&CompileCache>,
         pool: Pool,
     ) -> wasmtime::Result<Runtime> {
-        Runtime::with_keep_resident(max_memory_bytes, cache, pool, KEEP_RESIDENT)
+        let keep_resident = if threads::get()?.swap_in_use {
+            KEEP_RESIDENT_WITHOUT_SCAN
+        } else {
+            KEEP_RESIDENT
+        };
+        Runtime::with_keep_resident(max_memory_bytes, cache, pool, keep_resident)
     }
 
     /// [`Runtime::new`] keeping `keep_resident` bytes of each pooled memory and table mapped
-    /// between calls instead of trident's 2 MiB (for measuring the trade: `cargo bench --bench
+    /// between calls instead of trident's choice (for measuring the trade: `cargo bench --bench
     /// plugin_cost -- small keep=MIB`).
     pub fn with_keep_resident(
         max_memory_bytes: usize,

@@ -14,9 +14,9 @@ use wasmtime::{Engine, EngineWeak};
 const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// How long an engine's plugins go without a call before its pool gives back the memory it
-/// keeps resident for free slots (`linear_memory_keep_resident`, up to 2 MiB per slot ever
-/// used: with Python guests, what a burst of concurrent calls left resident stayed so until
-/// the process ended). The next call after that faults its pages in again, once per idle spell.
+/// keeps resident for free slots (`linear_memory_keep_resident`: up to 8 MiB per slot ever
+/// used, so what a burst of concurrent Python calls left resident stayed so until the process
+/// ended). The next call after that faults its pages in again, once per idle spell.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(30);
 
 /// How often the ticker looks for idle engines, in ticks (one second).

@@ -12,6 +12,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     hostile_shape_is_refused_before_the_model,
     hostile_snoop_sees_no_files_environment_or_network,
     every_call_gets_a_fresh_instance,
+    no_call_reads_what_an_earlier_call_left_in_memory,
     every_python_call_gets_a_fresh_instance,
     every_javascript_call_gets_a_fresh_instance,
     hostile_javascript_is_stopped_by_the_same_limits,
@@ -140,6 +141,50 @@ fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
             "an instance served more than one call: {} {error}",
             response.status
         );
+    }
+    still_fine(f)
+}
+
+/// Nothing one call writes anywhere in its linear memory reaches a later instance, even one
+/// that reuses the same pooled slot with its first 8 MiB kept resident (reset page by page by
+/// the kernel's dirty-page scan) and grows into the rest: scribblers write 7 MiB of a pattern
+/// (and must find it, which proves the search), peekers search all their memory and must find
+/// none. Instances rotate through a few slots (two are kept ready), so rounds of several calls
+/// each make a peeker land in a slot a scribbler used.
+fn no_call_reads_what_an_earlier_call_left_in_memory(f: &Fixture) -> Result<(), Failed> {
+    let residue = |body: &str| {
+        send(
+            f.at("hostile"),
+            "text/csv",
+            None,
+            &[("X-Amzn-SageMaker-Target-Variant", "residue")],
+            body,
+        )
+    };
+    for round in 0..3 {
+        for _ in 0..4 {
+            let response = residue("scribble");
+            let error = response.error();
+            // 7 MiB of 64-byte blocks, allocated at an unknown alignment: at least all but one.
+            let found: usize = error
+                .split_once(&format!("residue: wrote={} found=", 7 << 20))
+                .and_then(|(_, n)| n.parse().ok())
+                .unwrap_or(0);
+            ensure!(
+                response.status == 400 && found >= (7 << 20) / 64 - 1,
+                "round {round}: the scribbler's own search failed: {} {error}",
+                response.status
+            );
+        }
+        for _ in 0..4 {
+            let response = residue("peek");
+            ensure!(
+                response.status == 400 && response.error().ends_with("residue: found=0"),
+                "round {round}: an instance read what an earlier call left: {} {}",
+                response.status,
+                response.text()
+            );
+        }
     }
     still_fine(f)
 }

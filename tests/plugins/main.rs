@@ -190,6 +190,7 @@ fn manifests() -> Vec<(&'static str, String)> {
         "chatty",
         "echo",
         "count",
+        "residue",
         "flood",
         "flood-stdout",
         "frame-lie",

@@ -1,6 +1,7 @@
 //! A request adapter that misbehaves in the way its `mode` config says:
 //! `loop` spins forever, `hog` allocates 1 GiB, `trap` panics, `bad-tensor` returns a tensor whose
-//! data disagrees with its shape, `huge-shape` one of shape `[0, 2^63-1]` and no data, `count` reports how many calls its instance has seen, `snoop`
+//! data disagrees with its shape, `huge-shape` one of shape `[0, 2^63-1]` and no data, `count` reports how many calls its instance has seen, `residue` writes 7 MiB of a pattern
+//! (body `scribble`) or looks for it in all its memory (any other body), `snoop`
 //! tries to read a file, the environment, a TCP connection
 //! to `config.target` and a DNS lookup, and reports
 //! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
@@ -106,8 +107,47 @@ fn misbehave() -> Result<(), PluginError> {
     }
 }
 
+/// The residue pattern: byte `i` of every 64-byte block. Injective on 0..64 (37 is odd), so a
+/// block is recognised from its first byte; computed, never stored, so the guest's own image
+/// and code hold no block of it.
+fn residue_byte(i: usize) -> u8 {
+    (i as u8).wrapping_mul(37) ^ 0xA5
+}
+
+/// Blocks of the residue pattern anywhere in this instance's linear memory, after growing it by
+/// 8 MiB (fresh pages, which must read as zeros). Reads memory the allocator does not own, as
+/// an attacker would: in WebAssembly every address below the memory's size is readable.
+fn residue_blocks() -> usize {
+    core::arch::wasm32::memory_grow(0, 128);
+    let size = core::arch::wasm32::memory_size(0) * 65536;
+    let mut found = 0;
+    let mut address = 1024;
+    while address + 64 <= size {
+        // SAFETY (test guest): `address..address + 64` lies below the memory's size.
+        let block = unsafe { core::slice::from_raw_parts(address as *const u8, 64) };
+        if let Some(phase) = (0..64).find(|&p| residue_byte(p) == block[0]) {
+            if (0..64).all(|j| block[j] == residue_byte((phase + j) % 64)) {
+                found += 1;
+            }
+        }
+        address += 64;
+    }
+    found
+}
+
 impl RequestAdapter for Plugin {
     fn adapt_request(invocation: Invocation) -> Result<Adapted, PluginError> {
+        if config("mode").as_deref() == Some("residue") {
+            // `scribble`: 7 MiB of the pattern on the heap, then counted (the count proves the
+            // scan finds it); anything else: only counted, in a fresh instance that may reuse
+            // the scribbler's memory slot, where it must find none.
+            if invocation.body.starts_with(b"scribble") {
+                let area: Vec<u8> = (0..7usize << 20).map(|i| residue_byte(i % 64)).collect();
+                std::hint::black_box(&area);
+                return Err(PluginError::BadRequest(format!("residue: wrote={} found={}", area.len(), residue_blocks())));
+            }
+            return Err(PluginError::BadRequest(format!("residue: found={}", residue_blocks())));
+        }
         if config("mode").as_deref() == Some("echo") {
             let headers: Vec<String> = invocation.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect();
             return Err(PluginError::BadRequest(format!(
