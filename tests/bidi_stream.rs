@@ -228,3 +228,98 @@ fn a_decoupled_model_streams_its_responses_as_messages() {
     let status = running.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// A raw WebSocket session on `addr`, past its handshake (the client's frames are written by
+/// hand, so they can break the rules a client library keeps).
+fn raw_session(addr: SocketAddr) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET {PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    stream
+}
+
+/// A masked client frame: `first` is the FIN/RSV/opcode byte; `payload` under 126 bytes.
+fn masked_frame(first: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![first, 0x80 | u8::try_from(payload.len()).unwrap()];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    frame
+}
+
+/// The first frame the server sends, which must be a close frame: its code and reason.
+fn read_close(stream: &mut std::net::TcpStream) -> (u16, String) {
+    use std::io::Read;
+    let mut header = [0u8; 2];
+    stream.read_exact(&mut header).unwrap();
+    assert_eq!(header[0], 0x88, "not a final close frame: {header:?}");
+    let mut payload = vec![0u8; usize::from(header[1] & 0x7f)];
+    stream.read_exact(&mut payload).unwrap();
+    let code = u16::from_be_bytes([payload[0], payload[1]]);
+    (code, String::from_utf8_lossy(&payload[2..]).into_owned())
+}
+
+/// RFC 6455's failures, each told to the client before the connection ends: a text message
+/// that is not UTF-8 closes with 1007, a frame with a reserved bit set and a fragmented ping
+/// with 1002. The endpoint serves after each.
+#[test]
+fn invalid_text_and_broken_frames_close_with_the_rfc_codes() {
+    use std::io::Write;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let (_running, addr) = start(&examples, &[]);
+    for (what, frame, code, reason) in [
+        (
+            "invalid UTF-8 text",
+            masked_frame(0x81, &[b'{', 0xff, 0xfe, b'}']),
+            1007,
+            "a text message is not valid UTF-8",
+        ),
+        (
+            "a reserved bit",
+            masked_frame(0x81 | 0x40, b"{}"),
+            1002,
+            "WebSocket protocol error",
+        ),
+        (
+            "a fragmented ping",
+            masked_frame(0x09, b"p"),
+            1002,
+            "WebSocket protocol error",
+        ),
+    ] {
+        let mut stream = raw_session(addr);
+        stream.write_all(&frame).unwrap();
+        let (got, text) = read_close(&mut stream);
+        assert_eq!(got, code, "{what}: closed with {got} {text:?}");
+        assert!(text.starts_with(reason), "{what}: {text:?}");
+        let ping = request(addr, "GET", "/ping", &[], b"");
+        assert_eq!(ping.status, 200, "after {what}");
+    }
+    // A valid message on a raw session is still answered.
+    let mut stream = raw_session(addr);
+    stream
+        .write_all(&masked_frame(0x81, affine([1.0, 2.0, 3.0]).as_bytes()))
+        .unwrap();
+    let mut header = [0u8; 2];
+    std::io::Read::read_exact(&mut stream, &mut header).unwrap();
+    assert_eq!(header[0], 0x81, "an answer in a text frame: {header:?}");
+}

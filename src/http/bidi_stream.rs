@@ -15,7 +15,8 @@
 //!   bad payload, 4500 for a plugin trap, 4504 for a plugin time-out) and its error as the
 //!   reason, cut to the 123 bytes a close frame carries. A message larger than the body limit
 //!   is closed with 1009, more than the message rate with 1008, a stream that fails midway
-//!   with 1011. When the server shuts down, each session finishes the request in flight and
+//!   with 1011, a text message that is not UTF-8 with 1007, a frame that breaks the protocol
+//!   with 1002. When the server shuts down, each session finishes the request in flight and
 //!   closes with 1001; the shutdown's grace period waits for them.
 //! - Sessions are counted apart from connections (an upgraded connection leaves the HTTP
 //!   connection limit): at most as many as `max_connections`; one more is answered 503.
@@ -213,6 +214,17 @@ async fn serve_session<E: Engine, S>(
                     state.config.max_body_bytes
                 );
                 return close(socket, CloseCode::Size, &reason).await;
+            }
+            // RFC 6455: a text message that is not UTF-8 fails the connection with 1007 and a
+            // broken frame (reserved bits, a fragmented control frame, an unmasked client
+            // frame...) with 1002; the client is told why before the connection ends.
+            Err(WsError::Utf8(error)) => {
+                let reason = format!("a text message is not valid UTF-8: {error}");
+                return close(socket, CloseCode::Invalid, &reason).await;
+            }
+            Err(WsError::Protocol(error)) => {
+                let reason = format!("WebSocket protocol error: {error}");
+                return close(socket, CloseCode::Protocol, &reason).await;
             }
             Err(error) => {
                 tracing::debug!(%error, "a bidirectional stream ended with an error");

@@ -4,6 +4,7 @@
 pub mod bidi_stream;
 pub mod body;
 pub mod error;
+pub mod head_size;
 pub mod invocations;
 pub mod models;
 pub mod ping;
@@ -302,7 +303,7 @@ async fn accept<E: Engine>(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(MAX_HEADER_BYTES)
+        .max_buf_size(head_size::READ_BUFFER_BYTES)
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {
@@ -327,9 +328,10 @@ async fn accept<E: Engine>(
                 let service = service_fn(move |request| {
                     let state = Arc::clone(&state);
                     async move {
-                        let response = match serves {
-                            Serves::Routes => handle(&state, request).await,
-                            Serves::Metrics => metrics_response(&state, &request),
+                        let response = match (head_size::refuse_oversized(&request), serves) {
+                            (Some(refusal), _) => refusal,
+                            (None, Serves::Routes) => handle(&state, request).await,
+                            (None, Serves::Metrics) => metrics_response(&state, &request),
                         };
                         Ok::<_, Infallible>(response)
                     }
@@ -433,9 +435,6 @@ where
         drop(assignment);
     });
 }
-
-/// Bytes of request line and headers hyper buffers before answering 431.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// Answers a connection over the limit with a 503 and closes it (within a second) without
 /// parsing the request: the client learns at once and can retry elsewhere.
