@@ -26,6 +26,7 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod files;
 pub mod http;
 pub mod invocation;
 pub mod metrics;

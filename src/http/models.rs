@@ -150,7 +150,14 @@ async fn model_plugins<E: Engine>(
     state: &AppState<E>,
     url: &str,
 ) -> Result<Option<Arc<PluginHost>>, ApiError> {
-    let folder = state.registry.model_folder(url)?;
+    // The artifact's folder is looked at off the serving threads (a hung file system costs
+    // this load an error, not the endpoint).
+    let (registry, owned_url) = (Arc::clone(&state.registry), url.to_owned());
+    let folder = crate::files::off_thread(std::path::Path::new(url), move || {
+        registry.model_folder(&owned_url)
+    })
+    .await
+    .map_err(|e| ApiError::bad_request(e.to_string()))??;
     let policy = state
         .plugins
         .load_full()

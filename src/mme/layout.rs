@@ -66,7 +66,9 @@ pub fn find_model(url: &Path) -> Result<Layout, LayoutError> {
 
 /// Whether a `config.pbtxt` declares `platform: "ensemble"` (comments ignored).
 pub fn is_ensemble(config: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(config) else {
+    // A regular file of a sane size only: a FIFO would block, and the core refuses what is
+    // not a configuration anyway.
+    let Ok(text) = crate::files::read_regular_text(config, 4 << 20) else {
         return false;
     };
     text.lines()

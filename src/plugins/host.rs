@@ -249,7 +249,7 @@ impl PluginHost {
             .max()
             .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
         let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        let cache = open_cache(manifest);
+        let cache = open_cache_off_thread(manifest).await;
         let runtime = Runtime::new(max_memory, cache.as_ref(), pool).map_err(|e| LoadError {
             plugin: "*".into(),
             message: format!("cannot start the WebAssembly runtime: {e}"),
@@ -269,9 +269,9 @@ impl PluginHost {
             }
         }
         // What compiled before a failure is as good as any other entry: recorded either way.
+        let cache = seal_off_thread(cache).await;
         let compiled = match &cache {
             Some(cache) => {
-                cache.seal();
                 let (from_cache, compiled) = cache.hits_and_misses();
                 Compiled {
                     from_cache,
@@ -432,6 +432,27 @@ impl PluginHost {
     }
 }
 
+/// [`open_cache`] on the blocking pool: opening hashes every entry (each is verified before
+/// use), which must not hold a serving thread, like every file read and compile of a load.
+async fn open_cache_off_thread(manifest: &Manifest) -> Option<CompileCache> {
+    let manifest = manifest.clone();
+    tokio::task::spawn_blocking(move || open_cache(&manifest))
+        .await
+        .unwrap_or(None)
+}
+
+/// Seals `cache` (hashing the entries this load wrote) on the blocking pool.
+async fn seal_off_thread(cache: Option<CompileCache>) -> Option<CompileCache> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(cache) = &cache {
+            cache.seal();
+        }
+        cache
+    })
+    .await
+    .unwrap_or(None)
+}
+
 /// The manifest's compile cache, opened; none when it is turned off or unusable (a warning
 /// says why: plugins are then compiled at every start).
 fn open_cache(manifest: &Manifest) -> Option<CompileCache> {
@@ -445,15 +466,20 @@ fn open_cache(manifest: &Manifest) -> Option<CompileCache> {
         .ok()
 }
 
-async fn load_one(
-    runtime: &Runtime,
-    manifest: &Manifest,
-    name: &str,
-    spec: &PluginSpec,
-) -> Result<LoadedPlugin, String> {
-    let bytes = std::fs::read(&spec.path)
-        .map_err(|e| format!("cannot read {}: {e}", spec.path.display()))?;
-    let digest = sha256_hex(&bytes);
+/// Bytes a plugin's `.wasm` file may have (a componentize-py component is ~18 MB).
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
+/// The plugin's bytes, read (a regular file within [`MAX_PLUGIN_BYTES`]), checked against the
+/// manifest's digest and, when the manifest requires it, a trusted signature; every file read
+/// and the hashing run off the serving threads.
+async fn verified_bytes(manifest: &Manifest, spec: &PluginSpec) -> Result<Vec<u8>, String> {
+    let bytes = crate::files::read(&spec.path, MAX_PLUGIN_BYTES)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Hashing hundreds of megabytes takes a while too: on the blocking pool.
+    let (digest, bytes) = tokio::task::spawn_blocking(move || (sha256_hex(&bytes), bytes))
+        .await
+        .map_err(|e| format!("hashing failed: {e}"))?;
     if !digest.eq_ignore_ascii_case(&spec.sha256) {
         return Err(format!(
             "sha256 mismatch for {}: the manifest pins {}, the file is {digest}",
@@ -462,19 +488,39 @@ async fn load_one(
         ));
     }
     if manifest.require_signatures {
+        let signature = match &spec.signature {
+            Some(signature) => Some(signature.clone()),
+            None => super::signing::read_signature_file(&spec.path).await?,
+        };
         super::signing::verify_plugin(
             &bytes,
             &spec.path,
-            spec.signature.as_deref(),
+            signature.as_deref(),
             &manifest.trusted_keys,
         )?;
     }
-    let component = Component::new(&runtime.engine, &bytes)
-        .map_err(|e| format!("not a valid component: {e}"))?;
-    let pre = runtime
-        .linker
-        .instantiate_pre(&component)
-        .map_err(|e| format!("imports something trident does not offer: {e}"))?;
+    Ok(bytes)
+}
+
+async fn load_one(
+    runtime: &Runtime,
+    manifest: &Manifest,
+    name: &str,
+    spec: &PluginSpec,
+) -> Result<LoadedPlugin, String> {
+    let bytes = verified_bytes(manifest, spec).await?;
+    // Compiling (seconds for a Python guest) runs on the blocking pool: a load must not hold
+    // a serving thread.
+    let (engine, linker) = (runtime.engine.clone(), runtime.linker.clone());
+    let pre = tokio::task::spawn_blocking(move || {
+        let component =
+            Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e}"))?;
+        linker
+            .instantiate_pre(&component)
+            .map_err(|e| format!("imports something trident does not offer: {e}"))
+    })
+    .await
+    .map_err(|e| format!("compiling failed: {e}"))??;
     let plugin = LoadedPlugin {
         name: Arc::from(name),
         limits: Limits {
@@ -517,7 +563,7 @@ async fn load_one(
         );
     }
     check_config(runtime, &plugin).await?;
-    tracing::info!(plugin = name, sha256 = %digest, "plugin loaded");
+    tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok(plugin)
 }
 

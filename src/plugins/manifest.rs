@@ -35,6 +35,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// Bytes a plugin manifest may have.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 /// Default linear memory limit per call.
 pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
 /// Default time limit per call.
@@ -174,15 +177,26 @@ impl PluginSpec {
 }
 
 impl Manifest {
-    /// Reads and checks a manifest file; plugin paths are resolved against its folder.
+    /// Reads and checks a manifest file (a regular file of at most [`MAX_MANIFEST_BYTES`]);
+    /// plugin paths are resolved against its folder.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = crate::files::read_regular_text(path, MAX_MANIFEST_BYTES).map_err(|e| {
+            ManifestError {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }
+        })?;
+        Manifest::from_text(path, &text)
+    }
+
+    /// Checks `text`, the manifest read from `path`; plugin paths are resolved against its
+    /// folder.
+    pub fn from_text(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         let fail = |message: String| ManifestError {
             path: path.display().to_string(),
             message,
         };
-        let text =
-            std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
-        let mut manifest = Manifest::parse(&text).map_err(fail)?;
+        let mut manifest = Manifest::parse(text).map_err(fail)?;
         let base = path.parent().unwrap_or(Path::new("."));
         if let Some(cache) = &mut manifest.compile_cache
             && cache.is_relative()

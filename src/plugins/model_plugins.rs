@@ -54,11 +54,31 @@ impl ModelPluginPolicy {
 
 /// Loads the plugins of the model whose folder (the one holding `config.pbtxt`) is `model_dir`:
 /// none when it has no `plugins.toml`; an error a client can read (400) when it has one that
-/// cannot be used.
+/// cannot be used. The artifact's files are read off the serving threads, each within
+/// [`crate::files::READ_DEADLINE`].
 pub async fn load(
     model_dir: &Path,
     policy: &ModelPluginPolicy,
 ) -> Result<Option<PluginHost>, String> {
+    let fail = |message: String| format!("the model's {MODEL_MANIFEST}: {message}");
+    let manifest_path = model_dir.join(MODEL_MANIFEST);
+    let (dir, owned_policy) = (model_dir.to_owned(), policy.clone());
+    let manifest =
+        crate::files::off_thread(&manifest_path, move || read_manifest(&dir, &owned_policy))
+            .await
+            .map_err(|e| fail(e.to_string()))??;
+    let Some(manifest) = manifest else {
+        return Ok(None);
+    };
+    PluginHost::load_in(&manifest, Pool::Model)
+        .await
+        .map(Some)
+        .map_err(|e| fail(e.to_string()))
+}
+
+/// The model's manifest, checked against `policy` (file system calls: run off the serving
+/// threads).
+fn read_manifest(model_dir: &Path, policy: &ModelPluginPolicy) -> Result<Option<Manifest>, String> {
     let path = model_dir.join(MODEL_MANIFEST);
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return Ok(None);
@@ -73,14 +93,15 @@ pub async fn load(
             "this endpoint does not take plugins from model artifacts".into(),
         ));
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let text = crate::files::read_regular_text(&path, super::manifest::MAX_MANIFEST_BYTES)
+        .map_err(|e| fail(e.to_string()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
     if let Some(key) = CONTAINER_KEYS.iter().find(|key| table.contains_key(**key)) {
         return Err(fail(format!(
             "`{key}` is the container's to set, not a model's"
         )));
     }
-    let mut manifest = Manifest::load(&path).map_err(|e| fail(e.message))?;
+    let mut manifest = Manifest::from_text(&path, &text).map_err(|e| fail(e.message))?;
     // A limit the model's manifest leaves out is the default, or the ceiling when lower.
     let given = |plugin: &str, key: &str| {
         table
@@ -101,10 +122,7 @@ pub async fn load(
     manifest.require_signatures = policy.require_signatures;
     manifest.trusted_keys = policy.trusted_keys.clone();
     manifest.compile_cache = policy.compile_cache.clone();
-    PluginHost::load_in(&manifest, Pool::Model)
-        .await
-        .map(Some)
-        .map_err(|e| fail(e.to_string()))
+    Ok(Some(manifest))
 }
 
 /// A model's manifest routes only its own model, names only files in its folder, and asks for

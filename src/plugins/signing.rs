@@ -15,13 +15,11 @@ pub fn verify_plugin(
     let text = match signature {
         Some(text) => text.to_owned(),
         None => {
-            let sig_path = path.with_extension("wasm.sig");
-            std::fs::read_to_string(&sig_path).map_err(|_| {
-                format!(
-                    "is not signed (no signature in the manifest and no {})",
-                    sig_path.display()
-                )
-            })?
+            let sig_path = signature_path(path);
+            match crate::files::read_regular_text(&sig_path, MAX_SIGNATURE_BYTES) {
+                Ok(text) => text,
+                Err(error) => return Err(unsigned_or(&sig_path, error)),
+            }
         }
     };
     let signature = parse_signature(text.trim())?;
@@ -32,6 +30,38 @@ pub fn verify_plugin(
         }
     }
     Err("its signature is not from a trusted key".into())
+}
+
+/// Bytes a `.wasm.sig` file may have (a signature is 128 hex digits).
+const MAX_SIGNATURE_BYTES: u64 = 4096;
+
+/// Where the signature of the plugin at `path` is kept when the manifest has none.
+fn signature_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("wasm.sig")
+}
+
+/// The error for a signature file that could not be read: "not signed" when there is none.
+fn unsigned_or(sig_path: &Path, error: crate::files::FileError) -> String {
+    if error.is_not_found() {
+        format!(
+            "is not signed (no signature in the manifest and no {})",
+            sig_path.display()
+        )
+    } else {
+        format!("its signature: {error}")
+    }
+}
+
+/// The contents of the plugin at `path`'s `.wasm.sig`, read off the serving threads within
+/// [`crate::files::READ_DEADLINE`] (a regular file of at most 4 KiB); `None` when there is none
+/// ([`verify_plugin`] then says the plugin is not signed).
+pub async fn read_signature_file(path: &Path) -> Result<Option<String>, String> {
+    let sig_path = signature_path(path);
+    match crate::files::read_text(&sig_path, MAX_SIGNATURE_BYTES).await {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.is_not_found() => Ok(None),
+        Err(error) => Err(unsigned_or(&sig_path, error)),
+    }
 }
 
 fn decode<const N: usize>(what: &str, text: &str) -> Result<[u8; N], String> {

@@ -8,6 +8,7 @@ use super::*;
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_model_brings_its_own_plugins_and_drops_them_on_unload,
     model_plugins_that_break_the_rules_fail_the_load,
+    artifact_files_that_are_fifos_fail_their_load_and_stall_nothing,
 ];
 
 /// The secret key the `mme_plugins` server's container manifest trusts (its public half).
@@ -247,4 +248,91 @@ fn model_plugins_that_break_the_rules_fail_the_load(f: &Fixture) -> Result<(), F
         answer.text()
     );
     unload(f, "good")
+}
+
+/// An artifact whose plugin or signature file is a FIFO nobody writes to (or any file a read
+/// would block on): its load fails with a 400 naming the file (in seconds: what takes time is
+/// verifying the compile cache, not the FIFO), and meanwhile, with such loads in flight, the
+/// endpoint answers `/ping` and other models' invocations at once. (Before, the
+/// load read the FIFO on a serving thread and waited for a writer; three such loads on 2 cores
+/// stopped the endpoint.)
+fn artifact_files_that_are_fifos_fail_their_load_and_stall_nothing(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let manifest = csv_manifest("");
+    let neighbour = artifact(
+        f,
+        "neighbour",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&manifest),
+    )?;
+    let loaded = load(f, "neighbour", &neighbour);
+    ensure!(loaded.status == 200, "neighbour: {}", loaded.text());
+    let mut urls = Vec::new();
+    for (name, fifo) in [
+        ("fifo_wasm", "csv_request.wasm"),
+        ("fifo_sig", "csv_request.wasm.sig"),
+        ("fifo_wasm2", "csv_json_response.wasm"),
+    ] {
+        let url = artifact(
+            f,
+            name,
+            &["csv_request", "csv_json_response"],
+            true,
+            Some(&manifest),
+        )?;
+        let path = std::path::Path::new(&url).join(fifo);
+        std::fs::remove_file(&path)?;
+        let made = common::command("mkfifo").arg(&path).status()?;
+        ensure!(made.success(), "mkfifo {}", path.display());
+        urls.push((name, fifo, url));
+    }
+    std::thread::scope(|scope| -> Result<(), Failed> {
+        let loads: Vec<_> = urls
+            .iter()
+            .map(|(name, fifo, url)| {
+                scope.spawn(move || {
+                    let started = Instant::now();
+                    (*name, *fifo, load(f, name, url), started.elapsed())
+                })
+            })
+            .collect();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let ping = get(f.at("mme_plugins"), "/ping");
+            let answer = invoke_csv(f, "neighbour", "1,2\n");
+            ensure!(
+                ping.status == 200
+                    && answer.status == 200
+                    && started.elapsed() < Duration::from_secs(2),
+                "with FIFO loads in flight: ping {}, invoke {} {}, {:?}",
+                ping.status,
+                answer.status,
+                answer.text(),
+                started.elapsed()
+            );
+        }
+        for joined in loads {
+            let (name, fifo, response, took) = joined.join().expect("load thread");
+            ensure!(
+                response.status == 400
+                    && response
+                        .error()
+                        .contains(&format!("{fifo} is not a regular file (it is a FIFO)"))
+                    && took < Duration::from_secs(60),
+                "{name}: {} {} after {took:?}",
+                response.status,
+                response.text()
+            );
+            let listed = get(f.at("mme_plugins"), &format!("/models/{name}"));
+            ensure!(
+                listed.status == 404,
+                "{name} was left loaded: {}",
+                listed.text()
+            );
+        }
+        Ok(())
+    })?;
+    unload(f, "neighbour")
 }
