@@ -67,6 +67,10 @@ fn main() -> std::process::ExitCode {
             hung_model_load_is_bounded_and_undone,
         ),
         (
+            "concurrent_load_invoke_unload_cycles_are_safe",
+            concurrent_load_invoke_unload_cycles_are_safe,
+        ),
+        (
             "killed_model_process_is_a_clean_error_then_recovers",
             killed_model_process_is_a_clean_error_then_recovers,
         ),
@@ -601,5 +605,92 @@ fn lost_model_that_cannot_come_back_fails_ping(f: &Fixture) -> Result<(), Failed
     // Triton 2.51 cannot tear down an instance whose process died (its unload waits on the
     // dead process), so the model cannot be unloaded either: the endpoint stays unhealthy
     // until SageMaker replaces it. This check runs last for that reason.
+    Ok(())
+}
+
+/// Five clients, each cycling one model name through load → invoke → unload, all at once: every
+/// step answers as it should (the unloads used to fail now and then with "failed to stat file"
+/// and freed memory or another model's path: the core read its repository set without a lock
+/// while another repository was unregistered), and nothing is left behind: no model listed, no
+/// python process of these models alive.
+fn concurrent_load_invoke_unload_cycles_are_safe(f: &Fixture) -> Result<(), Failed> {
+    const NAMES: usize = 5;
+    const CYCLES: usize = 16;
+    let urls: Vec<String> = (0..NAMES)
+        .map(|i| {
+            let parent = f.models_root.path().join(format!("churn{i}"));
+            copy_model("identity_fp32", &parent, "model");
+            parent.join("model").display().to_string()
+        })
+        .collect();
+    let server = f.mme_recovery;
+    std::thread::scope(|scope| -> Result<(), Failed> {
+        let clients: Vec<_> = urls
+            .iter()
+            .enumerate()
+            .map(|(i, url)| {
+                scope.spawn(move || -> Result<(), String> {
+                    let name = format!("churn{i}");
+                    for cycle in 0..CYCLES {
+                        let body = json!({"model_name": name, "url": url}).to_string();
+                        let loaded = request(server, "POST", "/models", &[], body.as_bytes());
+                        if loaded.status != 200 {
+                            return Err(format!("{name} cycle {cycle} load: {} {}", loaded.status, loaded.text()));
+                        }
+                        let value = (i * 100 + cycle) as f32;
+                        let input = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [value, -value]}]});
+                        let answer = request(
+                            server,
+                            "POST",
+                            &format!("/models/{name}/invoke"),
+                            &[("Content-Type", "application/json")],
+                            input.to_string().as_bytes(),
+                        );
+                        if answer.status != 200 || answer.json()["outputs"][0]["data"] != json!([value, -value]) {
+                            return Err(format!("{name} cycle {cycle} invoke: {} {}", answer.status, answer.text()));
+                        }
+                        let unloaded = request(server, "DELETE", &format!("/models/{name}"), &[], b"");
+                        if unloaded.status != 200 {
+                            return Err(format!("{name} cycle {cycle} unload: {} {}", unloaded.status, unloaded.text()));
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for client in clients {
+            client
+                .join()
+                .expect("client thread")
+                .map_err(Failed::from)?;
+        }
+        Ok(())
+    })?;
+    let listed = get(server, "/models");
+    ensure!(
+        listed.status == 200 && !listed.text().contains("churn"),
+        "left listed: {}",
+        listed.text()
+    );
+    // A stub may take a moment to exit after its model reports unloaded.
+    let churn_processes = || {
+        common::process::children(std::process::id())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("churn"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while churn_processes() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = churn_processes();
+    ensure!(
+        left == 0,
+        "{left} python processes of unloaded models are alive"
+    );
+    ensure!(get(server, "/ping").status == 200, "ping after");
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! `tokio::task::spawn_blocking`. Inference is asynchronous and lives in `inference`.
 
 use std::path::Path;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Deserialize;
 
@@ -20,10 +21,19 @@ use crate::engine::{EngineError, ErrorCode};
 /// use only the process-wide allocator and their own boxed state, never this object.
 pub struct Server {
     handle: Owned<ffi::TRITONSERVER_Server>,
+    /// Held shared around `TRITONSERVER_ServerModelIndex` and exclusively around registering
+    /// and unregistering a model repository. The core's `RepositoryIndex` (Triton 2.51, and
+    /// its main branch) walks its set of repository paths with no lock, while
+    /// `UnregisterModelRepository` erases from that set under the core's own mutex: an index
+    /// read racing an unregister printed freed memory ("failed to stat file <unprintable>") or
+    /// another model's path, and can crash. Loads and unloads take the core's mutex themselves
+    /// and need not wait here.
+    repositories: RwLock<()>,
 }
 
-// SAFETY: Triton's server object is documented as safe to use from any thread concurrently;
-// trident never mutates it except through Triton's own thread-safe API.
+// SAFETY: Triton's server object is documented as safe to use from any thread concurrently
+// (where the core is not, `repositories` serialises trident's calls); trident never mutates it
+// except through Triton's own API.
 unsafe impl Send for Server {}
 // SAFETY: as above.
 unsafe impl Sync for Server {}
@@ -62,7 +72,10 @@ impl Server {
                 triton.api.TRITONSERVER_ServerNew(raw, options.as_ptr())
             })
         }?;
-        Ok(Server { handle })
+        Ok(Server {
+            handle,
+            repositories: RwLock::new(()),
+        })
     }
 
     /// The loaded core this server runs on.
@@ -195,7 +208,9 @@ impl Server {
         } else {
             0
         };
-        // SAFETY: `ServerModelIndex` writes a new message the caller owns; valid server.
+        let _index = self.reading_repositories();
+        // SAFETY: `ServerModelIndex` writes a new message the caller owns; valid server; no
+        // repository is registered or unregistered meanwhile (`repositories`).
         let message = unsafe {
             Message::create(self.triton(), |message| {
                 self.api()
@@ -268,8 +283,9 @@ impl Server {
             mappings.iter().map(|p| p.as_ptr().cast_const()).collect();
         let count = u32::try_from(pointers.len())
             .map_err(|_| EngineError::new(ErrorCode::InvalidArg, "too many name mappings"))?;
+        let _changing = self.changing_repositories();
         // SAFETY: valid server; `path` and every parameter in `pointers` outlive the call
-        // (`mappings` owns them); Triton copies the mapping.
+        // (`mappings` owns them); Triton copies the mapping; no index is read meanwhile.
         check(self.api(), unsafe {
             self.api().TRITONSERVER_ServerRegisterModelRepository(
                 self.raw(),
@@ -283,11 +299,26 @@ impl Server {
     /// Removes a repository added with [`Server::register_model_repository`].
     pub fn unregister_model_repository(&self, repository: &Path) -> Result<(), EngineError> {
         let path = to_cstring("repository path", &repository.to_string_lossy())?;
-        // SAFETY: valid server; the path outlives the call.
+        let _changing = self.changing_repositories();
+        // SAFETY: valid server; the path outlives the call; no index is read meanwhile.
         check(self.api(), unsafe {
             self.api()
                 .TRITONSERVER_ServerUnregisterModelRepository(self.raw(), path.as_ptr())
         })
+    }
+
+    /// Shared hold on the set of repositories, for reading the model index.
+    fn reading_repositories(&self) -> RwLockReadGuard<'_, ()> {
+        self.repositories
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Exclusive hold on the set of repositories, for changing it.
+    fn changing_repositories(&self) -> RwLockWriteGuard<'_, ()> {
+        self.repositories
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Stops the core: no new requests; in-flight ones get up to the exit timeout.
