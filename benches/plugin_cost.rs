@@ -26,7 +26,7 @@ use trident::plugins::bindings::request::exports::trident::plugin::request_adapt
 use trident::plugins::convert::{invocation_to_wit, output_to_wit};
 use trident::plugins::host::{Compiled, InferenceResult, StreamPosition};
 use trident::plugins::manifest::Manifest;
-use trident::plugins::runtime::{CallStore, Limits, Pool, Runtime};
+use trident::plugins::runtime::{CallStore, Pool, Runtime};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
 use wasmtime::component::Component;
@@ -115,15 +115,7 @@ fn phases(
     let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();
-    let limits = Limits {
-        plugin: "csv".into(),
-        config: Default::default(),
-        memory_limit_mb: 64,
-        time_limit_ms: 5000,
-        counters: Default::default(),
-        background: plugins.background().clone(),
-        activity: plugins.activity().clone(),
-    };
+    let limits = plugins.limits("csv", Default::default(), 64, 5000);
     let gap = gap();
     let mut total = [Duration::ZERO; 4];
     for round in 0..iterations + 50 {
@@ -311,11 +303,11 @@ fn main() {
             + "\n";
         let v2 = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, columns], "data": values}]})
             .to_string();
-        let wit = csv_invocation(csv.as_bytes());
+        let wit = std::sync::Arc::new(csv_invocation(csv.as_bytes()));
 
         let (p50, p99, busy) = measure(iterations, || {
             let adapted = runtime
-                .block_on(host.adapt_request(&request_plugin, &wit))
+                .block_on(host.adapt_request(&request_plugin, wit.clone()))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(adapted);
@@ -356,7 +348,7 @@ fn main() {
                 outputs: response.outputs.iter().map(output_to_wit).collect(),
             };
             let reply = runtime
-                .block_on(host.adapt_response(&response_plugin, &wit, &result))
+                .block_on(host.adapt_response(&response_plugin, wit.clone(), result))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(reply);
@@ -460,7 +452,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         .block_on(PluginHost::load(&Manifest::load(&manifest_path).unwrap()))
         .unwrap();
     let body = br#"{"model": "echo-1", "messages": [{"role": "user", "content": "hello there"}], "stream": true}"#;
-    let wit = invocation_to_wit(
+    let wit = std::sync::Arc::new(invocation_to_wit(
         "/invocations",
         "chat",
         &trident::invocation::Invocation {
@@ -470,7 +462,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         &http::HeaderMap::new(),
         &[],
         body,
-    );
+    ));
     let event = br#"{"model_name":"chat_stream","model_version":"1","TEXT":"hello "}"#;
     let position = StreamPosition {
         stream_id: "18ed490b81bed6c90000".into(),
@@ -490,7 +482,12 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         let plugin = host.select(model, None, None).unwrap().response.unwrap();
         let (p50, p99, busy) = measure(iterations, || {
             let payloads = runtime
-                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event)))
+                .block_on(host.adapt_stream(
+                    &plugin,
+                    wit.clone(),
+                    position.clone(),
+                    Some(event.to_vec()),
+                ))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(payloads);

@@ -48,7 +48,7 @@ pub enum GenerateAnswer {
 struct StreamAdapter {
     host: Arc<PluginHost>,
     plugin: Arc<LoadedPlugin>,
-    invocation: WitInvocation,
+    invocation: Arc<WitInvocation>,
     stream_id: String,
     created: u64,
 }
@@ -152,9 +152,9 @@ impl<E: Engine> Pipeline<'_, E> {
             };
         };
         let started = Instant::now();
-        let wit = self.wit_invocation(request, &plugin);
+        let wit = Arc::new(self.wit_invocation(request, &plugin));
         let reply = plugins
-            .adapt_generate_response(&plugin, &wit, &collected)
+            .adapt_generate_response(&plugin, wit, collected)
             .await;
         self.observe_generate(&plugin, "generate-response", &reply, started);
         let reply = plugin_result(&plugin, reply)?;
@@ -180,7 +180,7 @@ impl<E: Engine> Pipeline<'_, E> {
             None => None,
         };
         let adapter = adapter.map(|plugin| StreamAdapter {
-            invocation: self.wit_invocation(request, &plugin),
+            invocation: Arc::new(self.wit_invocation(request, &plugin)),
             host: Arc::clone(plugins),
             plugin,
             stream_id: stream_id(),
@@ -230,8 +230,8 @@ impl<E: Engine> Pipeline<'_, E> {
         plugin: &Arc<LoadedPlugin>,
     ) -> Result<(InferRequest, Option<bool>), Failure> {
         let started = Instant::now();
-        let wit = self.wit_invocation(request, plugin);
-        let adapted = plugins.adapt_generate_request(plugin, &wit).await;
+        let wit = Arc::new(self.wit_invocation(request, plugin));
+        let adapted = plugins.adapt_generate_request(plugin, wit).await;
         self.observe_generate(plugin, "generate-request", &adapted, started);
         let adapted = plugin_result(plugin, adapted)?;
         let stream = adapted.stream;
@@ -270,7 +270,12 @@ impl StreamAdapter {
         };
         let payloads = self
             .host
-            .adapt_stream(&self.plugin, &self.invocation, &position, json)
+            .adapt_stream(
+                &self.plugin,
+                Arc::clone(&self.invocation),
+                position,
+                json.map(<[u8]>::to_vec),
+            )
             .await;
         let name = &self.plugin.name;
         let events = match payloads {

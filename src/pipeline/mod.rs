@@ -115,7 +115,7 @@ impl<E: Engine> Pipeline<'_, E> {
         };
         let started = Instant::now();
         let adapted = plugins
-            .adapt_request(plugin, &self.wit_invocation(request, plugin))
+            .adapt_request(plugin, Arc::new(self.wit_invocation(request, plugin)))
             .await;
         self.observe(plugin, "request", codecs, &adapted, started);
         match plugin_result(plugin, adapted)? {
@@ -180,7 +180,11 @@ impl<E: Engine> Pipeline<'_, E> {
         };
         let started = Instant::now();
         let reply = plugins
-            .adapt_response(plugin, &self.wit_invocation(request, plugin), &result)
+            .adapt_response(
+                plugin,
+                Arc::new(self.wit_invocation(request, plugin)),
+                result,
+            )
             .await;
         self.observe(plugin, "response", codecs, &reply, started);
         Ok(Answer::Reply {

@@ -258,7 +258,7 @@ impl PluginHost {
         let mut loaded = Ok(());
         for (name, spec) in &manifest.plugins {
             match load_one(&runtime, manifest, name, spec).await {
-                Ok(plugin) => drop(plugins.insert(name.clone(), Arc::new(plugin))),
+                Ok(plugin) => drop(plugins.insert(name.clone(), plugin)),
                 Err(message) => {
                     loaded = Err(LoadError {
                         plugin: name.clone(),
@@ -363,66 +363,83 @@ impl PluginHost {
     /// Calls a request adapter.
     pub async fn adapt_request(
         &self,
-        plugin: &LoadedPlugin,
-        invocation: &Invocation,
+        plugin: &Arc<LoadedPlugin>,
+        invocation: Arc<Invocation>,
     ) -> Result<Result<Adapted, PluginError>, CallFailure> {
-        let warm = plugin
-            .request
-            .as_ref()
-            .expect("selected request adapters export request-adapter");
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let result = match instance {
-            Ok(instance) => {
-                instance
-                    .trident_plugin_request_adapter()
-                    .call_adapt_request(&mut call.store, invocation)
-                    .await
-            }
-            Err(error) => Err(error),
+        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let call = async move {
+            let warm = called
+                .request
+                .as_ref()
+                .expect("selected request adapters export request-adapter");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let result = match instance {
+                Ok(instance) => {
+                    instance
+                        .trident_plugin_request_adapter()
+                        .call_adapt_request(&mut call.store, &invocation)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            call.finish(result)
         };
-        call.finish(result)
+        self.runtime.run(&plugin.limits, call).await
     }
 
     /// Calls a response adapter.
     pub async fn adapt_response(
         &self,
-        plugin: &LoadedPlugin,
-        invocation: &Invocation,
-        result: &InferenceResult,
+        plugin: &Arc<LoadedPlugin>,
+        invocation: Arc<Invocation>,
+        result: InferenceResult,
     ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        let warm = plugin
-            .response
-            .as_ref()
-            .expect("selected response adapters export response-adapter");
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let outcome = match instance {
-            Ok(instance) => {
-                instance
-                    .trident_plugin_response_adapter()
-                    .call_adapt_response(&mut call.store, invocation, result)
-                    .await
-            }
-            Err(error) => Err(error),
+        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let call = async move {
+            let warm = called
+                .response
+                .as_ref()
+                .expect("selected response adapters export response-adapter");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let outcome = match instance {
+                Ok(instance) => {
+                    instance
+                        .trident_plugin_response_adapter()
+                        .call_adapt_response(&mut call.store, &invocation, &result)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            call.finish(outcome)
         };
-        call.finish(outcome)
+        self.runtime.run(&plugin.limits, call).await
     }
 
     /// The configured OOM policy's verdict on an engine error message; `None` when no OOM
     /// plugin is configured or it failed (the caller then uses the built-in list).
     pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
         let plugin = self.oom.as_ref()?;
-        let warm = plugin.oom.as_ref()?;
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let outcome = match instance {
-            Ok(instance) => {
-                instance
-                    .trident_plugin_oom_classifier()
-                    .call_is_out_of_memory(&mut call.store, message)
-                    .await
-            }
-            Err(error) => Err(error),
+        plugin.oom.as_ref()?;
+        let (engine, called, message) = (
+            self.runtime.engine.clone(),
+            Arc::clone(plugin),
+            message.to_owned(),
+        );
+        let call = async move {
+            let warm = called.oom.as_ref().expect("checked above");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let outcome = match instance {
+                Ok(instance) => {
+                    instance
+                        .trident_plugin_oom_classifier()
+                        .call_is_out_of_memory(&mut call.store, &message)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            call.finish(outcome)
         };
-        match call.finish(outcome) {
+        match self.runtime.run(&plugin.limits, call).await {
             Ok(verdict) => Some(verdict),
             Err(error) => {
                 tracing::warn!(%error, "the OOM plugin failed; using the built-in list");
@@ -507,7 +524,7 @@ async fn load_one(
     manifest: &Manifest,
     name: &str,
     spec: &PluginSpec,
-) -> Result<LoadedPlugin, String> {
+) -> Result<Arc<LoadedPlugin>, String> {
     let bytes = verified_bytes(manifest, spec).await?;
     // Compiling (seconds for a Python guest) runs on the blocking pool: a load must not hold
     // a serving thread.
@@ -523,15 +540,12 @@ async fn load_one(
     .map_err(|e| format!("compiling failed: {e}"))??;
     let plugin = LoadedPlugin {
         name: Arc::from(name),
-        limits: Limits {
-            plugin: Arc::from(name),
-            config: Arc::new(spec.config_strings()),
-            memory_limit_mb: spec.memory_limit_mb,
-            time_limit_ms: spec.time_limit_ms,
-            counters: Arc::default(),
-            background: runtime.background().clone(),
-            activity: Arc::clone(runtime.activity()),
-        },
+        limits: runtime.limits(
+            name,
+            spec.config_strings(),
+            spec.memory_limit_mb,
+            spec.time_limit_ms,
+        ),
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),
         headers: spec
@@ -562,30 +576,40 @@ async fn load_one(
                 .into(),
         );
     }
+    let plugin = Arc::new(plugin);
     check_config(runtime, &plugin).await?;
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok(plugin)
 }
 
-/// Runs the plugin's own configuration check once, through whichever world it exports.
-async fn check_config(runtime: &Runtime, plugin: &LoadedPlugin) -> Result<(), String> {
-    let (engine, limits) = (&runtime.engine, &plugin.limits);
-    let checked = if let Some(warm) = &plugin.request {
-        warm.check_config(engine, limits).await
-    } else if let Some(warm) = &plugin.response {
-        warm.check_config(engine, limits).await
-    } else if let Some(warm) = &plugin.oom {
-        warm.check_config(engine, limits).await
-    } else if let Some(warm) = &plugin.generate_request {
-        warm.check_config(engine, limits).await
-    } else if let Some(warm) = &plugin.generate_response {
-        warm.check_config(engine, limits).await
-    } else if let Some(warm) = &plugin.stream {
-        warm.check_config(engine, limits).await
-    } else {
+/// Runs the plugin's own configuration check once, through whichever world it exports, as a
+/// call like any other (within the engine's share, off the serving thread if it runs long).
+async fn check_config(runtime: &Runtime, plugin: &Arc<LoadedPlugin>) -> Result<(), String> {
+    if !plugin.exports_any() {
         return Ok(());
+    }
+    let (engine, called) = (runtime.engine.clone(), Arc::clone(plugin));
+    let call = async move {
+        let (engine, limits) = (&engine, &called.limits);
+        if let Some(warm) = &called.request {
+            warm.check_config(engine, limits).await
+        } else if let Some(warm) = &called.response {
+            warm.check_config(engine, limits).await
+        } else if let Some(warm) = &called.oom {
+            warm.check_config(engine, limits).await
+        } else if let Some(warm) = &called.generate_request {
+            warm.check_config(engine, limits).await
+        } else if let Some(warm) = &called.generate_response {
+            warm.check_config(engine, limits).await
+        } else if let Some(warm) = &called.stream {
+            warm.check_config(engine, limits).await
+        } else {
+            Ok(Ok(()))
+        }
     };
-    checked
+    runtime
+        .run(&plugin.limits, call)
+        .await
         .map_err(|e| e.to_string())?
         .map_err(|message| format!("refuses its configuration: {message}"))
 }

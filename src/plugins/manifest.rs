@@ -12,6 +12,8 @@
 //! allowed = true
 //! memory_limit_mb = 64                # ceilings its plugins' limits may not exceed
 //! time_limit_ms = 100
+//! concurrency = 1                     # calls of one model's plugins at once (default: half
+//!                                     # the cores, at least 1; at most 16)
 //!
 //! [plugins.csv]
 //! path = "csv_request.wasm"           # relative to the manifest
@@ -112,10 +114,28 @@ pub struct ModelPluginRules {
     /// The longest time limit a model's plugin may ask for.
     #[serde(default = "default_time")]
     pub time_limit_ms: u64,
+    /// How many calls of one model's plugins may run at once, each model on its own
+    /// ([`super::scheduler`]); by default half the cores, at least one, so that no one model's
+    /// guests can hold every core ([`ModelPluginRules::calls_at_once`]).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
 }
 
 fn allowed() -> bool {
     true
+}
+
+impl ModelPluginRules {
+    /// How many calls of one model's plugins run at once: `concurrency`, else half the cores
+    /// (rounded up).
+    pub fn calls_at_once(&self) -> usize {
+        self.concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .div_ceil(2)
+                .min(super::runtime::MAX_MODEL_CONCURRENCY)
+        })
+    }
 }
 
 impl Default for ModelPluginRules {
@@ -124,6 +144,7 @@ impl Default for ModelPluginRules {
             allowed: true,
             memory_limit_mb: DEFAULT_MEMORY_LIMIT_MB,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
+            concurrency: None,
         }
     }
 }
@@ -220,6 +241,14 @@ impl Manifest {
     }
 
     fn check(&self) -> Result<(), String> {
+        let most = super::runtime::MAX_MODEL_CONCURRENCY;
+        if let Some(calls) = self.model_plugins.concurrency
+            && !(1..=most).contains(&calls)
+        {
+            return Err(format!(
+                "[model_plugins] concurrency = {calls}: give 1 to {most} calls at once"
+            ));
+        }
         for (name, spec) in &self.plugins {
             if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!("plugin '{name}': sha256 must be 64 hex digits"));

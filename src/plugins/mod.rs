@@ -24,6 +24,7 @@ pub mod model_plugins;
 pub mod new;
 pub mod run;
 pub mod runtime;
+pub mod scheduler;
 pub mod signing;
 pub mod threads;
 pub mod variants;

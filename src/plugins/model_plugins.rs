@@ -70,7 +70,8 @@ pub async fn load(
     let Some(manifest) = manifest else {
         return Ok(None);
     };
-    PluginHost::load_in(&manifest, Pool::Model)
+    let concurrency = policy.rules.calls_at_once();
+    PluginHost::load_in(&manifest, Pool::Model { concurrency })
         .await
         .map(Some)
         .map_err(|e| fail(e.to_string()))

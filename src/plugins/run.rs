@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -68,14 +69,14 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
             accept: options.accept.clone(),
             ..Default::default()
         };
-        let wit = super::convert::invocation_to_wit(
+        let wit = Arc::new(super::convert::invocation_to_wit(
             "/invocations",
             MODEL,
             &invocation,
             &http::HeaderMap::new(),
             &[],
             &options.body,
-        );
+        ));
         match options.hook {
             Hook::Request => {
                 let plugin = selection
@@ -112,7 +113,7 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
                     if !plugin.adapts_generate_responses() {
                         return Err("the plugin does not export generate-response-adapter".into());
                     }
-                    let reply = host.adapt_generate_response(&plugin, &wit, &responses);
+                    let reply = host.adapt_generate_response(&plugin, Arc::clone(&wit), responses);
                     print_reply(refused(timed(reply, out).await?)?, out)
                 }
             }
@@ -123,11 +124,11 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
 /// Calls the generate request adapter and prints the generate request it made.
 async fn generate_request_hook(
     host: &PluginHost,
-    plugin: &LoadedPlugin,
-    wit: &WitInvocation,
+    plugin: &Arc<LoadedPlugin>,
+    wit: &Arc<WitInvocation>,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let adapted = timed(host.adapt_generate_request(plugin, wit), out).await?;
+    let adapted = timed(host.adapt_generate_request(plugin, Arc::clone(wit)), out).await?;
     let adapted = refused(adapted)?;
     let stream = match adapted.stream {
         Some(true) => "yes (generate_stream)",
@@ -156,8 +157,8 @@ async fn generate_request_hook(
 /// server would send (and, as it would, stopping at the first failure).
 async fn stream_hook(
     host: &PluginHost,
-    plugin: &LoadedPlugin,
-    wit: &WitInvocation,
+    plugin: &Arc<LoadedPlugin>,
+    wit: &Arc<WitInvocation>,
     responses: &[Vec<u8>],
     out: &mut impl Write,
 ) -> Result<(), String> {
@@ -171,7 +172,10 @@ async fn stream_hook(
             created,
             index,
         };
-        let payloads = refused(host.adapt_stream(plugin, wit, &position, event).await)?;
+        let payloads = refused(
+            host.adapt_stream(plugin, Arc::clone(wit), position, event.map(<[u8]>::to_vec))
+                .await,
+        )?;
         for payload in payloads {
             if payload.contains(['\n', '\r']) {
                 return Err("500: an event payload holds a line break".into());
@@ -213,11 +217,11 @@ fn write_error(error: std::io::Error) -> String {
 /// Calls the request adapter and prints the request it made.
 async fn request_hook(
     host: &PluginHost,
-    plugin: &LoadedPlugin,
-    wit: &WitInvocation,
+    plugin: &Arc<LoadedPlugin>,
+    wit: &Arc<WitInvocation>,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let adapted = timed(host.adapt_request(plugin, wit), out).await?;
+    let adapted = timed(host.adapt_request(plugin, Arc::clone(wit)), out).await?;
     let request = match refused(adapted)? {
         Adapted::Tensors(tensors) => {
             let mut request = InferRequest::new(MODEL);
@@ -242,8 +246,8 @@ async fn request_hook(
 /// Calls the response adapter on `outputs` (a KServe v2 response) and prints its reply.
 async fn response_hook(
     host: &PluginHost,
-    plugin: &LoadedPlugin,
-    wit: &WitInvocation,
+    plugin: &Arc<LoadedPlugin>,
+    wit: &Arc<WitInvocation>,
     outputs: &[u8],
     out: &mut impl Write,
 ) -> Result<(), String> {
@@ -255,7 +259,7 @@ async fn response_hook(
             .map(super::convert::output_to_wit)
             .collect(),
     };
-    let reply = timed(host.adapt_response(plugin, wit, &result), out).await?;
+    let reply = timed(host.adapt_response(plugin, Arc::clone(wit), result), out).await?;
     print_reply(refused(reply)?, out)
 }
 

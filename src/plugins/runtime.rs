@@ -18,7 +18,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
-use super::threads::{self, Activity, Background};
+use super::scheduler::{self, Share};
+use super::threads::{self, Activity, Background, PendingDrops};
 
 /// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
 /// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
@@ -30,6 +31,12 @@ pub struct Runtime {
     pub(super) linker: Linker<PluginState>,
     background: Background,
     activity: Arc<Activity>,
+    /// How many of this engine's calls run at once ([`scheduler`]).
+    share: Share,
+    /// Where calls that outlast their first tick run.
+    guests: tokio::runtime::Handle,
+    /// This engine's used stores waiting for the housekeeping threads.
+    pending_drops: Arc<PendingDrops>,
 }
 
 /// Bytes of each pooled memory (and table) kept mapped between calls, when a slot is reset with
@@ -55,14 +62,29 @@ pub enum Pool {
     /// memory slot reserves its own 4 GiB of address space (so that guest code needs no bounds
     /// checks); at the container's size each model's engine reserved 2 TiB, and an endpoint ran
     /// out of address space at about 60 models with plugins. At this size, about 500.
-    Model,
+    /// `concurrency` calls of the model's plugins run at once (the container's
+    /// `[model_plugins] concurrency`; at most [`MAX_MODEL_CONCURRENCY`]).
+    Model { concurrency: usize },
 }
+
+/// The most calls of one model's plugins that may run at once: half its pool, so that the
+/// instances kept ready and the stores waiting for their reset fit in the rest.
+pub const MAX_MODEL_CONCURRENCY: usize = 16;
 
 impl Pool {
     fn instances(self) -> u32 {
         match self {
             Pool::Container => 256,
-            Pool::Model => 32,
+            Pool::Model { .. } => 32,
+        }
+    }
+
+    /// How many calls run at once, given `guest_threads`: the container's plugins, one per
+    /// guest thread; a model's, its `concurrency`.
+    fn share(self, guest_threads: usize) -> usize {
+        match self {
+            Pool::Container => guest_threads,
+            Pool::Model { concurrency } => concurrency.clamp(1, MAX_MODEL_CONCURRENCY),
         }
     }
 }
@@ -136,17 +158,46 @@ impl Runtime {
             linker,
             background: threads.background.clone(),
             activity,
+            share: Share::new(pool.share(threads.guest_threads)),
+            guests: threads.guests.clone(),
+            pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
         })
     }
 
-    /// The housekeeping threads, for [`Limits::background`].
-    pub fn background(&self) -> &Background {
-        &self.background
+    /// What a plugin `plugin` of this engine needs for its calls.
+    pub fn limits(
+        &self,
+        plugin: &str,
+        config: BTreeMap<String, String>,
+        memory_limit_mb: u64,
+        time_limit_ms: u64,
+    ) -> Limits {
+        Limits {
+            plugin: Arc::from(plugin),
+            config: Arc::new(config),
+            memory_limit_mb,
+            time_limit_ms,
+            counters: Arc::default(),
+            background: self.background.clone(),
+            activity: Arc::clone(&self.activity),
+            pending_drops: Arc::clone(&self.pending_drops),
+        }
     }
 
-    /// When this engine's plugins were last used, for [`Limits::activity`].
-    pub fn activity(&self) -> &Arc<Activity> {
-        &self.activity
+    /// How many of this engine's calls run at once.
+    pub fn share(&self) -> usize {
+        self.share.size()
+    }
+
+    /// Runs one call of a plugin with `limits` (making its instance, calling, finishing)
+    /// within this engine's share, off the serving thread once it outlasts an epoch tick
+    /// ([`scheduler`]).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        limits: &Limits,
+        call: impl std::future::Future<Output = Result<T, CallFailure>> + Send + 'static,
+    ) -> Result<T, CallFailure> {
+        scheduler::run(&self.guests, &self.share, limits, call).await
     }
 
     /// The engine plugins are compiled for (for tools and benches that compile one themselves).
@@ -298,10 +349,12 @@ pub struct Limits {
     pub time_limit_ms: u64,
     /// Where the call's dropped output is counted.
     pub counters: Arc<PluginCounters>,
-    /// Where what the call leaves is done ([`Runtime::background`]).
+    /// Where what the call leaves is done.
     pub background: Background,
-    /// Where the call's use of its engine is noted ([`Runtime::activity`]).
+    /// Where the call's use of its engine is noted.
     pub activity: Arc<Activity>,
+    /// The engine's used stores waiting to be dropped.
+    pub pending_drops: Arc<PendingDrops>,
 }
 
 /// One call's store and its captured output.
@@ -408,7 +461,9 @@ impl CallStore {
                 CallFailure::Trap { plugin, detail }
             }
         });
-        self.limits.background.drop_later(self.store);
+        self.limits
+            .background
+            .drop_later(self.store, &self.limits.pending_drops);
         result
     }
 }
@@ -424,7 +479,7 @@ mod tests {
         let container = Runtime::new(64 << 20, None, Pool::Container).unwrap();
         let models: Vec<Runtime> = (0..200)
             .map(|index| {
-                Runtime::new(64 << 20, None, Pool::Model)
+                Runtime::new(64 << 20, None, Pool::Model { concurrency: 1 })
                     .unwrap_or_else(|e| panic!("model engine {index}: {e}"))
             })
             .collect();

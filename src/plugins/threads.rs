@@ -1,8 +1,9 @@
 //! The process's plugin threads, shared by every engine (the container's and each model's): one
 //! epoch ticker, which advances every engine's epoch (the clock of time limits) and gives back
-//! the memory an idle engine's pool keeps resident, and the housekeeping threads, where the work
-//! a call leaves is done. One set for the process, not one per engine: a ticker per engine woke
-//! 500 times a second for every model loaded with plugins.
+//! the memory an idle engine's pool keeps resident; the housekeeping threads, where the work a
+//! call leaves is done; and the guest threads, where calls that outlast a tick run
+//! ([`super::scheduler`]). One set for the process, not one per engine: a ticker per engine
+//! woke 500 times a second for every model loaded with plugins.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,17 +23,18 @@ pub const IDLE_RELEASE: Duration = Duration::from_secs(30);
 /// How often the ticker looks for idle engines, in ticks (one second).
 const IDLE_CHECK_TICKS: u32 = 500;
 
-/// At most this many used stores wait for the housekeeping threads; past it the caller drops
-/// its store itself. Each waiting store holds a slot of its engine's pool, so an unbounded
-/// backlog (calls finishing faster than housekeeping resets their slots) would turn into
-/// "concurrent limit reached" failures; bounded, the serving threads slow down instead.
-const MAX_PENDING_DROPS: usize = 32;
-
 /// The process's plugin threads.
 pub struct Threads {
     pub background: Background,
     /// The housekeeping threads' runtime, kept for the life of the process.
     _housekeeping: tokio::runtime::Runtime,
+    /// The guest threads: where a plugin call that outlasts its first epoch tick runs to its
+    /// end, one thread per core ([`super::scheduler`]).
+    pub guests: tokio::runtime::Handle,
+    /// How many guest threads there are.
+    pub guest_threads: usize,
+    /// The guest threads' runtime, kept for the life of the process.
+    _guests: tokio::runtime::Runtime,
     /// Every live engine, whose epoch the ticker advances (dropped engines are forgotten).
     engines: Arc<Mutex<Vec<Ticked>>>,
     /// Whether the kernel swaps: then a pooled slot is reset without the `PAGEMAP_SCAN` of
@@ -55,6 +57,12 @@ pub fn get() -> std::io::Result<&'static Threads> {
 impl Threads {
     fn start() -> std::io::Result<Threads> {
         let (background, housekeeping) = Background::start()?;
+        let guest_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let guests = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(guest_threads)
+            .thread_name("trident-plugin-guest")
+            .enable_all()
+            .build()?;
         let engines: Arc<Mutex<Vec<Ticked>>> = Arc::default();
         let ticked = Arc::clone(&engines);
         let releases = background.clone();
@@ -95,6 +103,9 @@ impl Threads {
         Ok(Threads {
             background,
             _housekeeping: housekeeping,
+            guests: guests.handle().clone(),
+            guest_threads,
+            _guests: guests,
             engines,
             swap_in_use,
         })
@@ -183,8 +194,29 @@ fn swap_in_use() -> bool {
 #[derive(Clone)]
 pub struct Background {
     handle: tokio::runtime::Handle,
-    /// Used stores handed to the threads and not dropped yet.
-    pending_drops: Arc<AtomicUsize>,
+}
+
+/// An engine's used stores handed to the housekeeping threads and not dropped yet, and how
+/// many may wait: past that the caller drops its store itself. Each waiting store holds a slot
+/// of its engine's pool, so an unbounded backlog (calls finishing faster than housekeeping
+/// resets their slots, as when other engines' guests take the CPU) would turn into "concurrent
+/// limit reached" failures; bounded, the callers slow down instead. Counted per engine: with one
+/// count for the process, a model's 32-slot pool ran out at one request at a time while another
+/// model's calls filled the backlog.
+#[derive(Debug)]
+pub struct PendingDrops {
+    waiting: AtomicUsize,
+    max: usize,
+}
+
+impl PendingDrops {
+    /// At most `max` stores waiting.
+    pub fn new(max: usize) -> PendingDrops {
+        PendingDrops {
+            waiting: AtomicUsize::new(0),
+            max,
+        }
+    }
 }
 
 impl Background {
@@ -197,7 +229,6 @@ impl Background {
             .build()?;
         let background = Background {
             handle: runtime.handle().clone(),
-            pending_drops: Arc::default(),
         };
         Ok((background, runtime))
     }
@@ -210,17 +241,18 @@ impl Background {
     /// Drops a used store (or anything holding one) on the housekeeping threads, after the request has moved on: dropping
     /// resets its pooled memory slot, which the request need not wait for. The slot cannot
     /// serve another instance before the reset, so nothing of this call reaches the next. With
-    /// `MAX_PENDING_DROPS` already waiting, the store is dropped here and now.
-    pub fn drop_later<T: Send + 'static>(&self, store: T) {
-        if self.pending_drops.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_DROPS {
-            self.pending_drops.fetch_sub(1, Ordering::AcqRel);
+    /// as many of its engine's stores already waiting as `pending` allows, the store is dropped
+    /// here and now.
+    pub fn drop_later<T: Send + 'static>(&self, store: T, pending: &Arc<PendingDrops>) {
+        if pending.waiting.fetch_add(1, Ordering::AcqRel) >= pending.max {
+            pending.waiting.fetch_sub(1, Ordering::AcqRel);
             drop(store);
             return;
         }
-        let pending = Arc::clone(&self.pending_drops);
+        let pending = Arc::clone(pending);
         self.spawn(async move {
             drop(store);
-            pending.fetch_sub(1, Ordering::AcqRel);
+            pending.waiting.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }

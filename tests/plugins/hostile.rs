@@ -6,6 +6,7 @@ use super::*;
 /// This module's checks, in the order they run.
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     hostile_loop_is_interrupted,
+    hostile_sleep_is_interrupted,
     hostile_hog_is_refused,
     hostile_trap_is_a_500,
     hostile_bad_tensor_is_a_clean_error,
@@ -39,6 +40,28 @@ fn hostile_loop_is_interrupted(f: &Fixture) -> Result<(), Failed> {
         took >= Duration::from_millis(190) && took < Duration::from_secs(3),
         "took {took:?}"
     );
+    still_fine(f)
+}
+
+/// A guest that sleeps (waits in a WASI clock call, where the epoch cannot interrupt it) is
+/// stopped by the wall-clock bound of its call and answered like a loop; an hour's sleep held
+/// the request, and a slot of the pool, for the hour.
+fn hostile_sleep_is_interrupted(f: &Fixture) -> Result<(), Failed> {
+    let started = Instant::now();
+    let response = with_variant(f, "sleep");
+    let took = started.elapsed();
+    ensure!(
+        response.status == 504,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    ensure!(
+        response.error().contains("time limit of 200 ms"),
+        "{}",
+        response.text()
+    );
+    ensure!(took < Duration::from_secs(10), "took {took:?}");
     still_fine(f)
 }
 

@@ -182,6 +182,7 @@ fn manifests() -> Vec<(&'static str, String)> {
     );
     let hostiles = [
         "loop",
+        "sleep",
         "hog",
         "trap",
         "bad-tensor",
@@ -203,7 +204,7 @@ fn manifests() -> Vec<(&'static str, String)> {
     let mut hostile_manifest: String = hostiles
         .iter()
         .map(|mode| match *mode {
-            "loop" => hostile(mode, "time_limit_ms = 200"),
+            "loop" | "sleep" => hostile(mode, "time_limit_ms = 200"),
             "hog" => hostile(mode, "memory_limit_mb = 32"),
             "echo" => hostile(mode, "headers = [\"X-Tenant\"]"),
             "flood" => hostile(mode, "time_limit_ms = 300"),

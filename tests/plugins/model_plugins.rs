@@ -9,6 +9,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_model_brings_its_own_plugins_and_drops_them_on_unload,
     model_plugins_that_break_the_rules_fail_the_load,
     artifact_files_that_are_fifos_fail_their_load_and_stall_nothing,
+    a_model_whose_plugin_loops_does_not_slow_another,
 ];
 
 /// The secret key the `mme_plugins` server's container manifest trusts (its public half).
@@ -335,4 +336,93 @@ fn artifact_files_that_are_fifos_fail_their_load_and_stall_nothing(
         Ok(())
     })?;
     unload(f, "neighbour")
+}
+
+/// The median of `count` CSV requests to `model`, one at a time, each answered correctly.
+fn median_csv_latency(f: &Fixture, model: &str, count: usize) -> Result<Duration, Failed> {
+    let mut took = Vec::with_capacity(count);
+    for index in 0..count {
+        let csv = format!("{index},2\n");
+        let started = Instant::now();
+        let answer = invoke_csv(f, model, &csv);
+        took.push(started.elapsed());
+        ensure!(
+            answer.status == 200 && answer.text() == csv,
+            "{model}: {} {}",
+            answer.status,
+            answer.text()
+        );
+    }
+    took.sort();
+    Ok(took[count / 2])
+}
+
+/// One model's plugin looping to its time limit at full concurrency leaves another model's
+/// requests as fast as they were, within a wide margin: the loops run on the guest threads
+/// within the model's share, not on the threads serving connections. (When guests ran on the
+/// serving threads, the other model's median went from about 1 ms to over 100 ms.) The bound
+/// compares two medians measured in the same run, so a slow machine slows both.
+fn a_model_whose_plugin_loops_does_not_slow_another(f: &Fixture) -> Result<(), Failed> {
+    let spin = format!(
+        "{}[models.\"*\"]\nrequest = \"spin\"\n",
+        entry(
+            "spin",
+            "hostile",
+            "content_types = [\"text/csv\"]\nconfig = { mode = \"loop\" }"
+        )
+    );
+    let spinner = artifact(f, "spinner", &["hostile"], true, Some(&spin))?;
+    let steady = artifact(
+        f,
+        "steady",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&csv_manifest("")),
+    )?;
+    for (name, url) in [("spinner", &spinner), ("steady", &steady)] {
+        let loaded = load(f, name, url);
+        ensure!(
+            loaded.status == 200,
+            "{name}: {} {}",
+            loaded.status,
+            loaded.text()
+        );
+    }
+    let looped = invoke_csv(f, "spinner", "1,2\n");
+    ensure!(looped.status == 504, "{} {}", looped.status, looped.text());
+
+    let quiet = median_csv_latency(f, "steady", 60)?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (noisy, answers) = std::thread::scope(|scope| -> Result<_, Failed> {
+        let loops: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut statuses = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        statuses.push(invoke_csv(f, "spinner", "1,2\n").status);
+                    }
+                    statuses
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let noisy = median_csv_latency(f, "steady", 60);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let answers: Vec<u16> = loops
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a looping client"))
+            .collect();
+        Ok((noisy?, answers))
+    })?;
+    ensure!(
+        !answers.is_empty() && answers.iter().all(|status| *status == 504),
+        "the looping model's answers: {answers:?}"
+    );
+    let bound = (quiet * 4).max(quiet + Duration::from_millis(20));
+    ensure!(
+        noisy <= bound,
+        "another model's median went from {quiet:?} to {noisy:?} beside the loops (bound {bound:?})"
+    );
+    unload(f, "spinner")?;
+    unload(f, "steady")
 }

@@ -2,6 +2,8 @@
 //! of a finished generate answer, and the stream adapter (once per event, once at the end).
 //! Each call takes a fresh instance and runs under the plugin's limits, as every hook does.
 
+use std::sync::Arc;
+
 use super::{LoadedPlugin, PluginHost};
 use crate::plugins::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateRequest;
 use crate::plugins::bindings::stream::exports::trident::plugin::stream_adapter;
@@ -29,80 +31,92 @@ impl PluginHost {
     /// Calls a generate request adapter.
     pub async fn adapt_generate_request(
         &self,
-        plugin: &LoadedPlugin,
-        invocation: &Invocation,
+        plugin: &Arc<LoadedPlugin>,
+        invocation: Arc<Invocation>,
     ) -> Result<Result<GenerateRequest, PluginError>, CallFailure> {
-        let warm = plugin
-            .generate_request
-            .as_ref()
-            .expect("checked: adapts_generate_requests");
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let result = match instance {
-            Ok(instance) => {
-                instance
-                    .trident_plugin_generate_request_adapter()
-                    .call_adapt_generate_request(&mut call.store, invocation)
-                    .await
-            }
-            Err(error) => Err(error),
+        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let call = async move {
+            let warm = called
+                .generate_request
+                .as_ref()
+                .expect("checked: adapts_generate_requests");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let result = match instance {
+                Ok(instance) => {
+                    instance
+                        .trident_plugin_generate_request_adapter()
+                        .call_adapt_generate_request(&mut call.store, &invocation)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            call.finish(result)
         };
-        call.finish(result)
+        self.runtime.run(&plugin.limits, call).await
     }
 
     /// Calls the response adapter of a finished generate answer with the model's responses,
     /// each as its flat JSON object.
     pub async fn adapt_generate_response(
         &self,
-        plugin: &LoadedPlugin,
-        invocation: &Invocation,
-        responses: &[Vec<u8>],
+        plugin: &Arc<LoadedPlugin>,
+        invocation: Arc<Invocation>,
+        responses: Vec<Vec<u8>>,
     ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        let warm = plugin
-            .generate_response
-            .as_ref()
-            .expect("checked: adapts_generate_responses");
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let result = match instance {
-            Ok(instance) => {
-                instance
-                    .trident_plugin_generate_response_adapter()
-                    .call_adapt_generate_response(&mut call.store, invocation, responses)
-                    .await
-            }
-            Err(error) => Err(error),
+        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let call = async move {
+            let warm = called
+                .generate_response
+                .as_ref()
+                .expect("checked: adapts_generate_responses");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let result = match instance {
+                Ok(instance) => {
+                    instance
+                        .trident_plugin_generate_response_adapter()
+                        .call_adapt_generate_response(&mut call.store, &invocation, &responses)
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            call.finish(result)
         };
-        call.finish(result)
+        self.runtime.run(&plugin.limits, call).await
     }
 
     /// Calls the stream adapter for one event: the payloads to send in its place, or, with
     /// `event` `None`, the payloads that end the stream.
     pub async fn adapt_stream(
         &self,
-        plugin: &LoadedPlugin,
-        invocation: &Invocation,
-        position: &StreamPosition,
-        event: Option<&[u8]>,
+        plugin: &Arc<LoadedPlugin>,
+        invocation: Arc<Invocation>,
+        position: StreamPosition,
+        event: Option<Vec<u8>>,
     ) -> Result<Result<Vec<String>, PluginError>, CallFailure> {
-        let warm = plugin.stream.as_ref().expect("checked: adapts_streams");
-        let (mut call, instance) = warm.take(&self.runtime.engine, &plugin.limits).await;
-        let result = match instance {
-            Ok(instance) => {
-                let adapter = instance.trident_plugin_stream_adapter();
-                match event {
-                    Some(event) => {
-                        adapter
-                            .call_adapt_event(&mut call.store, invocation, position, event)
-                            .await
-                    }
-                    None => {
-                        adapter
-                            .call_end_stream(&mut call.store, invocation, position)
-                            .await
+        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let call = async move {
+            let warm = called.stream.as_ref().expect("checked: adapts_streams");
+            let (mut call, instance) = warm.take(&engine, &called.limits).await;
+            let result = match instance {
+                Ok(instance) => {
+                    let adapter = instance.trident_plugin_stream_adapter();
+                    match &event {
+                        Some(event) => {
+                            adapter
+                                .call_adapt_event(&mut call.store, &invocation, &position, event)
+                                .await
+                        }
+                        None => {
+                            adapter
+                                .call_end_stream(&mut call.store, &invocation, &position)
+                                .await
+                        }
                     }
                 }
-            }
-            Err(error) => Err(error),
+                Err(error) => Err(error),
+            };
+            call.finish(result)
         };
-        call.finish(result)
+        self.runtime.run(&plugin.limits, call).await
     }
 }

@@ -65,6 +65,11 @@ fn misbehave() -> Result<(), PluginError> {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
         }
+        Some("sleep") => {
+            // Waits in a host call (a WASI clock), where no guest code runs for the epoch to stop.
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+            Err(PluginError::Internal("woke after an hour".into()))
+        }
         Some("hog") => {
             let mut hoard: Vec<u8> = Vec::new();
             hoard.resize(1 << 30, 1);
