@@ -327,6 +327,23 @@ mod tests {
     }
 
     #[test]
+    fn model_plugin_concurrency_is_one_to_sixteen_or_half_the_cores() {
+        for calls in [0, 17, 1000] {
+            let error =
+                Manifest::parse(&format!("[model_plugins]\nconcurrency = {calls}\n")).unwrap_err();
+            assert!(error.contains("give 1 to 16 calls at once"), "{error}");
+        }
+        let rules = Manifest::parse("[model_plugins]\nconcurrency = 3\n")
+            .unwrap()
+            .model_plugins;
+        assert_eq!(rules.calls_at_once(), 3);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default = ModelPluginRules::default().calls_at_once();
+        assert_eq!(default, cores.div_ceil(2).min(16));
+        assert!(default >= 1);
+    }
+
+    #[test]
     fn unknown_keys_are_refused_by_name() {
         let error =
             manifest("[models.m]\nrequest = \"csv\"\nresponse_plugin = \"x\"\n").unwrap_err();

@@ -21,6 +21,11 @@ use super::runtime::Pool;
 /// The manifest a model artifact may carry, beside its `config.pbtxt`.
 pub const MODEL_MANIFEST: &str = "plugins.toml";
 
+/// The most plugins a model's manifest may name: each is compiled at the model's load and keeps
+/// instances ready in the model's 32-slot pool, so a manifest of hundreds (one file named under
+/// many names) would spend the endpoint's CPU on compiles and leave its own calls no slots.
+pub const MAX_MODEL_PLUGINS: usize = 16;
+
 /// The manifest keys only the container's manifest may set.
 const CONTAINER_KEYS: [&str; 5] = [
     "require_signatures",
@@ -137,6 +142,12 @@ fn check(manifest: &Manifest, model_dir: &Path, rules: &ModelPluginRules) -> Res
     }
     if !manifest.models.contains_key("*") {
         return Err("routes no plugins: add [models.\"*\"] with request or response".into());
+    }
+    if manifest.plugins.len() > MAX_MODEL_PLUGINS {
+        return Err(format!(
+            "names {} plugins; a model's manifest may name at most {MAX_MODEL_PLUGINS}",
+            manifest.plugins.len()
+        ));
     }
     let folder = model_dir.canonicalize().map_err(|e| e.to_string())?;
     for (name, spec) in &manifest.plugins {

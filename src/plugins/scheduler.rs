@@ -121,3 +121,113 @@ impl<T> Drop for AbortOnDrop<T> {
         self.0.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use crate::plugins::runtime::{CallFailure, Limits, Pool, Runtime};
+
+    fn runtime(pool: Pool) -> (Runtime, Limits) {
+        let runtime = Runtime::new(1 << 20, None, pool).unwrap();
+        let limits = runtime.limits("test", Default::default(), 1, 50);
+        (runtime, limits)
+    }
+
+    fn thread_name() -> String {
+        std::thread::current().name().unwrap_or("").to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_short_call_runs_in_place_and_a_long_one_moves_to_the_guest_threads() {
+        let (runtime, limits) = runtime(Pool::Container);
+        let here = thread_name();
+        let short = runtime.run(&limits, async { Ok(thread_name()) }).await;
+        assert_eq!(short, Ok(here.clone()));
+        let long = runtime
+            .run(&limits, async {
+                let before = thread_name();
+                tokio::task::yield_now().await;
+                Ok((before, thread_name()))
+            })
+            .await
+            .unwrap();
+        assert_eq!(long.0, here, "it starts in place");
+        assert_eq!(long.1, "trident-plugin-guest", "and ends on a guest thread");
+    }
+
+    #[tokio::test]
+    async fn an_engine_runs_no_more_calls_at_once_than_its_share() {
+        let (runtime, limits) = runtime(Pool::Model { concurrency: 2 });
+        assert_eq!(runtime.share(), 2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let call = || {
+            let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+            runtime.run(&limits, async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            })
+        };
+        let outcomes = tokio::join!(call(), call(), call(), call(), call(), call());
+        let outcomes = [
+            outcomes.0, outcomes.1, outcomes.2, outcomes.3, outcomes.4, outcomes.5,
+        ];
+        assert!(outcomes.iter().all(|outcome| *outcome == Ok(())));
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_call_waiting_in_the_host_is_stopped_by_the_wall_clock() {
+        let (runtime, limits) = runtime(Pool::Container);
+        let started = std::time::Instant::now();
+        let outcome: Result<(), CallFailure> = runtime
+            .run(&limits, async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            })
+            .await;
+        assert_eq!(
+            outcome,
+            Err(CallFailure::Deadline {
+                plugin: "test".into(),
+                limit_ms: 50
+            })
+        );
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn a_call_nobody_waits_for_is_stopped() {
+        struct Flag(Arc<AtomicBool>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let (runtime, limits) = runtime(Pool::Container);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = Flag(Arc::clone(&dropped));
+        let call = runtime.run(&limits, async move {
+            let _flag = flag;
+            loop {
+                tokio::task::yield_now().await;
+            }
+        });
+        let abandoned: Result<Result<(), CallFailure>, _> =
+            tokio::time::timeout(Duration::from_millis(20), call).await;
+        assert!(abandoned.is_err(), "the call was still running");
+        for _ in 0..500 {
+            if dropped.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the abandoned call still runs");
+    }
+}

@@ -10,6 +10,8 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     model_plugins_that_break_the_rules_fail_the_load,
     artifact_files_that_are_fifos_fail_their_load_and_stall_nothing,
     a_model_whose_plugin_loops_does_not_slow_another,
+    a_model_cannot_use_another_models_plugin_files,
+    a_model_unloaded_while_its_plugin_loops_leaves_the_endpoint_serving,
 ];
 
 /// The secret key the `mme_plugins` server's container manifest trusts (its public half).
@@ -207,6 +209,18 @@ fn model_plugins_that_break_the_rules_fail_the_load(f: &Fixture) -> Result<(), F
             true,
             "[plugins\n".into(),
             "the model's plugins.toml".into(),
+        ),
+        (
+            "many",
+            true,
+            format!(
+                "{}{}",
+                (0..17)
+                    .map(|index| entry(&format!("csv{index}"), "csv_request", ""))
+                    .collect::<String>(),
+                "[models.\"*\"]\nrequest = \"csv0\"\n"
+            ),
+            "names 17 plugins; a model's manifest may name at most 16".into(),
         ),
     ];
     for (name, signed, manifest, expected) in cases {
@@ -425,4 +439,134 @@ fn a_model_whose_plugin_loops_does_not_slow_another(f: &Fixture) -> Result<(), F
     );
     unload(f, "spinner")?;
     unload(f, "steady")
+}
+
+/// An artifact whose plugin and signature are links to another model's files (valid bytes,
+/// valid signature) is refused: a model's plugins are files in its own folder.
+fn a_model_cannot_use_another_models_plugin_files(f: &Fixture) -> Result<(), Failed> {
+    let manifest = csv_manifest("");
+    let owner = artifact(
+        f,
+        "owner",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&manifest),
+    )?;
+    let loaded = load(f, "owner", &owner);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let borrower = artifact(f, "borrower", &[], false, Some(&manifest))?;
+    for file in [
+        "csv_request.wasm",
+        "csv_request.wasm.sig",
+        "csv_json_response.wasm",
+        "csv_json_response.wasm.sig",
+    ] {
+        std::os::unix::fs::symlink(
+            Path::new(&owner).join(file),
+            Path::new(&borrower).join(file),
+        )?;
+    }
+    let refused = load(f, "borrower", &borrower);
+    ensure!(
+        refused.status == 400
+            && refused
+                .error()
+                .contains("is not a file in the model's folder"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    let answer = invoke_csv(f, "owner", "5,6\n");
+    ensure!(
+        answer.status == 200 && answer.text() == "5,6\n",
+        "{} {}",
+        answer.status,
+        answer.text()
+    );
+    unload(f, "owner")
+}
+
+/// Unloading a model while its plugin loops in several calls at once: the unload answers, the
+/// calls in flight end with a clean error each, the name loads again, and another model serves
+/// throughout.
+fn a_model_unloaded_while_its_plugin_loops_leaves_the_endpoint_serving(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let spin = format!(
+        "{}[models.\"*\"]\nrequest = \"spin\"\n",
+        entry(
+            "spin",
+            "hostile",
+            "content_types = [\"text/csv\"]\nconfig = { mode = \"loop\" }"
+        )
+    );
+    let spinner = artifact(f, "spinner2", &["hostile"], true, Some(&spin))?;
+    let steady = artifact(
+        f,
+        "steady2",
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&csv_manifest("")),
+    )?;
+    for (name, url) in [("spinner2", &spinner), ("steady2", &steady)] {
+        let loaded = load(f, name, url);
+        ensure!(
+            loaded.status == 200,
+            "{name}: {} {}",
+            loaded.status,
+            loaded.text()
+        );
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let answers = std::thread::scope(|scope| -> Result<Vec<(u16, String)>, Failed> {
+        let loops: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut answers = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let answer = invoke_csv(f, "spinner2", "1,2\n");
+                        answers.push((answer.status, answer.text()));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let unloaded = unload(f, "spinner2");
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let answers = loops
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a looping client"))
+            .collect();
+        unloaded?;
+        Ok(answers)
+    })?;
+    // Each call answered: the loop's time limit, or the model is gone.
+    for (status, text) in &answers {
+        ensure!(
+            (*status == 504 && text.contains("time limit of 100 ms")) || *status == 404,
+            "{status} {text}"
+        );
+    }
+    ensure!(
+        answers.iter().any(|(status, _)| *status == 404),
+        "no call saw the model gone: {answers:?}"
+    );
+    let answer = invoke_csv(f, "steady2", "7,8\n");
+    ensure!(
+        answer.status == 200 && answer.text() == "7,8\n",
+        "{} {}",
+        answer.status,
+        answer.text()
+    );
+    let again = load(f, "spinner2", &spinner);
+    ensure!(
+        again.status == 200,
+        "reload: {} {}",
+        again.status,
+        again.text()
+    );
+    unload(f, "spinner2")?;
+    unload(f, "steady2")
 }
