@@ -64,6 +64,10 @@ fn main() -> std::process::ExitCode {
             "dropping_a_stream_cancels_the_request",
             dropping_a_stream_cancels_the_request,
         ),
+        (
+            "the_model_index_is_read_safely_while_repositories_change",
+            the_model_index_is_read_safely_while_repositories_change,
+        ),
     ];
     common::run_checks(start(), checks)
 }
@@ -553,4 +557,71 @@ fn dropping_a_stream_cancels_the_request(f: &Fixture) -> Result<(), Failed> {
         started.elapsed()
     );
     Ok(())
+}
+
+/// The core walks its set of repositories for the model index without a lock of its own while
+/// unregistering erases from that set (model_repository_manager.cc, r24.10), so an index read
+/// racing an unregister stats freed memory: "failed to stat file <garbage>", or worse. trident
+/// reads the index under a shared hold and changes the set under an exclusive one
+/// (`Server::repositories`). Here three threads read the index while another registers and
+/// unregisters repositories as fast as it can; every read must succeed and name only models
+/// that exist.
+fn the_model_index_is_read_safely_while_repositories_change(f: &Fixture) -> Result<(), Failed> {
+    let roots: Vec<tempfile::TempDir> = (0..4)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    for (index, root) in roots.iter().enumerate() {
+        copy_model(
+            "identity_fp32",
+            root.path(),
+            &format!("churn_folder{index}"),
+        );
+    }
+    let known: Vec<String> = (0..4).map(|index| format!("churn_model{index}")).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let run_for = Duration::from_secs(3);
+    std::thread::scope(|scope| -> Result<(), Failed> {
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| -> Result<usize, String> {
+                    let mut reads = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let index = f.server.model_index(false).map_err(|e| e.message)?;
+                        for entry in index {
+                            if entry.name.starts_with("churn") && !known.contains(&entry.name) {
+                                return Err(format!(
+                                    "an unknown model in the index: {:?}",
+                                    entry.name
+                                ));
+                            }
+                        }
+                        reads += 1;
+                    }
+                    Ok(reads)
+                })
+            })
+            .collect();
+        let started = Instant::now();
+        let mut changes = 0;
+        let changed = (|| -> Result<(), Failed> {
+            while started.elapsed() < run_for {
+                for (index, root) in roots.iter().enumerate() {
+                    let folder = format!("churn_folder{index}");
+                    f.server
+                        .register_model_repository(root.path(), &[(&folder, &known[index])])?;
+                    f.server.unregister_model_repository(root.path())?;
+                    changes += 2;
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut reads = 0;
+        for reader in readers {
+            reads += reader.join().expect("a reader").map_err(Failed::from)?;
+        }
+        changed?;
+        ensure!(reads > 0 && changes > 0, "{reads} reads, {changes} changes");
+        Ok(())
+    })
 }
