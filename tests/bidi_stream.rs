@@ -323,3 +323,83 @@ fn invalid_text_and_broken_frames_close_with_the_rfc_codes() {
     std::io::Read::read_exact(&mut stream, &mut header).unwrap();
     assert_eq!(header[0], 0x81, "an answer in a text frame: {header:?}");
 }
+
+/// One frame the server sends: its first byte and its payload (server frames are unmasked).
+fn read_frame(stream: &mut std::net::TcpStream) -> (u8, Vec<u8>) {
+    use std::io::Read;
+    let mut header = [0u8; 2];
+    stream.read_exact(&mut header).unwrap();
+    let length = match header[1] & 0x7f {
+        126 => {
+            let mut extended = [0u8; 2];
+            stream.read_exact(&mut extended).unwrap();
+            usize::from(u16::from_be_bytes(extended))
+        }
+        127 => {
+            let mut extended = [0u8; 8];
+            stream.read_exact(&mut extended).unwrap();
+            usize::try_from(u64::from_be_bytes(extended)).unwrap()
+        }
+        short => usize::from(short),
+    };
+    let mut payload = vec![0u8; length];
+    stream.read_exact(&mut payload).unwrap();
+    (header[0], payload)
+}
+
+/// Another client's session is its own: while one session is open and answering, other
+/// clients break theirs in every way a frame can (text that is not UTF-8, an unmasked frame, a
+/// reserved bit, a frame claiming 2^62 bytes, a close with a forbidden code, a binary message
+/// the route refuses) and are closed, each; the open session's next message is answered every
+/// time, in order, with its own data.
+#[test]
+fn other_clients_broken_sessions_leave_an_open_one_answering() {
+    use std::io::Write;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let (_running, addr) = start(&examples, &[]);
+    let mut steady = raw_session(addr);
+    let mut ask = |round: usize| {
+        let value = round as f32;
+        steady
+            .write_all(&masked_frame(0x81, affine([value, 0.0, -value]).as_bytes()))
+            .unwrap();
+        let (first, payload) = read_frame(&mut steady);
+        assert_eq!(first, 0x81, "round {round}: an answer in a text frame");
+        let answer = Value::String(String::from_utf8(payload).unwrap());
+        assert_eq!(
+            outputs(&answer),
+            json!([2.0 * value + 1.0, 1.0, -2.0 * value + 1.0]),
+            "round {round}"
+        );
+    };
+    ask(0);
+    let unmasked = {
+        let mut frame = vec![0x81, 2];
+        frame.extend_from_slice(b"{}");
+        frame
+    };
+    let mut huge = vec![0x82, 0x80 | 127];
+    huge.extend_from_slice(&(1u64 << 62).to_be_bytes());
+    huge.extend_from_slice(&[1, 2, 3, 4]);
+    let breakers: [(&str, Vec<u8>); 6] = [
+        ("invalid UTF-8 text", masked_frame(0x81, &[0xc3, 0x28])),
+        ("an unmasked client frame", unmasked),
+        ("a reserved bit", masked_frame(0x81 | 0x20, b"{}")),
+        ("a frame claiming 2^62 bytes", huge),
+        (
+            "a close with code 1005",
+            masked_frame(0x88, &1005u16.to_be_bytes()),
+        ),
+        ("a binary message", masked_frame(0x82, b"\x00\x01")),
+    ];
+    for (round, (what, frame)) in breakers.into_iter().enumerate() {
+        let mut breaker = raw_session(addr);
+        breaker.write_all(&frame).unwrap();
+        let (code, reason) = read_close(&mut breaker);
+        assert!(
+            (1002..=1011).contains(&code) || (4000..5000).contains(&code),
+            "{what}: closed with {code} {reason:?}"
+        );
+        ask(round + 1);
+    }
+}
