@@ -608,14 +608,16 @@ fn lost_model_that_cannot_come_back_fails_ping(f: &Fixture) -> Result<(), Failed
     Ok(())
 }
 
-/// Five clients, each cycling one model name through load → invoke → unload, all at once: every
-/// step answers as it should (the unloads used to fail now and then with "failed to stat file"
-/// and freed memory or another model's path: the core read its repository set without a lock
-/// while another repository was unregistered), and nothing is left behind: no model listed, no
-/// python process of these models alive.
+/// Five clients, each cycling one model name through load → invoke → unload, all at once, 200
+/// cycles in all: every step answers as it should (the unloads used to fail now and then with
+/// "failed to stat file" and freed memory or another model's path: the core read its repository
+/// set without a lock while another repository was unregistered; see also
+/// `triton_core::the_model_index_is_read_safely_while_repositories_change`), and nothing is left
+/// behind: no model listed, no python process of these models alive, the process's descriptors
+/// and threads as many as before.
 fn concurrent_load_invoke_unload_cycles_are_safe(f: &Fixture) -> Result<(), Failed> {
     const NAMES: usize = 5;
-    const CYCLES: usize = 16;
+    const CYCLES: usize = 40;
     let urls: Vec<String> = (0..NAMES)
         .map(|i| {
             let parent = f.models_root.path().join(format!("churn{i}"));
@@ -624,35 +626,77 @@ fn concurrent_load_invoke_unload_cycles_are_safe(f: &Fixture) -> Result<(), Fail
         })
         .collect();
     let server = f.mme_recovery;
+    let cycle = |i: usize, url: &str, cycle: usize| -> Result<(), String> {
+        let name = format!("churn{i}");
+        let body = json!({"model_name": name, "url": url}).to_string();
+        let loaded = request(server, "POST", "/models", &[], body.as_bytes());
+        if loaded.status != 200 {
+            return Err(format!(
+                "{name} cycle {cycle} load: {} {}",
+                loaded.status,
+                loaded.text()
+            ));
+        }
+        let value = (i * 100 + cycle) as f32;
+        let input = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [value, -value]}]});
+        let answer = request(
+            server,
+            "POST",
+            &format!("/models/{name}/invoke"),
+            &[("Content-Type", "application/json")],
+            input.to_string().as_bytes(),
+        );
+        if answer.status != 200 || answer.json()["outputs"][0]["data"] != json!([value, -value]) {
+            return Err(format!(
+                "{name} cycle {cycle} invoke: {} {}",
+                answer.status,
+                answer.text()
+            ));
+        }
+        let unloaded = request(server, "DELETE", &format!("/models/{name}"), &[], b"");
+        if unloaded.status != 200 {
+            return Err(format!(
+                "{name} cycle {cycle} unload: {} {}",
+                unloaded.status,
+                unloaded.text()
+            ));
+        }
+        Ok(())
+    };
+    // A stub may take a moment to exit after its model reports unloaded.
+    let churn_processes = || {
+        common::process::children(std::process::id())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("churn"))
+            })
+            .count()
+    };
+    let settle = || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while churn_processes() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The descriptors and threads of this process (the servers are in it), after one cycle
+    // made whatever the first load makes once.
+    let resources = || {
+        let descriptors = std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count());
+        let threads = std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count());
+        (descriptors, threads)
+    };
+    cycle(0, &urls[0], 0).map_err(Failed::from)?;
+    settle();
+    let before = resources();
     std::thread::scope(|scope| -> Result<(), Failed> {
         let clients: Vec<_> = urls
             .iter()
             .enumerate()
             .map(|(i, url)| {
                 scope.spawn(move || -> Result<(), String> {
-                    let name = format!("churn{i}");
-                    for cycle in 0..CYCLES {
-                        let body = json!({"model_name": name, "url": url}).to_string();
-                        let loaded = request(server, "POST", "/models", &[], body.as_bytes());
-                        if loaded.status != 200 {
-                            return Err(format!("{name} cycle {cycle} load: {} {}", loaded.status, loaded.text()));
-                        }
-                        let value = (i * 100 + cycle) as f32;
-                        let input = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [value, -value]}]});
-                        let answer = request(
-                            server,
-                            "POST",
-                            &format!("/models/{name}/invoke"),
-                            &[("Content-Type", "application/json")],
-                            input.to_string().as_bytes(),
-                        );
-                        if answer.status != 200 || answer.json()["outputs"][0]["data"] != json!([value, -value]) {
-                            return Err(format!("{name} cycle {cycle} invoke: {} {}", answer.status, answer.text()));
-                        }
-                        let unloaded = request(server, "DELETE", &format!("/models/{name}"), &[], b"");
-                        if unloaded.status != 200 {
-                            return Err(format!("{name} cycle {cycle} unload: {} {}", unloaded.status, unloaded.text()));
-                        }
+                    for index in 0..CYCLES {
+                        cycle(i, url, index)?;
                     }
                     Ok(())
                 })
@@ -672,24 +716,25 @@ fn concurrent_load_invoke_unload_cycles_are_safe(f: &Fixture) -> Result<(), Fail
         "left listed: {}",
         listed.text()
     );
-    // A stub may take a moment to exit after its model reports unloaded.
-    let churn_processes = || {
-        common::process::children(std::process::id())
-            .into_iter()
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("churn"))
-            })
-            .count()
-    };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while churn_processes() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    settle();
     let left = churn_processes();
     ensure!(
         left == 0,
         "{left} python processes of unloaded models are alive"
+    );
+    // Threads the blocking pool started for concurrent loads end after 10 s idle.
+    let flat = |(descriptors, threads): (usize, usize)| {
+        descriptors <= before.0 + 8 && threads <= before.1 + 4
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut after = resources();
+    while !flat(after) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        after = resources();
+    }
+    ensure!(
+        flat(after),
+        "descriptors and threads before {before:?}, after {after:?}"
     );
     ensure!(get(server, "/ping").status == 200, "ping after");
     Ok(())
