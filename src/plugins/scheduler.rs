@@ -72,7 +72,12 @@ pub async fn run<T: Send + 'static>(
         return Err(failed(limits, "the plugin's engine is closed"));
     };
     let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
-    let mut bounded = Box::pin(tokio::time::timeout(wall, call));
+    // The bound's timer belongs to the guest threads, which live as long as the process: the
+    // serving thread the call starts on may stop while a moved call still runs.
+    let mut bounded = {
+        let _guest_timer = guests.enter();
+        Box::pin(tokio::time::timeout(wall, call))
+    };
     let first = std::future::poll_fn(|cx| Poll::Ready(bounded.as_mut().poll(cx))).await;
     let outcome = match first {
         Poll::Ready(outcome) => outcome,
