@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
-use super::scheduler::{self, Share};
+use super::scheduler::{self, Share, Stopped};
 use super::threads::{self, Activity, Background, PendingDrops};
 
 /// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
@@ -38,6 +38,10 @@ pub struct Runtime {
     /// This engine's used stores waiting for the housekeeping threads.
     pending_drops: Arc<PendingDrops>,
 }
+
+/// The slack of a call's wall-clock bound over twice its time limit: the epoch ticks the
+/// limit's own check may take to notice, and the call's setting up and finishing.
+const WALL_SLACK: Duration = Duration::from_millis(20);
 
 /// Bytes of each pooled memory (and table) kept mapped between calls, when a slot is reset with
 /// the kernel's dirty-page scan: only the pages a call wrote are rewritten, so keeping more
@@ -192,12 +196,31 @@ impl Runtime {
     /// Runs one call of a plugin with `limits` (making its instance, calling, finishing)
     /// within this engine's share, off the serving thread once it outlasts an epoch tick
     /// ([`scheduler`]).
+    ///
+    /// A guest waiting in a host call runs no code for the epoch to stop, so the call is also
+    /// stopped by the wall clock: at twice its time limit (the instance, then the call, each
+    /// have the limit) and [`WALL_SLACK`].
     pub async fn run<T: Send + 'static>(
         &self,
         limits: &Limits,
         call: impl std::future::Future<Output = Result<T, CallFailure>> + Send + 'static,
     ) -> Result<T, CallFailure> {
-        scheduler::run(&self.guests, &self.share, limits, call).await
+        let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
+        let plugin = limits.plugin.to_string();
+        match scheduler::run(&self.guests, &self.share, wall, call).await {
+            Ok(outcome) => outcome,
+            Err(Stopped::WallClock) => Err(CallFailure::Deadline {
+                plugin,
+                limit_ms: limits.time_limit_ms,
+            }),
+            Err(Stopped::TaskFailed(error)) => {
+                tracing::error!(plugin, error, "a plugin call's task failed");
+                Err(CallFailure::Trap {
+                    plugin,
+                    detail: "the call's task failed".into(),
+                })
+            }
+        }
     }
 
     /// The engine plugins are compiled for (for tools and benches that compile one themselves).

@@ -3,7 +3,7 @@
 //! A call starts on the thread that asks for it (a serving thread) and runs there until the
 //! guest first yields, at the next epoch tick (at most 2 ms of guest time): most calls (60 µs
 //! to 1 ms) end before that and pay no hand-off. A call still running then moves, as it is, to
-//! the guest threads (one per core, [`super::threads::Threads::guests`]) for the rest of its
+//! the guest threads (one per core, the process's guest threads) for the rest of its
 //! time. So a guest that burns its whole time limit holds a guest thread, not every connection
 //! of a serving thread: when calls ran on the serving threads to the end, one model's plugin
 //! looping at its limit took another model's p50 from 1 ms to 105 ms, plugins or none
@@ -11,13 +11,13 @@
 //!
 //! Each engine has a [`Share`]: at most that many of its calls run at once (the container's
 //! plugins: as many as there are guest threads; a model's own plugins: half as many, see
-//! [`super::manifest::ModelPluginRules::concurrency`]). One model's guests therefore never hold
+//! `[model_plugins] concurrency`). One model's guests therefore never hold
 //! every guest thread; its calls past its share wait, in order, which costs that model's own
 //! latency only.
 //!
 //! A guest waiting in a host call (a WASI clock, `sleep`) runs no code, so the epoch cannot
-//! stop it: every call is also bounded by the wall clock, at twice its time limit (making the
-//! instance and the call each have the limit) and a little more.
+//! stop it: every call is also bounded by the wall clock (the runtime gives twice its time
+//! limit, for making the instance and for the call, and a little more).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,12 +28,6 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-
-use super::runtime::{CallFailure, Limits};
-
-/// The slack of the wall-clock bound over twice the time limit: the epoch ticks that the
-/// limit's own check may take to notice, and the call's setting up and finishing.
-const WALL_SLACK: Duration = Duration::from_millis(20);
 
 /// How many of one engine's calls may run at once.
 #[derive(Debug, Clone)]
@@ -58,20 +52,26 @@ impl Share {
     }
 }
 
+/// Why a call was stopped from outside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// It ran past its wall-clock bound.
+    WallClock,
+    /// Its task on the guest threads failed (a panic), as tokio tells it.
+    TaskFailed(String),
+}
+
 /// Runs one plugin call (`call`: taking an instance, calling it, finishing) within `share`:
-/// here until the guest first yields, then on the `guests` threads; bounded by the wall clock.
+/// here until the guest first yields, then on the `guests` threads; stopped at `wall`.
 /// Dropping the returned future (the client went away) stops the call at its next yield.
 pub async fn run<T: Send + 'static>(
     guests: &Handle,
     share: &Share,
-    limits: &Limits,
-    call: impl Future<Output = Result<T, CallFailure>> + Send + 'static,
-) -> Result<T, CallFailure> {
-    let Ok(permit) = Arc::clone(&share.permits).acquire_owned().await else {
-        // The semaphore is never closed.
-        return Err(failed(limits, "the plugin's engine is closed"));
-    };
-    let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
+    wall: Duration,
+    call: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Stopped> {
+    // The semaphore is never closed, so this waits for a permit and gets one.
+    let permit = Arc::clone(&share.permits).acquire_owned().await;
     // The bound's timer belongs to the guest threads, which live as long as the process: the
     // serving thread the call starts on may stop while a moved call still runs.
     let mut bounded = {
@@ -88,26 +88,11 @@ pub async fn run<T: Send + 'static>(
             }));
             match moved.await {
                 Ok(outcome) => outcome,
-                Err(error) => {
-                    tracing::error!(plugin = %limits.plugin, %error, "a plugin call's task failed");
-                    return Err(failed(limits, "the call's task failed"));
-                }
+                Err(error) => return Err(Stopped::TaskFailed(error.to_string())),
             }
         }
     };
-    outcome.unwrap_or_else(|_elapsed| {
-        Err(CallFailure::Deadline {
-            plugin: limits.plugin.to_string(),
-            limit_ms: limits.time_limit_ms,
-        })
-    })
-}
-
-fn failed(limits: &Limits, detail: &str) -> CallFailure {
-    CallFailure::Trap {
-        plugin: limits.plugin.to_string(),
-        detail: detail.to_owned(),
-    }
+    outcome.map_err(|_elapsed| Stopped::WallClock)
 }
 
 /// A task on the guest threads that is stopped when nobody waits for it any more.
@@ -133,12 +118,17 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use crate::plugins::runtime::{CallFailure, Limits, Pool, Runtime};
+    use super::{Share, Stopped, run};
 
-    fn runtime(pool: Pool) -> (Runtime, Limits) {
-        let runtime = Runtime::new(1 << 20, None, pool).unwrap();
-        let limits = runtime.limits("test", Default::default(), 1, 50);
-        (runtime, limits)
+    const LONG: Duration = Duration::from_secs(60);
+
+    fn guests() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("test-guest")
+            .enable_all()
+            .build()
+            .unwrap()
     }
 
     fn thread_name() -> String {
@@ -147,36 +137,37 @@ mod tests {
 
     #[tokio::test]
     async fn a_short_call_runs_in_place_and_a_long_one_moves_to_the_guest_threads() {
-        let (runtime, limits) = runtime(Pool::Container);
+        let guests = guests();
+        let share = Share::new(1);
         let here = thread_name();
-        let short = runtime.run(&limits, async { Ok(thread_name()) }).await;
+        let short = run(guests.handle(), &share, LONG, async { thread_name() }).await;
         assert_eq!(short, Ok(here.clone()));
-        let long = runtime
-            .run(&limits, async {
-                let before = thread_name();
-                tokio::task::yield_now().await;
-                Ok((before, thread_name()))
-            })
-            .await
-            .unwrap();
+        let long = run(guests.handle(), &share, LONG, async {
+            let before = thread_name();
+            tokio::task::yield_now().await;
+            (before, thread_name())
+        })
+        .await
+        .unwrap();
         assert_eq!(long.0, here, "it starts in place");
-        assert_eq!(long.1, "trident-plugin-guest", "and ends on a guest thread");
+        assert_eq!(long.1, "test-guest", "and ends on a guest thread");
+        guests.shutdown_background();
     }
 
     #[tokio::test]
     async fn an_engine_runs_no_more_calls_at_once_than_its_share() {
-        let (runtime, limits) = runtime(Pool::Model { concurrency: 2 });
-        assert_eq!(runtime.share(), 2);
+        let guests = guests();
+        let share = Share::new(2);
+        assert_eq!(Share::new(0).size(), 1);
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let call = || {
             let (running, most) = (Arc::clone(&running), Arc::clone(&most));
-            runtime.run(&limits, async move {
+            run(guests.handle(), &share, LONG, async move {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 running.fetch_sub(1, Ordering::SeqCst);
-                Ok(())
             })
         };
         let outcomes = tokio::join!(call(), call(), call(), call(), call(), call());
@@ -185,26 +176,21 @@ mod tests {
         ];
         assert!(outcomes.iter().all(|outcome| *outcome == Ok(())));
         assert_eq!(most.load(Ordering::SeqCst), 2);
+        guests.shutdown_background();
     }
 
     #[tokio::test]
     async fn a_call_waiting_in_the_host_is_stopped_by_the_wall_clock() {
-        let (runtime, limits) = runtime(Pool::Container);
+        let guests = guests();
+        let share = Share::new(1);
         let started = std::time::Instant::now();
-        let outcome: Result<(), CallFailure> = runtime
-            .run(&limits, async {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok(())
-            })
-            .await;
-        assert_eq!(
-            outcome,
-            Err(CallFailure::Deadline {
-                plugin: "test".into(),
-                limit_ms: 50
-            })
-        );
-        assert!(started.elapsed() < Duration::from_secs(60));
+        let outcome = run(guests.handle(), &share, Duration::from_millis(50), async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        })
+        .await;
+        assert_eq!(outcome, Err(Stopped::WallClock));
+        assert!(started.elapsed() < LONG);
+        guests.shutdown_background();
     }
 
     #[tokio::test]
@@ -215,24 +201,44 @@ mod tests {
                 self.0.store(true, Ordering::SeqCst);
             }
         }
-        let (runtime, limits) = runtime(Pool::Container);
+        let guests = guests();
+        let share = Share::new(1);
         let dropped = Arc::new(AtomicBool::new(false));
         let flag = Flag(Arc::clone(&dropped));
-        let call = runtime.run(&limits, async move {
+        let call = run(guests.handle(), &share, LONG, async move {
             let _flag = flag;
             loop {
                 tokio::task::yield_now().await;
             }
         });
-        let abandoned: Result<Result<(), CallFailure>, _> =
-            tokio::time::timeout(Duration::from_millis(20), call).await;
+        let abandoned = tokio::time::timeout(Duration::from_millis(20), call).await;
         assert!(abandoned.is_err(), "the call was still running");
         for _ in 0..500 {
             if dropped.load(Ordering::SeqCst) {
+                guests.shutdown_background();
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("the abandoned call still runs");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_on_the_guest_threads_is_a_failure_not_a_crash() {
+        let guests = guests();
+        let share = Share::new(1);
+        let outcome: Result<(), Stopped> = run(guests.handle(), &share, LONG, async {
+            tokio::task::yield_now().await;
+            panic!("a bug in a call");
+        })
+        .await;
+        assert!(
+            matches!(outcome, Err(Stopped::TaskFailed(_))),
+            "{outcome:?}"
+        );
+        // The share's permit came back with the failed task.
+        let after = run(guests.handle(), &share, LONG, async { 7 }).await;
+        assert_eq!(after, Ok(7));
+        guests.shutdown_background();
     }
 }
