@@ -8,8 +8,8 @@
 use std::os::raw::{c_char, c_void};
 use std::ptr::{self, NonNull};
 
+use super::error::out_value;
 use super::ffi;
-use super::handle::out_value;
 use crate::engine::{EngineError, ErrorCode};
 
 /// Memory for one output tensor, owned by trident until the response is read.

@@ -54,6 +54,17 @@ pub(super) fn check(
     }
 }
 
+/// Calls a Triton function that writes a plain result (a flag, a count) through an out-pointer,
+/// checks its status and returns the result.
+pub(super) fn out_value<V: Default>(
+    api: &ffi::TritonServerApi,
+    call: impl FnOnce(&mut V) -> *mut ffi::TRITONSERVER_Error,
+) -> Result<V, EngineError> {
+    let mut value = V::default();
+    check(api, call(&mut value))?;
+    Ok(value)
+}
+
 /// Copies a C string Triton returned; an empty string for a null pointer.
 ///
 /// # Safety

@@ -6,8 +6,8 @@
 //! - [`Owned::create`]: call a constructor that writes the new object through an out-pointer,
 //!   check its status, take ownership (a null object is an error, not a handle).
 //! - [`Owned::set`] and [`Owned::set_text`]: call a setter that takes the object and one value.
-//! - [`out_value`] (for plain results such as a flag or a count) and [`check`] (for a bare status)
-//!   cover the rest.
+//! - `error::out_value` (for plain results such as a flag or a count) and `error::check` (for a
+//!   bare status) cover the rest.
 
 use std::os::raw::c_char;
 use std::ptr::NonNull;
@@ -140,17 +140,6 @@ impl<T: TritonObject> Drop for Owned<T> {
             tracing::warn!(error = %e, "deleting the Triton {} failed", T::WHAT);
         }
     }
-}
-
-/// Calls a Triton function that writes a plain result (a flag, a count) through an out-pointer,
-/// checks its status and returns the result.
-pub(super) fn out_value<V: Default>(
-    api: &ffi::TritonServerApi,
-    call: impl FnOnce(&mut V) -> Status,
-) -> Result<V, EngineError> {
-    let mut value = V::default();
-    check(api, call(&mut value))?;
-    Ok(value)
 }
 
 macro_rules! triton_object {

@@ -7,9 +7,9 @@ use bytes::Bytes;
 
 use super::allocator::OutputBuffer;
 use super::convert::datatype_from_raw;
+use super::error::out_value;
 use super::error::{check, copy_error, cstr_lossy};
 use super::ffi;
-use super::handle::out_value;
 use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 

@@ -8,9 +8,10 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Deserialize;
 
+use super::error::out_value;
 use super::error::{check, to_cstring};
 use super::ffi;
-use super::handle::{Owned, out_value};
+use super::handle::Owned;
 use super::library::Triton;
 use super::message::Message;
 use super::options::{ServerConfig, ServerOptions};
