@@ -144,7 +144,12 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             for row in plugins {
-                let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", row.plugin, value(row));
+                let _ = writeln!(
+                    out,
+                    "{name}{{plugin=\"{}\"}} {}",
+                    label_value(&row.plugin),
+                    value(row)
+                );
             }
         }
         let refused = self.connections_refused.load(Ordering::Relaxed);
@@ -262,6 +267,7 @@ impl Metrics {
         keys.sort();
         for key in &keys {
             let (plugin, hook, variant, outcome) = key;
+            let (plugin, variant) = (label_value(plugin), label_value(variant));
             let _ = writeln!(
                 out,
                 "trident_plugin_calls_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
@@ -272,6 +278,7 @@ impl Metrics {
         out.push_str("# TYPE trident_plugin_call_seconds_total counter\n");
         for key in &keys {
             let (plugin, hook, variant, outcome) = key;
+            let (plugin, variant) = (label_value(plugin), label_value(variant));
             let _ = writeln!(
                 out,
                 "trident_plugin_call_seconds_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
@@ -313,16 +320,23 @@ impl Metrics {
 }
 
 fn labels((route, model): &(&'static str, String)) -> String {
-    let model: String = model
-        .chars()
-        .flat_map(|c| match c {
-            '"' => vec!['\\', '"'],
-            '\\' => vec!['\\', '\\'],
-            '\n' => vec!['\\', 'n'],
-            c => vec![c],
-        })
-        .collect();
-    format!("{{route=\"{route}\",model=\"{model}\"}}")
+    format!("{{route=\"{route}\",model=\"{}\"}}", label_value(model))
+}
+
+/// `text` as a label value of the exposition format: backslash, double quote and line feed
+/// escaped. Model, plugin and variant names come from clients and artifacts: unescaped, a name
+/// holding `"} 1\n` would write lines of its own into the metrics.
+fn label_value(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 #[cfg(test)]
@@ -348,6 +362,46 @@ mod tests {
         assert!(text.contains("# TYPE trident_plugin_reply_headers_dropped_total counter\n"));
         assert!(text.contains("trident_plugin_stream_calls_total{plugin=\"frame_lie\"} 9\n"));
         assert!(text.contains("trident_plugin_stream_failures_total{plugin=\"frame_lie\"} 2\n"));
+    }
+
+    /// Names from clients and artifacts cannot write lines of their own into the metrics.
+    #[test]
+    fn hostile_names_stay_inside_their_labels() {
+        let hostile = "x\"} 1\nforged_total{a=\"\\";
+        let metrics = Metrics::default();
+        metrics.observe("invocations", hostile, 200, Duration::from_millis(3));
+        metrics.observe_plugin(hostile, "request", hostile, "ok", Duration::from_millis(1));
+        let rows = [PluginRow {
+            plugin: hostile.into(),
+            output_dropped_bytes: 1,
+            reply_headers_dropped: 0,
+            stream_calls: 0,
+            stream_failures: 0,
+        }];
+        let text = metrics.render_with(InFlight::default(), &rows);
+        assert!(
+            !text.lines().any(|line| line.starts_with("forged_total")),
+            "{text}"
+        );
+        let escaped = "x\\\"} 1\\nforged_total{a=\\\"\\\\";
+        assert!(
+            text.contains(&format!(
+                "trident_plugin_calls_total{{plugin=\"{escaped}\",hook=\"request\",variant=\"{escaped}\",outcome=\"ok\"}} 1\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "trident_plugin_output_dropped_bytes_total{{plugin=\"{escaped}\"}} 1\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "trident_requests_total{{route=\"invocations\",model=\"{escaped}\"}} 1\n"
+            )),
+            "{text}"
+        );
     }
 
     #[test]
