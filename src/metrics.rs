@@ -1,6 +1,7 @@
-//! Prometheus metrics: requests, errors and latency per route and model; model loads and
-//! unloads; refused connections; what the Triton core holds. Served as text on their own port
-//! (`GET /metrics`).
+//! Prometheus metrics: requests, errors and latency per route and model, responses by status;
+//! plugin calls by plugin, hook, variant and outcome, and what each plugin was refused; model
+//! loads and unloads; refused connections; restarts of the serving process; what the Triton core
+//! holds. Served as text on their own port (`GET /metrics`). Every label value is escaped.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -1,5 +1,5 @@
-//! The [`Engine`] trait: what the HTTP layer asks of an inference engine, with no Triton types
-//! in sight. [`TritonEngine`](crate::engine::triton::TritonEngine) is the real implementation.
+//! The [`Engine`] trait: what the layers above (`pipeline`, `http`, `mme`) ask of an inference
+//! engine, with no Triton types in sight. [`TritonEngine`](crate::engine::triton::TritonEngine) is the real implementation.
 
 use std::future::Future;
 use std::path::Path;

@@ -1,5 +1,7 @@
 //! The HTTP server SageMaker talks to: the listener, the router, and a module per route family
-//! (`ping`, `invocations`, `models`). No Triton types here: handlers talk to an [`Engine`].
+//! (`ping`, `invocations`, `models`, `bidi_stream`), beside the serving threads (`workers`), the
+//! limits on a request's head and body (`head_size`, `body`) and what plugins may answer
+//! (`plugin_reply`). No Triton types here: handlers talk to an [`Engine`].
 
 pub mod bidi_stream;
 pub mod body;

@@ -1,7 +1,8 @@
 //! The wire formats, as pure functions: KServe v2 inference JSON, the binary tensor extension
 //! behind SageMaker's mime type, Triton's generate extension and server-sent events.
 //!
-//! Nothing here does I/O or knows about HTTP; the `http` module calls in with bytes and headers.
+//! Nothing here does I/O or knows about HTTP; `pipeline`, `http` and `plugins` call in with bytes
+//! and headers.
 
 pub mod binary_header;
 pub mod float_array;
