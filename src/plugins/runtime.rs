@@ -191,11 +191,6 @@ impl Runtime {
         }
     }
 
-    /// How many of this engine's calls run at once.
-    pub fn share(&self) -> usize {
-        self.share.size()
-    }
-
     /// Runs one call of a plugin with `limits` (making its instance, calling, finishing)
     /// within this engine's share, off the serving thread once it outlasts an epoch tick
     /// ([`scheduler`]).
@@ -209,17 +204,16 @@ impl Runtime {
         call: impl std::future::Future<Output = Result<T, CallFailure>> + Send + 'static,
     ) -> Result<T, CallFailure> {
         let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
-        let plugin = limits.plugin.to_string();
         match scheduler::run(&self.guests, &self.share, wall, call).await {
             Ok(outcome) => outcome,
             Err(Stopped::WallClock) => Err(CallFailure::Deadline {
-                plugin,
+                plugin: limits.plugin.to_string(),
                 limit_ms: limits.time_limit_ms,
             }),
             Err(Stopped::TaskFailed(error)) => {
-                tracing::error!(plugin, error, "a plugin call's task failed");
+                tracing::error!(plugin = %limits.plugin, error, "a plugin call's task failed");
                 Err(CallFailure::Trap {
-                    plugin,
+                    plugin: limits.plugin.to_string(),
                     detail: "the call's task failed".into(),
                 })
             }

@@ -352,6 +352,69 @@ fn artifact_files_that_are_fifos_fail_their_load_and_stall_nothing(
     unload(f, "neighbour")
 }
 
+/// Loads two artifacts of the identity model: `spinner`, whose request adapter is the hostile
+/// guest looping to its time limit, and `steady`, with the CSV adapters; `spinner`'s url.
+fn load_spinner_and_steady(f: &Fixture, spinner: &str, steady: &str) -> Result<String, Failed> {
+    let spin = format!(
+        "{}[models.\"*\"]\nrequest = \"spin\"\n",
+        entry(
+            "spin",
+            "hostile",
+            "content_types = [\"text/csv\"]\nconfig = { mode = \"loop\" }"
+        )
+    );
+    let spinner_url = artifact(f, spinner, &["hostile"], true, Some(&spin))?;
+    let steady_url = artifact(
+        f,
+        steady,
+        &["csv_request", "csv_json_response"],
+        true,
+        Some(&csv_manifest("")),
+    )?;
+    for (name, url) in [(spinner, &spinner_url), (steady, &steady_url)] {
+        let loaded = load(f, name, url);
+        ensure!(
+            loaded.status == 200,
+            "{name}: {} {}",
+            loaded.status,
+            loaded.text()
+        );
+    }
+    Ok(spinner_url)
+}
+
+type Answers = Vec<(u16, String)>;
+
+/// `clients` threads sending CSV to `model` back to back until `stop`; each one's answers.
+fn looping_clients<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    f: &'scope Fixture,
+    model: &'scope str,
+    clients: usize,
+    stop: &'scope std::sync::atomic::AtomicBool,
+) -> Vec<std::thread::ScopedJoinHandle<'scope, Answers>> {
+    (0..clients)
+        .map(|_| {
+            scope.spawn(move || {
+                let mut answers = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let answer = invoke_csv(f, model, "1,2\n");
+                    answers.push((answer.status, answer.text()));
+                }
+                answers
+            })
+        })
+        .collect()
+}
+
+/// Every looping client's answers.
+fn joined(loops: Vec<std::thread::ScopedJoinHandle<'_, Answers>>) -> Answers {
+    loops
+        .into_iter()
+        .flat_map(|handle| handle.join().expect("a looping client"))
+        .collect()
+}
+
 /// The median of `count` CSV requests to `model`, one at a time, each answered correctly.
 fn median_csv_latency(f: &Fixture, model: &str, count: usize) -> Result<Duration, Failed> {
     let mut took = Vec::with_capacity(count);
@@ -377,55 +440,18 @@ fn median_csv_latency(f: &Fixture, model: &str, count: usize) -> Result<Duration
 /// serving threads, the other model's median went from about 1 ms to over 100 ms.) The bound
 /// compares two medians measured in the same run, so a slow machine slows both.
 fn a_model_whose_plugin_loops_does_not_slow_another(f: &Fixture) -> Result<(), Failed> {
-    let spin = format!(
-        "{}[models.\"*\"]\nrequest = \"spin\"\n",
-        entry(
-            "spin",
-            "hostile",
-            "content_types = [\"text/csv\"]\nconfig = { mode = \"loop\" }"
-        )
-    );
-    let spinner = artifact(f, "spinner", &["hostile"], true, Some(&spin))?;
-    let steady = artifact(
-        f,
-        "steady",
-        &["csv_request", "csv_json_response"],
-        true,
-        Some(&csv_manifest("")),
-    )?;
-    for (name, url) in [("spinner", &spinner), ("steady", &steady)] {
-        let loaded = load(f, name, url);
-        ensure!(
-            loaded.status == 200,
-            "{name}: {} {}",
-            loaded.status,
-            loaded.text()
-        );
-    }
+    load_spinner_and_steady(f, "spinner", "steady")?;
     let looped = invoke_csv(f, "spinner", "1,2\n");
     ensure!(looped.status == 504, "{} {}", looped.status, looped.text());
 
     let quiet = median_csv_latency(f, "steady", 60)?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (noisy, answers) = std::thread::scope(|scope| -> Result<_, Failed> {
-        let loops: Vec<_> = (0..6)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut statuses = Vec::new();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        statuses.push(invoke_csv(f, "spinner", "1,2\n").status);
-                    }
-                    statuses
-                })
-            })
-            .collect();
+        let loops = looping_clients(scope, f, "spinner", 6, &stop);
         std::thread::sleep(Duration::from_millis(300));
         let noisy = median_csv_latency(f, "steady", 60);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let answers: Vec<u16> = loops
-            .into_iter()
-            .flat_map(|handle| handle.join().expect("a looping client"))
-            .collect();
+        let answers: Vec<u16> = joined(loops).iter().map(|(status, _)| *status).collect();
         Ok((noisy?, answers))
     })?;
     ensure!(
@@ -492,53 +518,15 @@ fn a_model_cannot_use_another_models_plugin_files(f: &Fixture) -> Result<(), Fai
 fn a_model_unloaded_while_its_plugin_loops_leaves_the_endpoint_serving(
     f: &Fixture,
 ) -> Result<(), Failed> {
-    let spin = format!(
-        "{}[models.\"*\"]\nrequest = \"spin\"\n",
-        entry(
-            "spin",
-            "hostile",
-            "content_types = [\"text/csv\"]\nconfig = { mode = \"loop\" }"
-        )
-    );
-    let spinner = artifact(f, "spinner2", &["hostile"], true, Some(&spin))?;
-    let steady = artifact(
-        f,
-        "steady2",
-        &["csv_request", "csv_json_response"],
-        true,
-        Some(&csv_manifest("")),
-    )?;
-    for (name, url) in [("spinner2", &spinner), ("steady2", &steady)] {
-        let loaded = load(f, name, url);
-        ensure!(
-            loaded.status == 200,
-            "{name}: {} {}",
-            loaded.status,
-            loaded.text()
-        );
-    }
+    let spinner = load_spinner_and_steady(f, "spinner2", "steady2")?;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let answers = std::thread::scope(|scope| -> Result<Vec<(u16, String)>, Failed> {
-        let loops: Vec<_> = (0..4)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut answers = Vec::new();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let answer = invoke_csv(f, "spinner2", "1,2\n");
-                        answers.push((answer.status, answer.text()));
-                    }
-                    answers
-                })
-            })
-            .collect();
+        let loops = looping_clients(scope, f, "spinner2", 4, &stop);
         std::thread::sleep(Duration::from_millis(500));
         let unloaded = unload(f, "spinner2");
         std::thread::sleep(Duration::from_millis(300));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let answers = loops
-            .into_iter()
-            .flat_map(|handle| handle.join().expect("a looping client"))
-            .collect();
+        let answers = joined(loops);
         unloaded?;
         Ok(answers)
     })?;
