@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// How many of one engine's calls may run at once.
 #[derive(Debug, Clone)]
@@ -54,7 +55,8 @@ pub enum Stopped {
 }
 
 /// Runs one plugin call (`call`: taking an instance, calling it, finishing) within `share`:
-/// here until the guest first yields, then on the `guests` threads; stopped at `wall`.
+/// here until the guest first yields, then on the `guests` threads, in the caller's span;
+/// stopped at `wall`.
 /// Dropping the returned future (the client went away) stops the call at its next yield.
 pub async fn run<T: Send + 'static>(
     guests: &Handle,
@@ -64,6 +66,9 @@ pub async fn run<T: Send + 'static>(
 ) -> Result<T, Stopped> {
     // The semaphore is never closed, so this waits for a permit and gets one.
     let permit = Arc::clone(&share.permits).acquire_owned().await;
+    // The call keeps the caller's span wherever it runs: what the guest logs names the request
+    // (its inference id) on a guest thread too.
+    let call = call.instrument(tracing::Span::current());
     // The bound's timer belongs to the guest threads, which live as long as the process: the
     // serving thread the call starts on may stop while a moved call still runs.
     let mut bounded = {
@@ -143,6 +148,33 @@ mod tests {
         .unwrap();
         assert_eq!(long.0, here, "it starts in place");
         assert_eq!(long.1, "test-guest", "and ends on a guest thread");
+        guests.shutdown_background();
+    }
+
+    /// A call moved to the guest threads still runs in the caller's span, so what its guest
+    /// logs there names the request. (It did not, and a guest's output lost its inference id
+    /// whenever its call was slow to start.)
+    #[tokio::test]
+    async fn a_moved_call_keeps_the_callers_span() {
+        use tracing::Instrument;
+        // The only subscriber of this test binary (spans are disabled without one).
+        static SUBSCRIBER: std::sync::Once = std::sync::Once::new();
+        SUBSCRIBER.call_once(|| {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry())
+                .expect("no other global subscriber in the unit tests");
+        });
+        let guests = guests();
+        let share = Share::new(1);
+        let span = tracing::info_span!("request", inference_id = "moved-1");
+        let seen = run(guests.handle(), &share, LONG, async {
+            tokio::task::yield_now().await;
+            let name = thread_name();
+            (name, tracing::Span::current().metadata().map(|m| m.name()))
+        })
+        .instrument(span)
+        .await
+        .unwrap();
+        assert_eq!(seen, ("test-guest".to_owned(), Some("request")));
         guests.shutdown_background();
     }
 
