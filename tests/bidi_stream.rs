@@ -204,6 +204,19 @@ fn a_decoupled_model_streams_its_responses_as_messages() {
         "{failed}"
     );
 
+    // A stream that fails on its first response: closed with 4000 + the error's status (as
+    // HTTP answers it) and the error's own message as the reason.
+    let refused = session(
+        addr,
+        json!({"steps": [{"text": prompt("x", -2)}, {"until_close": true}]}),
+    );
+    assert_eq!(texts(&refused), Vec::<String>::new());
+    assert_eq!(
+        closed_with(&refused, 4500),
+        "text_stream: failed at the first response",
+        "{refused}"
+    );
+
     let next = session(
         addr,
         json!({"steps": [{"text": prompt("ok", 1)}, {"recv": 1}]}),

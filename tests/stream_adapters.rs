@@ -101,6 +101,25 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
     assert!(events[3].contains("\"error\""), "{events:?}");
     assert_eq!(stream(addr, "ok").len(), 4);
 
+    // A model that fails on its first response is answered as without an adapter (the
+    // error's status and one error event); the adapter is never called.
+    let failed = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "application/json")],
+        br#"{"PROMPT": "ok", "COUNT": -2}"#,
+    );
+    assert_eq!(failed.status, 500, "{}", failed.text());
+    assert_eq!(
+        failed.header("content-type"),
+        Some("text/event-stream; charset=utf-8")
+    );
+    assert_eq!(
+        failed.text(),
+        "data: {\"error\":\"text_stream: failed at the first response\"}\n\n"
+    );
+
     // Counted per plugin: seven whole streams (4 calls each), five failing on their second
     // event (2 calls, 1 failed), one failing at its end (4 calls, 1 failed).
     let metrics = request(addr, "GET", "/metrics", &[], b"").text();

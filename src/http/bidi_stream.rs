@@ -8,14 +8,16 @@
 //!   `application/octet-stream` for a binary one; `Accept` and SageMaker's headers are the
 //!   handshake's too.
 //! - An answer goes back as one message, text when it is JSON or text in UTF-8, else binary;
-//!   with `generate_stream`, one text message per event (the event's JSON without its SSE
-//!   framing), so a decoupled model streams its responses back as messages.
+//!   with `generate_stream`, one text message per event (its payload: the response's JSON, or
+//!   what a stream adapter wrote), so a decoupled model streams its responses back as messages.
+//!   The pipeline's answers are framed here directly (`invocations::run_default`), never read
+//!   back from an HTTP response.
 //! - Messages are answered one at a time, in order; a ping is answered with a pong.
 //! - A request that fails ends the session with close code 4000 + its HTTP status (4400 for a
 //!   bad payload, 4500 for a plugin trap, 4504 for a plugin time-out) and its error as the
 //!   reason, cut to the 123 bytes a close frame carries. A message larger than the body limit
 //!   is closed with 1009, more than the message rate with 1008, a stream that fails midway
-//!   with 1011, a text message that is not UTF-8 with 1007, a frame that breaks the protocol
+//!   with 1011 (one that fails on its first response is a failed request, 4000 + its status), a text message that is not UTF-8 with 1007, a frame that breaks the protocol
 //!   with 1002. When the server shuts down, each session finishes the request in flight and
 //!   closes with 1001; the shutdown's grace period waits for them.
 //! - Sessions are counted apart from connections (an upgraded connection leaves the HTTP
@@ -40,8 +42,10 @@ use tracing::Instrument;
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
+use super::plugin_reply::reply_response;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
+use crate::pipeline::{Answer, StreamEvent};
 
 /// The route's path.
 pub const PATH: &str = "/invocations-bidirectional-stream";
@@ -266,46 +270,59 @@ where
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(default));
         invocation.content_type = Some(default.to_owned());
     }
-    let response =
-        match super::invocations::invoke_default(state, &invocation, &headers, body).await {
-            Ok(response) => response,
-            Err(error) => {
-                let error = error.redacted(&state.redactor);
-                return Err((status_code(error.status), error.message));
-            }
-        };
-    let status = response.status();
-    let textual = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/"));
-    let streamed = matches!(response.body(), ResponseBody::Stream(_));
-    let mut body = response.into_body();
-    if status.as_u16() >= 400 {
-        let bytes = collect(body).await;
-        return Err((status_code(status), error_message(&bytes)));
-    }
-    if streamed {
-        // Server-sent events: one message per event, its JSON without the framing.
-        while let Some(Ok(frame)) = body.frame().await {
-            let Ok(event) = frame.into_data() else {
-                continue;
-            };
-            let json = event
-                .strip_prefix(b"data: ")
-                .unwrap_or(&event)
-                .trim_ascii_end();
-            if json.starts_with(b"{\"error\":") {
-                return Err((CloseCode::Error, error_message(json)));
-            }
-            send(socket, Bytes::copy_from_slice(json), false).await?;
+    let invoked = match super::invocations::run_default(state, &invocation, &headers, body).await {
+        Ok(invoked) => invoked,
+        Err(refused) => {
+            let error = refused.error.redacted(&state.redactor);
+            return Err((status_code(error.status), error.message));
         }
-        return Ok(());
+    };
+    match invoked.answer {
+        Answer::V2(encoded) => {
+            let bytes = Bytes::from(encoded.parts.concat());
+            let binary = !is_textual(&encoded.content_type) || std::str::from_utf8(&bytes).is_err();
+            send(socket, bytes, binary).await
+        }
+        Answer::Json(json) => send(socket, Bytes::from(json), false).await,
+        Answer::Events(mut events) => {
+            // One message per event; a failure midway closes the session with 1011.
+            while let Some(event) = events.recv().await {
+                match event {
+                    StreamEvent::Data(payload) => send(socket, payload, false).await?,
+                    StreamEvent::Failed(message) => {
+                        let message = state.redactor.redact(&message).into_owned();
+                        return Err((CloseCode::Error, message));
+                    }
+                }
+            }
+            Ok(())
+        }
+        Answer::Reply { plugin, reply } => {
+            // A plugin's reply is HTTP-shaped (status, content type, headers): checked as
+            // HTTP would check it, its status deciding whether the session goes on.
+            let response = reply_response(&plugin, reply).map_err(|error| {
+                let error = error.redacted(&state.redactor);
+                (status_code(error.status), error.message)
+            })?;
+            let status = response.status();
+            let textual = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(is_textual);
+            let bytes = collect(response.into_body()).await;
+            if status.as_u16() >= 400 {
+                return Err((status_code(status), error_message(&bytes)));
+            }
+            let binary = !textual || std::str::from_utf8(&bytes).is_err();
+            send(socket, bytes, binary).await
+        }
     }
-    let bytes = collect(body).await;
-    let binary = !textual || std::str::from_utf8(&bytes).is_err();
-    send(socket, bytes, binary).await
+}
+
+/// Whether an answer of `content_type` goes back as a text message (when it is UTF-8).
+fn is_textual(content_type: &str) -> bool {
+    content_type.starts_with("application/json") || content_type.starts_with("text/")
 }
 
 async fn send<S>(
@@ -342,7 +359,7 @@ fn status_code(status: StatusCode) -> CloseCode {
     CloseCode::from(4000 + status.as_u16())
 }
 
-/// The `error` of a JSON error body, else the body as text.
+/// The `error` of a JSON error body (a plugin's reply), else the body as text.
 fn error_message(body: &[u8]) -> String {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()

@@ -1,5 +1,6 @@
 //! Bodies: the request body read whole within a size limit, and response bodies that are either
-//! a list of buffers sent as they are (no concatenation) or a stream of chunks.
+//! a list of buffers sent as they are (no concatenation) or a generate stream framed as
+//! server-sent events.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -9,14 +10,18 @@ use bytes::Bytes;
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use tokio::sync::mpsc;
+
+use super::redact::Redactor;
+use crate::pipeline::{Events, StreamEvent};
+use crate::protocol::sse;
 
 /// A response body.
 pub enum ResponseBody {
     /// Known parts, sent in order; the length is known up front.
     Parts(VecDeque<Bytes>),
-    /// Chunks as they become ready (server-sent events); sent chunked.
-    Stream(mpsc::Receiver<Bytes>),
+    /// A generate stream's events framed as server-sent events as they come (a failure's
+    /// message redacted); sent chunked.
+    Events { events: Events, redactor: Redactor },
 }
 
 impl ResponseBody {
@@ -30,6 +35,11 @@ impl ResponseBody {
 
     pub fn parts(parts: Vec<Bytes>) -> ResponseBody {
         ResponseBody::Parts(parts.into_iter().filter(|p| !p.is_empty()).collect())
+    }
+
+    /// `events` as server-sent events, a failure's message passed through `redactor`.
+    pub fn events(events: Events, redactor: Redactor) -> ResponseBody {
+        ResponseBody::Events { events, redactor }
     }
 }
 
@@ -45,9 +55,16 @@ impl Body for ResponseBody {
             ResponseBody::Parts(parts) => {
                 Poll::Ready(parts.pop_front().map(|p| Ok(Frame::data(p))))
             }
-            ResponseBody::Stream(receiver) => receiver
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            ResponseBody::Events { events, redactor } => events.poll_recv(cx).map(|item| {
+                item.map(|item| {
+                    Ok(Frame::data(match item {
+                        StreamEvent::Data(payload) => sse::event(&payload),
+                        StreamEvent::Failed(message) => {
+                            sse::error_event(&redactor.redact(&message))
+                        }
+                    }))
+                })
+            }),
         }
     }
 
@@ -60,7 +77,7 @@ impl Body for ResponseBody {
             ResponseBody::Parts(parts) => {
                 SizeHint::with_exact(parts.iter().map(|p| p.len() as u64).sum())
             }
-            ResponseBody::Stream(_) => SizeHint::default(),
+            ResponseBody::Events { .. } => SizeHint::default(),
         }
     }
 }
@@ -173,4 +190,39 @@ where
             joined.freeze()
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream's events are framed as server-sent events, and a failure's message is redacted
+    /// where the body frames it.
+    #[tokio::test]
+    async fn events_are_framed_and_failures_redacted() {
+        let (sender, events) = tokio::sync::mpsc::channel(4);
+        let mut redactor = Redactor::default();
+        redactor.hide(
+            std::path::Path::new("/srv/models/private"),
+            "<model repository>",
+        );
+        sender
+            .send(StreamEvent::Data(Bytes::from_static(b"{\"TEXT\":\"a\"}")))
+            .await
+            .unwrap();
+        sender
+            .send(StreamEvent::Failed(
+                "failed in /srv/models/private/m/1/model.py".into(),
+            ))
+            .await
+            .unwrap();
+        drop(sender);
+        let body = ResponseBody::events(events, redactor);
+        assert!(!body.is_end_stream());
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(
+            &bytes[..],
+            b"data: {\"TEXT\":\"a\"}\n\ndata: {\"error\":\"failed in <model repository>/m/1/model.py\"}\n\n"
+        );
+    }
 }

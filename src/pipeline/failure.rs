@@ -19,6 +19,10 @@ pub enum Failure {
     Refused(EngineError),
     /// The model failed while it ran.
     Model(EngineError),
+    /// The model failed on a stream's first response. Every transport answers it the same way
+    /// as a stream with one event: HTTP with the error's status and a body of one error event,
+    /// the bidirectional stream with the close code of that status.
+    FirstResponse(EngineError),
     /// The model finished without a response.
     NoResponse,
     /// The model's answer could not be encoded.
@@ -35,7 +39,9 @@ impl Failure {
                 PluginError::Internal(m) => format!("plugin '{plugin}': {m}"),
             },
             Failure::PluginFailed(e) => e.to_string(),
-            Failure::Refused(e) | Failure::Model(e) => e.message.clone(),
+            Failure::Refused(e) | Failure::Model(e) | Failure::FirstResponse(e) => {
+                e.message.clone()
+            }
             Failure::NoResponse => "the model completed the request without a response".into(),
         }
     }

@@ -7,14 +7,16 @@
 //!   ─▶ encode (a response plugin's reply, or v2 JSON / binary)
 //!   ─▶ an Answer, or one Failure saying where it went wrong       failure.rs
 //! ```
-//! Generate and its stream have their own path (`generate.rs`), and through version 0.2.0's
-//! plugins another (`generate_adapted.rs`). Nothing here knows HTTP
-//! statuses: each route maps a [`Failure`] to one (`http::invocations`).
+//! Generate and its stream have one path of their own, with or without the model's generate
+//! plugins (`generate.rs`); a stream is handed on as unframed events (`events.rs`). Nothing
+//! here knows HTTP or WebSocket: each transport frames an [`Answer`] and maps a [`Failure`] to
+//! a status once (`http::invocations`, `http::bidi_stream`).
 
 mod codecs;
+pub mod events;
 mod failure;
-pub mod generate;
-pub mod generate_adapted;
+mod generate;
+mod stream_adapter;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +26,7 @@ use futures_util::StreamExt;
 use http::HeaderMap;
 
 pub use codecs::Codecs;
+pub use events::{Events, StreamEvent};
 pub use failure::Failure;
 
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse};
@@ -39,15 +42,19 @@ use crate::protocol::v2_response::{EncodedBody, encode_infer_response};
 pub const DECOUPLED_REFUSED: &str =
     "HTTP end point doesn't support models with decoupled transaction policy";
 
-/// What an inference answers.
+/// What an inference or a generate answers, before a transport frames it.
 pub enum Answer {
     /// KServe v2, JSON or binary.
     V2(EncodedBody),
-    /// A response adapter's reply, as the plugin wrote it (trident frames it for HTTP).
+    /// A response adapter's reply, as the plugin wrote it (the transport frames it).
     Reply {
         plugin: Arc<LoadedPlugin>,
         reply: Reply,
     },
+    /// Generate: the model's one response as a flat JSON object.
+    Json(Vec<u8>),
+    /// Generate stream: its events as they come.
+    Events(Events),
 }
 
 /// An inference's answer or failure, and the A/B variant that served it.
@@ -117,7 +124,7 @@ impl<E: Engine> Pipeline<'_, E> {
         let adapted = plugins
             .adapt_request(plugin, Arc::new(self.wit_invocation(request, plugin)))
             .await;
-        self.observe(plugin, "request", codecs, &adapted, started);
+        self.observe(plugin, "request", variant(codecs), &adapted, started);
         match plugin_result(plugin, adapted)? {
             Adapted::Tensors(tensors) => {
                 let mut infer = InferRequest::new(request.model);
@@ -186,7 +193,7 @@ impl<E: Engine> Pipeline<'_, E> {
                 result,
             )
             .await;
-        self.observe(plugin, "response", codecs, &reply, started);
+        self.observe(plugin, "response", variant(codecs), &reply, started);
         Ok(Answer::Reply {
             plugin: Arc::clone(plugin),
             reply: plugin_result(plugin, reply)?,
@@ -212,7 +219,7 @@ impl<E: Engine> Pipeline<'_, E> {
         &self,
         plugin: &LoadedPlugin,
         hook: &'static str,
-        codecs: &Codecs,
+        variant: &str,
         result: &Result<Result<T, PluginError>, CallFailure>,
         started: Instant,
     ) {
@@ -223,10 +230,14 @@ impl<E: Engine> Pipeline<'_, E> {
             Err(CallFailure::Memory { .. }) => "memory",
             Err(CallFailure::Trap { .. }) => "trap",
         };
-        let variant = codecs.variant.as_deref().unwrap_or("");
         self.metrics
             .observe_plugin(&plugin.name, hook, variant, outcome, started.elapsed());
     }
+}
+
+/// The variant label of plugin calls made with `codecs` ("" without variants).
+fn variant(codecs: &Codecs) -> &str {
+    codecs.variant.as_deref().unwrap_or("")
 }
 
 /// A plugin call's value, or the failure it was.

@@ -81,5 +81,22 @@ fn generate_stream_sends_one_event_per_response(f: &Fixture) -> Result<(), Faile
         text.contains("data: {\"error\":\"text_stream: failed mid-stream"),
         "{text}"
     );
+    // An error on the first response is the stream's status (the model's error code), with
+    // the error as its one event.
+    let response = post_json(
+        f.at("stream"),
+        "/invocations",
+        &json!({"PROMPT": "x", "COUNT": -2}),
+    );
+    ensure!(
+        response.status == 500
+            && response.header("content-type") == Some("text/event-stream; charset=utf-8")
+            && response.text()
+                == "data: {\"error\":\"text_stream: failed at the first response\"}\n\n",
+        "{} {:?} {:?}",
+        response.status,
+        response.headers,
+        response.text()
+    );
     Ok(())
 }

@@ -1,4 +1,5 @@
-"""Decoupled: COUNT responses with TEXT = "<PROMPT> <i>"; a negative COUNT fails after one token."""
+"""Decoupled: COUNT responses with TEXT = "<PROMPT> <i>"; COUNT -1 fails after one token, and
+COUNT -2 fails on its first response."""
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -9,6 +10,10 @@ class TritonPythonModel:
             sender = request.get_response_sender()
             prompt = pb_utils.get_input_tensor_by_name(request, "PROMPT").as_numpy()[0][0].decode("utf-8")
             count = int(pb_utils.get_input_tensor_by_name(request, "COUNT").as_numpy()[0][0])
+            if count == -2:
+                error = pb_utils.TritonError("text_stream: failed at the first response")
+                sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
             if count < 0:
                 text = np.array([[f"{prompt} 0".encode("utf-8")]], dtype=object)
                 sender.send(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("TEXT", text)]))
