@@ -1,4 +1,4 @@
-//! The SageMaker contract (../shared/CONTRACT.md) over real HTTP on 127.0.0.1, against the real
+//! The SageMaker contract (docs/CONTRACT.md) over real HTTP on 127.0.0.1, against the real
 //! Triton core: one core for the whole binary, several trident HTTP servers over it, each
 //! configured like one kind of deployment (single model, generate, multi-model, restricted...).
 
