@@ -14,10 +14,12 @@ use crate::engine::triton::{self, ApiVersion};
 #[derive(Debug, Parser)]
 #[command(version, about)]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands of `trident`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve SageMaker's container contract (the container entrypoint: `docker run <image> serve`).

@@ -19,18 +19,36 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(30);
 pub enum FileError {
     /// The path names a FIFO, a socket, a device or a folder.
     #[error("{} is not a regular file (it is {kind})", path.display())]
-    NotRegular { path: PathBuf, kind: &'static str },
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead (`a FIFO`, `a socket`, `a device`, `a folder`).
+        kind: &'static str,
+    },
     /// The file is larger than its kind may be.
     #[error("{} is {size} bytes; at most {max} are read", path.display())]
-    TooLarge { path: PathBuf, size: u64, max: u64 },
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size, in bytes.
+        size: u64,
+        /// The most bytes read from a file of its kind.
+        max: u64,
+    },
     /// Reading did not finish within [`READ_DEADLINE`].
     #[error("reading {} took longer than {} s", path.display(), READ_DEADLINE.as_secs())]
-    Deadline { path: PathBuf },
+    Deadline {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file is missing or unreadable.
     #[error("cannot read {}: {message}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The kind of the I/O error (`NotFound` for a missing file).
         kind: std::io::ErrorKind,
+        /// The I/O error as the system describes it.
         message: String,
     },
 }

@@ -15,7 +15,9 @@ pub struct Invocation {
     pub target_variant: Option<String>,
     /// `X-Amzn-SageMaker-Target-Model` (multi-model endpoints).
     pub target_model: Option<String>,
+    /// `Content-Type`: the media type of the request body.
     pub content_type: Option<String>,
+    /// `Accept`: the media types the client takes in the response.
     pub accept: Option<String>,
 }
 
@@ -56,6 +58,7 @@ pub fn log_id(headers: &HeaderMap) -> Option<String> {
 }
 
 impl Invocation {
+    /// Reads the headers of a request; one that is empty or not ASCII text is taken as absent.
     pub fn from_headers(headers: &HeaderMap) -> Invocation {
         Invocation {
             custom_attributes: text(headers, "x-amzn-sagemaker-custom-attributes"),

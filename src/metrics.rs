@@ -27,7 +27,9 @@ struct Series {
 /// A model management outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The load or unload succeeded (`outcome="success"`).
     Success,
+    /// The load or unload failed (`outcome="failure"`).
     Failure,
 }
 
@@ -37,10 +39,15 @@ type PluginKey = (String, &'static str, String, &'static str);
 /// What trident withheld from one loaded plugin.
 #[derive(Debug, Clone, Default)]
 pub struct PluginRow {
+    /// The plugin's name (the `plugin` label).
     pub plugin: String,
+    /// Bytes of log output dropped over the per-call budget, since the plugin was loaded.
     pub output_dropped_bytes: u64,
+    /// Reply headers dropped because trident sets them, since the plugin was loaded.
     pub reply_headers_dropped: u64,
+    /// Stream-adapter calls (one per event, one per stream's end), since the plugin was loaded.
     pub stream_calls: u64,
+    /// Stream-adapter calls that ended their stream with an error event.
     pub stream_failures: u64,
 }
 
@@ -99,10 +106,12 @@ impl Metrics {
         entry.1 += latency.as_secs_f64();
     }
 
+    /// Counts one multi-model endpoint load (`trident_model_loads_total`).
     pub fn model_loaded(&self, outcome: Outcome) {
         *lock(&self.loads).entry(outcome).or_default() += 1;
     }
 
+    /// Counts one multi-model endpoint unload (`trident_model_unloads_total`).
     pub fn model_unloaded(&self, outcome: Outcome) {
         *lock(&self.unloads).entry(outcome).or_default() += 1;
     }

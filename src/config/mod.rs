@@ -55,12 +55,17 @@ pub struct ServeArgs {
     /// `infer`, `generate` or `generate_stream`.
     #[arg(long, env = "SAGEMAKER_TRITON_INFERENCE_TYPE", default_value = "infer")]
     pub inference_type: String,
+    /// `true` or `1` turns the core's verbose logging on, at level 1 (`--log-verbose=N` in
+    /// `--additional-args` sets another level).
     #[arg(long, env = "SAGEMAKER_TRITON_LOG_VERBOSE", default_value = "true")]
     pub log_verbose: String,
+    /// `true` or `1` turns the core's info logging on.
     #[arg(long, env = "SAGEMAKER_TRITON_LOG_INFO", default_value = "true")]
     pub log_info: String,
+    /// `true` or `1` turns the core's warning logging on.
     #[arg(long, env = "SAGEMAKER_TRITON_LOG_WARNING", default_value = "true")]
     pub log_warning: String,
+    /// `true` or `1` turns the core's error logging on.
     #[arg(long, env = "SAGEMAKER_TRITON_LOG_ERROR", default_value = "true")]
     pub log_error: String,
     /// Python backend shared memory at start, per model instance.
@@ -72,6 +77,8 @@ pub struct ServeArgs {
     /// HTTP worker threads (Triton's `--http-thread-count`); default: one per core.
     #[arg(long, env = "SAGEMAKER_TRITON_THREAD_COUNT")]
     pub thread_count: Option<usize>,
+    /// The core's buffer manager threads (Triton's `--buffer-manager-thread-count`); default:
+    /// Triton's.
     #[arg(long, env = "SAGEMAKER_TRITON_BUFFER_MANAGER_THREAD_COUNT")]
     pub buffer_manager_thread_count: Option<u32>,
     /// Fraction of each GPU's memory a model load may leave in use (0 to 1).
@@ -109,12 +116,18 @@ pub struct ServeArgs {
     /// Page size of the multi-model list.
     #[arg(long, default_value_t = 1000)]
     pub list_page_size: usize,
+    /// `true` in a batch transform job: `/execution-parameters` reports the three flags that
+    /// follow, and `--max-payload-in-mb` sets the body limit unless `--max-body-bytes` is given.
     #[arg(long, env = "SAGEMAKER_BATCH", default_value = "false")]
     pub batch: String,
+    /// Largest batch transform payload, in MiB (`MaxPayloadInMB`); used only with `--batch`.
     #[arg(long, env = "SAGEMAKER_MAX_PAYLOAD_IN_MB", default_value_t = 6)]
     pub max_payload_in_mb: usize,
+    /// `MULTI_RECORD` or `SINGLE_RECORD` (`BatchStrategy`); reported as it is, with `--batch`.
     #[arg(long, env = "SAGEMAKER_BATCH_STRATEGY", default_value = "MULTI_RECORD")]
     pub batch_strategy: String,
+    /// Requests a batch transform may send at once (`MaxConcurrentTransforms`); used only with
+    /// `--batch`.
     #[arg(long, env = "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", default_value_t = 1)]
     pub max_concurrent_transforms: usize,
     /// Port of the Prometheus metrics listener (default: the first free port of
@@ -209,35 +222,54 @@ impl Default for ClientLimits {
 /// What `/invocations` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InferenceType {
+    /// A KServe v2 inference request to the default model (`infer`).
     Infer,
+    /// Triton's generate extension, answered once unless a request adapter asks to stream
+    /// (`generate`).
     Generate,
+    /// Triton's generate extension, streamed unless a request adapter decides otherwise
+    /// (`generate_stream`).
     GenerateStream,
 }
 
 /// What `/ping` checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PingMode {
+    /// The engine runs with every model ready (`ready`).
     Ready,
+    /// The engine runs, with or without ready models (`live`).
     Live,
 }
 
 /// Batch transform settings (`GET /execution-parameters`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchSettings {
+    /// Requests the batch transform may send at once (`MaxConcurrentTransforms`).
     pub max_concurrent_transforms: usize,
+    /// `MULTI_RECORD` or `SINGLE_RECORD`, as given (`BatchStrategy`).
     pub batch_strategy: String,
+    /// Largest payload, in MiB (`MaxPayloadInMB`); the default body limit in batch mode.
     pub max_payload_in_mb: usize,
 }
 
 /// Single- or multi-model endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
+    /// One repository, its default model loaded at start.
     SingleModel {
+        /// The model repository (`--model-repository`, default `/opt/ml/model`).
         repository: PathBuf,
+        /// The model `/invocations` serves: `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`, else the
+        /// repository's only folder.
         default_model: String,
     },
+    /// A multi-model endpoint: models are loaded and unloaded through `/models`.
     MultiModel {
+        /// The empty repository the core starts with (`--multi-model-repository`, default
+        /// `/tmp/sagemaker`).
         repository: PathBuf,
+        /// The folder every model's url must be under (`--models-root`, default
+        /// `/opt/ml/models`).
         models_root: PathBuf,
     },
 }
@@ -245,15 +277,25 @@ pub enum Mode {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The address and port of the main listener (`--bind`, `--port`).
     pub listen: SocketAddr,
+    /// Single- or multi-model endpoint.
     pub mode: Mode,
+    /// What `/ping` checks.
     pub ping_mode: PingMode,
+    /// What `/invocations` runs.
     pub inference_type: InferenceType,
+    /// The restricted API categories and the header each needs; empty when none is restricted.
     pub restrictions: Vec<Restriction>,
+    /// Largest request body, and bidirectional stream message, in bytes (413 above it).
     pub max_body_bytes: usize,
+    /// Models per page of the multi-model list, at least 1.
     pub list_page_size: usize,
+    /// The batch transform settings; `None` outside a batch transform job.
     pub batch: Option<BatchSettings>,
+    /// How long in-flight requests may take to finish after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Open connections, and how long a client may take to send a request.
     pub client_limits: ClientLimits,
     /// How long a multi-model load may take before it is answered 504.
     pub model_load_timeout: Duration,
@@ -268,11 +310,19 @@ pub struct Config {
     /// HTTP worker threads, one single-threaded runtime each (`http::workers`); default: one
     /// per core.
     pub worker_threads: Option<usize>,
+    /// The core's log levels.
     pub core_logging: CoreLogging,
+    /// Backend settings passed to the core: the Python backend's shared memory sizes, the
+    /// TensorFlow version and the additional args' `--backend-config`s.
     pub backend_config: Vec<BackendSetting>,
+    /// The core's buffer manager threads; `None` leaves Triton's default.
     pub buffer_manager_threads: Option<u32>,
+    /// Fraction (0 to 1) of each GPU's memory a model load may leave in use, applied to every
+    /// GPU found; `None` sets no limit.
     pub model_load_gpu_limit: Option<f64>,
+    /// Whether the core namespaces models by repository (Triton's `--model-namespacing`).
     pub model_namespacing: bool,
+    /// A Triton installation or the library itself; `None` looks in the usual places.
     pub triton_home: Option<PathBuf>,
     /// Supervisor, supervised serving process, or alone.
     pub process: ProcessRole,

@@ -26,7 +26,9 @@ pub enum ProcessRole {
 /// abnormal ends within `window` end the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestartLimit {
+    /// Abnormal ends restarted within `window` (`--max-restarts`, default 5).
     pub max: u32,
+    /// The window `max` counts in (`--restart-window-secs`, default 600 seconds).
     pub window: Duration,
 }
 

@@ -27,9 +27,11 @@ impl Category {
 /// One restriction: requests in `category` need `header: value`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restriction {
+    /// The route group restricted.
     pub category: Category,
     /// Lower-cased header name.
     pub header: String,
+    /// The value the header must have, exactly as given.
     pub value: String,
 }
 

@@ -9,20 +9,33 @@ use std::str::FromStr;
 /// A tensor element type understood by Triton.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DataType {
+    /// Boolean, one byte per element (`TRITONSERVER_TYPE_BOOL`).
     Bool,
+    /// Unsigned 8-bit integer (`TRITONSERVER_TYPE_UINT8`).
     Uint8,
+    /// Unsigned 16-bit integer (`TRITONSERVER_TYPE_UINT16`).
     Uint16,
+    /// Unsigned 32-bit integer (`TRITONSERVER_TYPE_UINT32`).
     Uint32,
+    /// Unsigned 64-bit integer (`TRITONSERVER_TYPE_UINT64`).
     Uint64,
+    /// Signed 8-bit integer (`TRITONSERVER_TYPE_INT8`).
     Int8,
+    /// Signed 16-bit integer (`TRITONSERVER_TYPE_INT16`).
     Int16,
+    /// Signed 32-bit integer (`TRITONSERVER_TYPE_INT32`).
     Int32,
+    /// Signed 64-bit integer (`TRITONSERVER_TYPE_INT64`).
     Int64,
+    /// IEEE 754 half-precision float, 2 bytes (`TRITONSERVER_TYPE_FP16`).
     Fp16,
+    /// IEEE 754 single-precision float, 4 bytes (`TRITONSERVER_TYPE_FP32`).
     Fp32,
+    /// IEEE 754 double-precision float, 8 bytes (`TRITONSERVER_TYPE_FP64`).
     Fp64,
     /// Variable-length byte strings, each serialized as a 4-byte little-endian length and the bytes.
     Bytes,
+    /// bfloat16, the upper 16 bits of an FP32, 2 bytes (`TRITONSERVER_TYPE_BF16`).
     Bf16,
 }
 

@@ -6,6 +6,8 @@
 
 pub mod dtype;
 mod error;
+#[cfg(test)]
+pub mod fake;
 pub mod processes;
 mod request;
 mod response;

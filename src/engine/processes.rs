@@ -7,9 +7,11 @@ use std::path::Path;
 /// A live stub process and the model instance it serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StubProcess {
+    /// The stub's process id.
     pub pid: u32,
     /// Triton's instance name, `<model>_<group>_<index>`.
     pub instance: String,
+    /// The model the instance belongs to: `instance` without `_<group>_<index>`.
     pub model: String,
     /// The name of the shared memory region the backend made for it (`/dev/shm/<name>`).
     pub shm_region: Option<String>,

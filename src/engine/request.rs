@@ -11,52 +11,69 @@ use super::DataType;
 /// copied: a slice of the HTTP body can be handed over as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputTensor {
+    /// The model input this tensor feeds, as named in the model's configuration.
     pub name: String,
+    /// The element type.
     pub datatype: DataType,
+    /// Dimensions, outermost first; [`InputTensor::check`] refuses negative ones.
     pub shape: Vec<i64>,
+    /// The elements, in the layout described above.
     pub data: Bytes,
 }
 
 /// A request or response parameter value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParameterValue {
+    /// A UTF-8 string (`TRITONSERVER_PARAMETER_STRING`).
     String(String),
+    /// A signed 64-bit integer (`TRITONSERVER_PARAMETER_INT`).
     Int(i64),
+    /// A boolean (`TRITONSERVER_PARAMETER_BOOL`).
     Bool(bool),
+    /// A double-precision float (`TRITONSERVER_PARAMETER_DOUBLE`).
     Double(f64),
 }
 
 /// A sequence (correlation) id: Triton takes a number or a string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SequenceId {
+    /// A numeric id, set with `TRITONSERVER_InferenceRequestSetCorrelationId`.
     Number(u64),
+    /// A string id, set with `TRITONSERVER_InferenceRequestSetCorrelationIdString`.
     String(String),
 }
 
 /// Where a request stands in a sequence, for stateful models.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sequence {
+    /// The sequence the request belongs to; `None` for a request outside any sequence.
     pub id: Option<SequenceId>,
+    /// The request is the first of its sequence (`TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`).
     pub start: bool,
+    /// The request is the last of its sequence (`TRITONSERVER_REQUEST_FLAG_SEQUENCE_END`).
     pub end: bool,
 }
 
 /// A request for one inference on one model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InferRequest {
+    /// The model to run, by its name in the repository.
     pub model_name: String,
     /// A specific model version; `None` lets Triton choose by the model's version policy.
     pub model_version: Option<i64>,
     /// The client's request id, echoed in responses.
     pub id: Option<String>,
+    /// The input tensors, each passed to Triton in place.
     pub inputs: Vec<InputTensor>,
     /// The outputs to return; empty means every output of the model.
     pub requested_outputs: Vec<String>,
+    /// Named parameters set on the Triton request, for the model or backend to read.
     pub parameters: Vec<(String, ParameterValue)>,
     /// A deadline Triton enforces while the request waits in the model's queue.
     pub timeout: Option<Duration>,
     /// Scheduling priority (1 is highest; 0 means the model's default).
     pub priority: Option<u64>,
+    /// The request's place in a sequence; the default is no sequence.
     pub sequence: Sequence,
 }
 

@@ -11,8 +11,11 @@ use super::{EngineError, InferRequest, InferResponse};
 /// A model's state in the engine's index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelState {
+    /// Loaded and serving inferences.
     Ready,
+    /// Being loaded; not serving yet.
     Loading,
+    /// Being unloaded; `Unavailable("unloaded")` once done.
     Unloading,
     /// Not serving, with the engine's reason (`unloaded` after an unload, or why a load failed).
     Unavailable(String),
@@ -81,6 +84,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// or data the rule refuses is an `InvalidArg` error and never reaches the model.
     fn infer(&self, request: InferRequest) -> Result<Self::Responses, EngineError>;
 
+    /// Loads a model by name; resolves once it is loaded or the load has failed.
     fn load_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Starts unloading a model and the models that depend on it.
     fn unload_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
@@ -91,6 +95,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
         folder: &str,
         model: &str,
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Removes a repository added with [`Engine::register_repository`].
     fn unregister_repository(
         &self,
         repository: &Path,

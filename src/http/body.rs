@@ -21,18 +21,26 @@ pub enum ResponseBody {
     Parts(VecDeque<Bytes>),
     /// A generate stream's events framed as server-sent events as they come (a failure's
     /// message redacted); sent chunked.
-    Events { events: Events, redactor: Redactor },
+    Events {
+        /// The stream's events, in the order the model produced them.
+        events: Events,
+        /// Hides the server's folders in a failure's message.
+        redactor: Redactor,
+    },
 }
 
 impl ResponseBody {
+    /// A body of no bytes (`Content-Length: 0`).
     pub fn empty() -> ResponseBody {
         ResponseBody::Parts(VecDeque::new())
     }
 
+    /// A body of one buffer.
     pub fn full(body: impl Into<Bytes>) -> ResponseBody {
         ResponseBody::Parts(VecDeque::from([body.into()]))
     }
 
+    /// A body of `parts`, sent in order without joining them; empty parts are left out.
     pub fn parts(parts: Vec<Bytes>) -> ResponseBody {
         ResponseBody::Parts(parts.into_iter().filter(|p| !p.is_empty()).collect())
     }
@@ -93,10 +101,16 @@ pub const MAX_BODY_CHUNKS: usize = 65_536;
 pub enum BodyError {
     /// More than the limit (413).
     #[error("request body is larger than the limit of {limit} bytes")]
-    TooLarge { limit: usize },
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// Not all there in time (408).
     #[error("the request body did not arrive within {seconds} s")]
-    TooSlow { seconds: f64 },
+    TooSlow {
+        /// The time the body had to arrive, in seconds.
+        seconds: f64,
+    },
     /// A chunked body in too many chunks (400, Triton's message).
     #[error(
         "Chunked request body exceeds maximum of {MAX_BODY_CHUNKS} non-empty chunks. Send fewer \
@@ -109,6 +123,7 @@ pub enum BodyError {
 }
 
 impl BodyError {
+    /// The status the request is answered with: 413, 408 or 400.
     pub fn status(&self) -> StatusCode {
         match self {
             BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

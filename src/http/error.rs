@@ -17,12 +17,16 @@ impl From<super::body::BodyError> for ApiError {
 /// An error answer: status, message, and for 405 the methods the route allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The response's status.
     pub status: StatusCode,
+    /// The message, sent as `{"error": "<message>"}`.
     pub message: String,
+    /// The `Allow` header of a 405: the methods the route answers.
     pub allow: Option<&'static str>,
 }
 
 impl ApiError {
+    /// An error with `status` and `message`, without an `Allow` header.
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
@@ -31,10 +35,12 @@ impl ApiError {
         }
     }
 
+    /// 400 with `message`.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
+    /// 404 with `message`.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, message)
     }

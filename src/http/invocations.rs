@@ -46,6 +46,7 @@ impl InferRoute {
 pub struct Invoked {
     /// The A/B variant that served it, when the model has variants.
     pub variant: Option<String>,
+    /// The answer, not yet framed.
     pub answer: Answer,
 }
 
@@ -53,7 +54,10 @@ pub struct Invoked {
 /// redacted), and whether it is a stream that failed on its first response, which HTTP answers
 /// with that status and one error event (as Triton's frontend does).
 pub struct Refused {
+    /// The status and message (not yet redacted).
     pub error: ApiError,
+    /// Whether HTTP answers with the status and one server-sent error event instead of a JSON
+    /// error body: the stream failed on its first response.
     pub as_event: bool,
 }
 

@@ -40,11 +40,17 @@ use crate::metrics::PluginRow;
 /// The routes trident answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
+    /// `GET /ping`: SageMaker's health check.
     Ping,
+    /// `POST /invocations`: an inference, generate or generate stream on the default model.
     Invocations,
+    /// `GET /execution-parameters`: the batch transform settings.
     ExecutionParameters,
+    /// `/models`: `GET` lists a multi-model endpoint's loaded models, `POST` loads one.
     Models,
+    /// `/models/{name}`: `GET` describes a loaded model, `DELETE` unloads it.
     Model(&'a str),
+    /// `POST /models/{name}/invoke`: an inference on a model loaded through `/models`.
     Invoke(&'a str),
     /// `POST /plugins/reload`: reload the plugin manifest (restricted like the model repository).
     PluginReload,

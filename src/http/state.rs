@@ -16,14 +16,18 @@ pub const UNSPECIFIED_MODEL: &str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_
 
 /// Shared state of the HTTP server.
 pub struct AppState<E> {
+    /// The engine requests run on.
     pub engine: E,
+    /// The resolved configuration the server runs with.
     pub config: Config,
+    /// The models loaded through `/models` (multi-model endpoints; empty otherwise).
     pub registry: Arc<ModelRegistry>,
     /// The model `/invocations` serves.
     pub default_model: String,
     /// Loaded WebAssembly plugins, if a manifest was given; swapped whole on reload, while
     /// requests in flight keep the set they started with.
     pub plugins: ArcSwapOption<PluginHost>,
+    /// What requests, plugin calls and model loads are counted in (`GET /metrics`).
     pub metrics: Metrics,
     /// Hides the server's folders in error bodies.
     pub redactor: Redactor,
@@ -75,6 +79,8 @@ impl<E> AppState<E> {
         self
     }
 
+    /// The state of a server on `engine` with `config`, without plugins: `/invocations` serves
+    /// the configured default model, or on a multi-model endpoint [`UNSPECIFIED_MODEL`].
     pub fn new(engine: E, config: Config) -> AppState<E> {
         let (default_model, models_root) = match &config.mode {
             Mode::SingleModel { default_model, .. } => (

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 /// A repository to register and the model folder inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The folder registered with Triton as a model repository.
     pub repository: PathBuf,
+    /// The name of the model's folder inside `repository`.
     pub folder: String,
 }
 

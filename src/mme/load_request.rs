@@ -5,7 +5,10 @@ use serde_json::Value;
 /// A parsed load request; both fields are non-empty strings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadRequest {
+    /// `model_name`: the name SageMaker invokes the model by.
     pub model_name: String,
+    /// `url`: the folder SageMaker unpacked the model artifact into, checked later against the
+    /// models root.
     pub url: String,
 }
 

@@ -95,6 +95,8 @@ pub struct ModelRegistry {
 }
 
 impl ModelRegistry {
+    /// An empty registry whose load urls must lie under `models_root`, waiting for unloads as
+    /// `unload` says.
     pub fn new(models_root: impl Into<PathBuf>, unload: UnloadTiming) -> ModelRegistry {
         ModelRegistry {
             models_root: models_root.into(),

@@ -11,7 +11,12 @@ pub enum Failure {
     /// The body (or a request plugin's v2 body) could not be decoded.
     Decode(ProtocolError),
     /// A plugin refused the request on purpose (its own error, with the status it chose).
-    PluginRefused { plugin: String, error: PluginError },
+    PluginRefused {
+        /// The plugin's name.
+        plugin: String,
+        /// The error it returned.
+        error: PluginError,
+    },
     /// A plugin call failed: trapped, ran out of time or memory.
     PluginFailed(CallFailure),
     /// The engine refused the request before the model ran (unknown model, a decoupled model

@@ -17,6 +17,8 @@ pub mod events;
 mod failure;
 mod generate;
 mod stream_adapter;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,7 +50,9 @@ pub enum Answer {
     V2(EncodedBody),
     /// A response adapter's reply, as the plugin wrote it (the transport frames it).
     Reply {
+        /// The plugin that wrote the reply: named in errors, and its dropped headers counted.
         plugin: Arc<LoadedPlugin>,
+        /// The status, content type, headers and body the plugin chose.
         reply: Reply,
     },
     /// Generate: the model's one response as a flat JSON object.
@@ -59,12 +63,15 @@ pub enum Answer {
 
 /// An inference's answer or failure, and the A/B variant that served it.
 pub struct Outcome {
+    /// The A/B variant that served it, when the model has variants.
     pub variant: Option<String>,
+    /// The answer, or where the inference failed.
     pub result: Result<Answer, Failure>,
 }
 
 /// What one request's inference runs on.
 pub struct Pipeline<'a, E> {
+    /// The engine the model runs on.
     pub engine: &'a E,
     /// The plugin set the request started with (a reload meanwhile does not change it).
     pub plugins: Option<Arc<PluginHost>>,
@@ -75,10 +82,15 @@ pub struct Pipeline<'a, E> {
 /// One request to the pipeline: which route it came by, for which model, with SageMaker's
 /// headers and the body.
 pub struct Request<'a> {
+    /// The route as plugins see it: `/invocations` or `/models/{name}/invoke`.
     pub route: &'a str,
+    /// The name the engine serves the model under.
     pub model: &'a str,
+    /// SageMaker's headers of the request.
     pub invocation: &'a Invocation,
+    /// Every request header; plugins see only those their manifest names.
     pub headers: &'a HeaderMap,
+    /// The request body, read whole.
     pub body: Bytes,
 }
 

@@ -13,6 +13,7 @@ use super::new::{Language, create};
 use super::run::{Hook, RunOptions, run};
 use super::signing;
 
+/// The subcommands of `trident plugin`.
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
     /// Create an ed25519 key pair: the secret key file (hex) and its public key (printed).
@@ -22,6 +23,7 @@ pub enum PluginCommand {
     },
     /// Sign a plugin: writes `<plugin>.sig` (hex) next to it.
     Sign {
+        /// The plugin's `.wasm` file.
         plugin: PathBuf,
         /// The secret key file written by `keygen`.
         #[arg(long)]
@@ -29,6 +31,7 @@ pub enum PluginCommand {
     },
     /// Check a plugin's signature against trusted public keys (hex); exits 1 when it fails.
     Verify {
+        /// The plugin's `.wasm` file.
         plugin: PathBuf,
         /// A trusted public key (repeat for several).
         #[arg(long = "trusted-key", required = true)]
@@ -38,11 +41,15 @@ pub enum PluginCommand {
         signature: Option<String>,
     },
     /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
-    Inspect { plugin: PathBuf },
+    Inspect {
+        /// The plugin's `.wasm` file.
+        plugin: PathBuf,
+    },
     /// Write a request-adapter project in Rust, Python or JavaScript that builds as it is.
     New {
         /// The project's name: lower-case letters, digits and '-'.
         name: String,
+        /// The language the project is written in.
         #[arg(long, value_enum)]
         lang: Language,
         /// The folder to create the project in.
@@ -53,14 +60,18 @@ pub enum PluginCommand {
     /// and print what it returns (tensors as KServe v2 JSON, or the reply); exits 1 with the
     /// status a client would get when the plugin refuses or fails.
     Run {
+        /// The plugin's `.wasm` file.
         plugin: PathBuf,
+        /// The hook to call.
         #[arg(long, value_enum)]
         hook: Hook,
         /// The request body (`-` for standard input).
         #[arg(long)]
         body: PathBuf,
+        /// The request's Content-Type, as the plugin sees it.
         #[arg(long)]
         content_type: Option<String>,
+        /// The request's Accept, as the plugin sees it.
         #[arg(long)]
         accept: Option<String>,
         /// For `--hook response`: the model's outputs, a KServe v2 response (`{"outputs": [...]}`);
@@ -71,8 +82,10 @@ pub enum PluginCommand {
         /// A `config` entry, `KEY=VALUE` (repeat for several).
         #[arg(long = "config", value_parser = key_value)]
         config: Vec<(String, String)>,
+        /// The linear memory the call may use, in MiB (the manifest's `memory_limit_mb`).
         #[arg(long, default_value_t = DEFAULT_MEMORY_LIMIT_MB)]
         memory_limit_mb: u64,
+        /// How long the call may run, in milliseconds (the manifest's `time_limit_ms`).
         #[arg(long, default_value_t = DEFAULT_TIME_LIMIT_MS)]
         time_limit_ms: u64,
     },
@@ -91,6 +104,7 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 impl PluginCommand {
+    /// Runs the subcommand, writing what it reports to standard output.
     pub fn run(self) -> CliResult {
         let mut out = std::io::stdout().lock();
         match self {

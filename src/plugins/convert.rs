@@ -6,6 +6,7 @@ use super::bindings::types::{Datatype, Header, Invocation, Tensor};
 use crate::engine::{DataType, InputTensor, OutputTensor};
 use crate::invocation::Invocation as HttpInvocation;
 
+/// An engine datatype, as the plugin interface names it.
 pub fn datatype_to_wit(dtype: DataType) -> Datatype {
     match dtype {
         DataType::Bool => Datatype::Boolean,
@@ -25,6 +26,7 @@ pub fn datatype_to_wit(dtype: DataType) -> Datatype {
     }
 }
 
+/// The engine datatype of a plugin interface datatype.
 pub fn datatype_from_wit(dtype: Datatype) -> DataType {
     DataType::ALL
         .into_iter()

@@ -29,6 +29,7 @@ pub use super::bindings::response::exports::trident::plugin::response_adapter::I
 
 /// A plugin, compiled and pre-instantiated.
 pub struct LoadedPlugin {
+    /// The plugin's name in the manifest's `[plugins]`.
     pub name: Arc<str>,
     limits: Limits,
     content_types: Vec<String>,
@@ -45,20 +46,33 @@ pub struct LoadedPlugin {
     stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
 }
 
+/// Whether a header value (`Content-Type`, or an `Accept` list) names a media type of `list`
+/// (every type when `list` is empty). Types compare without their parameters and case: an entry
+/// `text/csv` takes `text/csv; charset=utf-8` but not `text/csvx`; `type/*` takes any subtype
+/// and `*/*` anything. Each media range of an `Accept` list counts, except those with `q=0`
+/// (refused by the client).
 fn media_matches(list: &[String], value: Option<&str>) -> bool {
     if list.is_empty() {
         return true;
     }
-    let value = value
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    list.iter().any(|entry| {
-        let entry = entry.to_ascii_lowercase();
-        entry == "*/*" || value == entry || value.starts_with(&entry)
+    let value = value.unwrap_or("");
+    value.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.split_once('=').is_some_and(|(name, q)| {
+                name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>() == Ok(0.0)
+            })
+        });
+        !refused
+            && list.iter().any(|entry| {
+                let entry = entry.to_ascii_lowercase();
+                entry == "*/*"
+                    || entry == essence
+                    || entry
+                        .strip_suffix('*')
+                        .is_some_and(|kind| kind.ends_with('/') && essence.starts_with(kind))
+            })
     })
 }
 
@@ -106,7 +120,9 @@ impl LoadedPlugin {
 pub struct Selection {
     /// The A/B variant, when the model has variants.
     pub variant: Option<String>,
+    /// The request adapter, if the model (or its variant) has one.
     pub request: Option<Arc<LoadedPlugin>>,
+    /// The response adapter, if the model (or its variant) has one.
     pub response: Option<Arc<LoadedPlugin>>,
 }
 
@@ -157,7 +173,9 @@ pub struct Compiled {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("plugin '{plugin}': {message}")]
 pub struct LoadError {
+    /// The plugin's name in the manifest; `*` when the WebAssembly runtime could not start.
     pub plugin: String,
+    /// Why it cannot be loaded.
     pub message: String,
 }
 
@@ -612,4 +630,36 @@ async fn check_config(runtime: &Runtime, plugin: &Arc<LoadedPlugin>) -> Result<(
         .await
         .map_err(|e| e.to_string())?
         .map_err(|message| format!("refuses its configuration: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::media_matches;
+
+    #[test]
+    fn media_types_match_without_parameters_and_not_by_prefix() {
+        let csv = vec!["text/csv".to_owned()];
+        assert!(media_matches(&csv, Some("text/csv")));
+        assert!(media_matches(&csv, Some("Text/CSV; charset=utf-8")));
+        assert!(!media_matches(&csv, Some("text/csvx")));
+        assert!(!media_matches(&csv, Some("text/cs")));
+        assert!(!media_matches(&csv, None));
+        assert!(media_matches(&[], None));
+        let json = vec!["application/json".to_owned()];
+        assert!(!media_matches(&json, Some("application/jsonlines")));
+        // Accept lists: any range counts, except one the client refuses with q=0.
+        assert!(media_matches(
+            &csv,
+            Some("application/json, text/csv;q=0.5")
+        ));
+        assert!(!media_matches(&csv, Some("application/json, text/csv;q=0")));
+        assert!(!media_matches(&csv, Some("*/*")));
+        // Wildcards on the plugin's side.
+        assert!(media_matches(&["text/*".to_owned()], Some("text/plain")));
+        assert!(!media_matches(
+            &["text/*".to_owned()],
+            Some("textual/plain")
+        ));
+        assert!(media_matches(&["*/*".to_owned()], Some("image/png")));
+    }
 }

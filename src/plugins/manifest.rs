@@ -49,10 +49,14 @@ pub const DEFAULT_TIME_LIMIT_MS: u64 = 100;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    /// Whether every plugin needs a valid signature from one of `trusted_keys`; default false.
     #[serde(default)]
     pub require_signatures: bool,
+    /// The hex ed25519 public keys whose signatures are trusted.
     #[serde(default)]
     pub trusted_keys: Vec<String>,
+    /// The plugin, by name, that decides which engine errors are out-of-memory; it must export
+    /// `oom-classifier`. Absent: the built-in list decides.
     #[serde(default)]
     pub oom: Option<String>,
     /// Where compiled plugins are kept between starts (relative to the manifest); absent: the
@@ -62,8 +66,11 @@ pub struct Manifest {
     /// What the plugins a model artifact brings may do ([`super::model_plugins`]).
     #[serde(default)]
     pub model_plugins: ModelPluginRules,
+    /// The plugins, by name (`[plugins.<name>]`).
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSpec>,
+    /// The adapters of each model, by model name (`[models.<name>]`); `*` serves every model
+    /// without an entry of its own.
     #[serde(default)]
     pub models: BTreeMap<String, ModelPlugins>,
 }
@@ -72,22 +79,33 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSpec {
+    /// The `.wasm` file; a relative path is resolved against the manifest's folder.
     pub path: PathBuf,
+    /// The file's SHA-256, 64 hex digits; a file that does not match is refused.
     pub sha256: String,
     /// Hex ed25519 signature of the `.wasm` file; by default read from `<path>.sig` when present.
     #[serde(default)]
     pub signature: Option<String>,
+    /// The linear memory a call may use, in MiB; default 64.
     #[serde(default = "default_memory")]
     pub memory_limit_mb: u64,
+    /// How long a call may run, in milliseconds; default 100.
     #[serde(default = "default_time")]
     pub time_limit_ms: u64,
+    /// The Content-Types a request adapter serves, matched whole without parameters and
+    /// ignoring case (`text/csv` takes `text/csv; charset=utf-8`, not `text/csvx`; `text/*`
+    /// takes any text type; `*/*` all); empty: all.
     #[serde(default)]
     pub content_types: Vec<String>,
+    /// The Accept values a response adapter serves, matched as `content_types` is against each
+    /// media range of the client's `Accept` (a range with `q=0` is refused); empty: all.
     #[serde(default)]
     pub accept: Vec<String>,
     /// Request headers the plugin may see (beyond the SageMaker ones every plugin gets).
     #[serde(default)]
     pub headers: Vec<String>,
+    /// The plugin's configuration, which the guest reads through `host.config` (a value other
+    /// than a string as its TOML text, [`PluginSpec::config_strings`]).
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
 }
@@ -153,10 +171,13 @@ impl Default for ModelPluginRules {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPlugins {
+    /// The request adapter, by plugin name: a request or generate request adapter.
     #[serde(default)]
     pub request: Option<String>,
+    /// The response adapter, by plugin name: a response, generate response or stream adapter.
     #[serde(default)]
     pub response: Option<String>,
+    /// Weighted variants for an A/B test, instead of `request` and `response`.
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
 }
@@ -165,10 +186,14 @@ pub struct ModelPlugins {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
+    /// The variant's name, unique within the model; a request's target variant names it.
     pub name: String,
+    /// Its share of requests, relative to the other variants' weights; above zero.
     pub weight: u32,
+    /// This variant's request adapter, by plugin name.
     #[serde(default)]
     pub request: Option<String>,
+    /// This variant's response adapter, by plugin name.
     #[serde(default)]
     pub response: Option<String>,
 }
@@ -177,7 +202,9 @@ pub struct VariantSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("plugin manifest {path}: {message}")]
 pub struct ManifestError {
+    /// The manifest's path, as it was given.
     pub path: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

@@ -38,8 +38,11 @@ const CONTAINER_KEYS: [&str; 5] = [
 /// What the container's manifest (or its absence) says about the plugins models bring.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelPluginPolicy {
+    /// The container's `[model_plugins]` rules.
     pub rules: ModelPluginRules,
+    /// The container's `require_signatures`, which a model's plugins must meet too.
     pub require_signatures: bool,
+    /// The container's `trusted_keys`, which a model's plugins are checked against too.
     pub trusted_keys: Vec<String>,
     /// The container's `compile_cache`, as it wrote it.
     pub compile_cache: Option<PathBuf>,

@@ -8,8 +8,11 @@ use std::path::{Path, PathBuf};
 /// The languages a project can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Language {
+    /// Rust, built with cargo for `wasm32-wasip2`.
     Rust,
+    /// Python, built with componentize-py.
     Python,
+    /// JavaScript, built with componentize-qjs.
     Js,
 }
 

@@ -22,7 +22,9 @@ use crate::protocol::v2_response::encode_infer_response;
 /// Which hook to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Hook {
+    /// The request adapter.
     Request,
+    /// The response adapter, on `--outputs` (the model's outputs).
     Response,
     /// 0.2.0: the generate request adapter.
     GenerateRequest,
@@ -34,17 +36,23 @@ pub enum Hook {
 
 /// What to call the hook with.
 pub struct RunOptions<'a> {
+    /// The plugin's `.wasm` file.
     pub plugin: &'a Path,
+    /// The hook to call.
     pub hook: Hook,
     /// The request body the plugin sees.
     pub body: Vec<u8>,
+    /// The request's Content-Type, as the plugin sees it.
     pub content_type: Option<String>,
+    /// The request's Accept, as the plugin sees it.
     pub accept: Option<String>,
     /// For the response hook: the model's outputs, as a KServe v2 response (`{"outputs": [...]}`).
     pub outputs: Option<Vec<u8>>,
     /// The manifest's `config` table for the plugin.
     pub config: BTreeMap<String, String>,
+    /// The linear memory the call may use, in MiB (the manifest's `memory_limit_mb`).
     pub memory_limit_mb: u64,
+    /// How long the call may run, in milliseconds (the manifest's `time_limit_ms`).
     pub time_limit_ms: u64,
 }
 

@@ -71,7 +71,11 @@ pub enum Pool {
     /// out of address space at about 60 models with plugins. At this size, about 500.
     /// `concurrency` calls of the model's plugins run at once (the container's
     /// `[model_plugins] concurrency`; at most [`MAX_MODEL_CONCURRENCY`]).
-    Model { concurrency: usize },
+    Model {
+        /// How many calls of the model's plugins run at once (clamped to 1 to
+        /// [`MAX_MODEL_CONCURRENCY`]).
+        concurrency: usize,
+    },
 }
 
 /// The most calls of one model's plugins that may run at once: half its pool, so that the
@@ -197,7 +201,7 @@ impl Runtime {
     ///
     /// A guest waiting in a host call runs no code for the epoch to stop, so the call is also
     /// stopped by the wall clock: at twice its time limit (the instance, then the call, each
-    /// have the limit) and [`WALL_SLACK`].
+    /// have the limit) and `WALL_SLACK`.
     pub async fn run<T: Send + 'static>(
         &self,
         limits: &Limits,
@@ -237,13 +241,28 @@ impl Runtime {
 pub enum CallFailure {
     /// The guest ran past its time limit.
     #[error("plugin '{plugin}' exceeded its time limit of {limit_ms} ms")]
-    Deadline { plugin: String, limit_ms: u64 },
+    Deadline {
+        /// The plugin's name.
+        plugin: String,
+        /// Its time limit, in milliseconds.
+        limit_ms: u64,
+    },
     /// The guest asked for more memory than its limit.
     #[error("plugin '{plugin}' exceeded its memory limit of {limit_mb} MiB")]
-    Memory { plugin: String, limit_mb: u64 },
+    Memory {
+        /// The plugin's name.
+        plugin: String,
+        /// Its memory limit, in MiB.
+        limit_mb: u64,
+    },
     /// The guest trapped (a panic, an illegal operation).
     #[error("plugin '{plugin}' failed: {detail}")]
-    Trap { plugin: String, detail: String },
+    Trap {
+        /// The plugin's name.
+        plugin: String,
+        /// What went wrong: the trap, or the first line of the error.
+        detail: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,9 +382,13 @@ impl ResourceLimiter for MemoryLimiter {
 /// What one plugin needs to run a call.
 #[derive(Clone)]
 pub struct Limits {
+    /// The plugin's name, for errors and logs.
     pub plugin: Arc<str>,
+    /// The plugin's configuration, which `host.config` answers from.
     pub config: Arc<BTreeMap<String, String>>,
+    /// The linear memory a call may use, in MiB.
     pub memory_limit_mb: u64,
+    /// How long a call may run, in milliseconds (the instance and the call each get it).
     pub time_limit_ms: u64,
     /// Where the call's dropped output is counted.
     pub counters: Arc<PluginCounters>,
@@ -379,6 +402,7 @@ pub struct Limits {
 
 /// One call's store and its captured output.
 pub struct CallStore {
+    /// The store the call's instance lives in.
     pub store: Store<PluginState>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,

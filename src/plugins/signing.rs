@@ -71,10 +71,12 @@ fn decode<const N: usize>(what: &str, text: &str) -> Result<[u8; N], String> {
         .map_err(|_| format!("{what} must be {N} bytes"))
 }
 
+/// An ed25519 signature from its hex form (64 bytes, 128 hex digits).
 pub fn parse_signature(text: &str) -> Result<Signature, String> {
     Ok(Signature::from_bytes(&decode::<64>("signature", text)?))
 }
 
+/// An ed25519 public key from its hex form (32 bytes, 64 hex digits).
 pub fn parse_public_key(text: &str) -> Result<VerifyingKey, String> {
     VerifyingKey::from_bytes(&decode::<32>("public key", text)?)
         .map_err(|e| format!("invalid public key: {e}"))

@@ -25,6 +25,7 @@ const IDLE_CHECK_TICKS: u32 = 500;
 
 /// The process's plugin threads.
 pub struct Threads {
+    /// The housekeeping threads, where the work a call leaves is done.
     pub background: Background,
     /// The housekeeping threads' runtime, kept for the life of the process.
     _housekeeping: tokio::runtime::Runtime,

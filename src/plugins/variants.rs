@@ -4,7 +4,9 @@
 /// A weighted variant, by position in the model's list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Weighted {
+    /// The variant's name, which a target variant may name.
     pub name: String,
+    /// Its share of requests, relative to the other variants' weights.
     pub weight: u32,
 }
 

@@ -18,7 +18,9 @@ const READY: usize = 2;
 
 /// A pre-instantiated component that makes instances of one world.
 pub trait Prepare: Clone + Send + Sync + 'static {
+    /// An instance of the world, ready to call.
     type Instance: Send + 'static;
+    /// Makes an instance in `store`.
     fn instantiate<'a>(
         &'a self,
         store: &'a mut Store<PluginState>,
@@ -86,6 +88,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<P: Prepare> Warm<P> {
+    /// A hook with no instance ready yet: the first [`Warm::take`] makes one and starts the
+    /// refill.
     pub fn new(pre: P) -> Warm<P> {
         Warm {
             pre,

@@ -19,8 +19,11 @@ use crate::engine::{DataType, InferRequest, InferResponse, InputTensor};
 /// A model input as its metadata describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputSpec {
+    /// The input's name: the request key that becomes this tensor.
     pub name: String,
+    /// The element type of the tensor.
     pub datatype: DataType,
+    /// The shape in the metadata; `-1` marks a dimension of any size.
     pub shape: Vec<i64>,
 }
 

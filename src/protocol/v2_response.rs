@@ -13,7 +13,10 @@ use crate::engine::{InferResponse, ParameterValue};
 /// A response body as parts to send in order, with its content type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedBody {
+    /// `application/json`, or with binary outputs the binary type with the JSON header's
+    /// length in `json-header-size`.
     pub content_type: String,
+    /// The JSON, then each binary output's data in output order (empty ones left out).
     pub parts: Vec<Bytes>,
 }
 

@@ -24,7 +24,9 @@ pub struct Restarts {
 /// Why the supervisor stops restarting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrashLoop {
+    /// The abnormal ends within the window, the last one included.
     pub ends: u32,
+    /// The window of the restart limit.
     pub window: Duration,
 }
 
@@ -40,6 +42,7 @@ impl std::fmt::Display for CrashLoop {
 }
 
 impl Restarts {
+    /// No ends seen yet, under `limit`.
     pub fn new(limit: RestartLimit) -> Restarts {
         Restarts {
             limit,

@@ -10,7 +10,7 @@ use super::error::check;
 use super::ffi;
 use crate::engine::EngineError;
 
-/// The folder inside a Triton home that holds the core library.
+/// The core library's path inside a Triton home.
 const LIBRARY_FILE: &str = "lib/libtritonserver.so";
 
 /// The Triton core loaded into this process. It lives until the process exits: Triton's own
@@ -53,7 +53,9 @@ impl Triton {
 /// A Triton server C API version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiVersion {
+    /// Changes when the API breaks compatibility; must match exactly.
     pub major: u32,
+    /// Grows as functions are added; a core at a later minor still serves trident.
     pub minor: u32,
 }
 
@@ -79,6 +81,7 @@ impl fmt::Display for ApiVersion {
 /// Why the Triton core could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// No candidate location held a library that opened and had every function trident uses.
     #[error(
         "could not load the Triton core (libtritonserver.so); tried:\n{}\n\
          Install it with scripts/install-triton, or point --triton-home or TRITON_HOME at a Triton \
@@ -86,24 +89,39 @@ pub enum LoadError {
         format_attempts(.0)
     )]
     NotFound(Vec<Attempt>),
+    /// The library opened but reports a C API version trident cannot use.
     #[error(
         "the Triton core at {path} implements C API {found}, but trident needs {required} \
          (same major version, minor {} or later)", required.minor
     )]
     IncompatibleVersion {
+        /// The library file that was opened.
         path: PathBuf,
+        /// The version the library reports.
         found: ApiVersion,
+        /// The version trident was built against ([`ApiVersion::BUILT_AGAINST`]).
         required: ApiVersion,
     },
+    /// The library opened, but reading its API version or creating the response allocator
+    /// failed.
     #[error("the Triton core at {path} failed to start: {source}")]
-    Broken { path: PathBuf, source: EngineError },
+    Broken {
+        /// The library file that was opened.
+        path: PathBuf,
+        /// The error Triton returned.
+        source: EngineError,
+    },
 }
 
 /// One place the loader looked, and why it did not use it.
 #[derive(Debug, Clone)]
 pub struct Attempt {
+    /// The library file looked for.
     pub path: PathBuf,
+    /// Why the place was on the list: `--triton-home`, `TRITON_HOME`, `default install` or
+    /// `scripts/install-triton`.
     pub source: &'static str,
+    /// Why it was not used: no such file, or the loader's error.
     pub reason: String,
 }
 

@@ -16,7 +16,10 @@ use crate::engine::settings::{BackendSetting, CoreLogging};
 pub enum ModelControl {
     /// Only the models named here at start, then load and unload calls (trident's mode).
     /// `"*"` loads every model of the repositories.
-    Explicit { startup_models: Vec<String> },
+    Explicit {
+        /// The models to load at start (`TRITONSERVER_ServerOptionsSetStartupModel`).
+        startup_models: Vec<String>,
+    },
     /// Every model of the repositories, fixed for the server's lifetime.
     LoadAll,
 }
@@ -24,7 +27,9 @@ pub enum ModelControl {
 /// Everything the Triton core is started with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
+    /// The model repositories served from the start; more can be registered at run time.
     pub model_repositories: Vec<PathBuf>,
+    /// Which models are loaded, and whether load and unload calls are allowed.
     pub model_control: ModelControl,
     /// Where backends live; by default `<triton home>/backends`.
     pub backend_directory: Option<PathBuf>,
@@ -39,18 +44,24 @@ pub struct ServerConfig {
     pub exit_on_error: bool,
     /// How long stopping waits for in-flight inferences.
     pub exit_timeout: Duration,
+    /// The core's own logging.
     pub logging: CoreLogging,
+    /// Settings passed to backends (`--backend-config`).
     pub backend_config: Vec<BackendSetting>,
     /// Lets models of the same name live in different repositories.
     pub model_namespacing: bool,
+    /// Threads of the core's buffer manager; `None` keeps the core's default.
     pub buffer_manager_threads: Option<u32>,
+    /// Threads that load models concurrently; `None` keeps the core's default.
     pub model_load_threads: Option<u32>,
     /// How often a failed model load is tried again. The core's own default retries for tens of
     /// seconds, which a SageMaker load call should not wait on; trident's default is 0.
     pub model_load_retries: u32,
     /// Per GPU device id, the fraction of its memory a model load may leave in use.
     pub model_load_gpu_limits: Vec<(i32, f64)>,
+    /// Size of the pinned host memory pool in bytes; `None` keeps the core's default.
     pub pinned_memory_pool_bytes: Option<u64>,
+    /// The lowest CUDA compute capability of a GPU the core will use; `None` keeps its default.
     pub min_compute_capability: Option<f64>,
     /// Triton's own metrics collection (trident reports its own metrics; off by default).
     pub core_metrics: bool,

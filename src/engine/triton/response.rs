@@ -25,6 +25,8 @@ pub(super) unsafe fn read_response(
     // SAFETY (every block below): `response` is valid per the caller; every out-pointer is a
     // local valid for writes; the strings and arrays Triton returns live as long as the response
     // and are copied before this function returns.
+    // SAFETY: `response` is valid per the caller; the error returned, if any, stays owned by the
+    // response and is only read below, never deleted.
     let error = unsafe { api.TRITONSERVER_InferenceResponseError(response) };
     if !error.is_null() {
         // Owned by the response: copy, do not delete.
@@ -88,7 +90,10 @@ unsafe fn read_parameters(
         // SAFETY: Triton returned `value` for `kind`, and `name` as a C string; both live as
         // long as the response.
         if let Some(value) = unsafe { read_parameter(kind, value) } {
-            set_parameter(&mut parameters, unsafe { cstr_lossy(name) }, value);
+            // SAFETY: `name` is null or the NUL-terminated string Triton returned above, valid
+            // while the response is; it is copied here.
+            let name = unsafe { cstr_lossy(name) };
+            set_parameter(&mut parameters, name, value);
         }
     }
     Ok(parameters)

@@ -26,7 +26,7 @@ pub struct Server {
     /// and unregistering a model repository. The core's `RepositoryIndex` (Triton 2.51, and
     /// its main branch) walks its set of repository paths with no lock, while
     /// `UnregisterModelRepository` erases from that set under the core's own mutex: an index
-    /// read racing an unregister printed freed memory ("failed to stat file <unprintable>") or
+    /// read racing an unregister printed freed memory (`failed to stat file <unprintable>`) or
     /// another model's path, and can crash. Loads and unloads take the core's mutex themselves
     /// and need not wait here.
     repositories: RwLock<()>,
@@ -42,11 +42,15 @@ unsafe impl Sync for Server {}
 /// One row of the model index.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ModelIndexEntry {
+    /// The model's name.
     pub name: String,
+    /// The version, as text; absent, like `state` and `reason`, for a model never loaded.
     #[serde(default)]
     pub version: Option<String>,
+    /// `READY`, `LOADING`, `UNLOADING` or `UNAVAILABLE`; see [`crate::engine::ModelState`].
     #[serde(default)]
     pub state: Option<String>,
+    /// Why the model is in its state, e.g. `unloaded` or a load error; often empty.
     #[serde(default)]
     pub reason: Option<String>,
 }
@@ -54,7 +58,9 @@ pub struct ModelIndexEntry {
 /// How many responses a model sends per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransactionPolicy {
+    /// Exactly one response per request (`TRITONSERVER_TXN_ONE_TO_ONE`).
     OneToOne,
+    /// Any number of responses per request, zero included (`TRITONSERVER_TXN_DECOUPLED`).
     Decoupled,
 }
 

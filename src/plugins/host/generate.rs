@@ -14,14 +14,17 @@ pub use stream_adapter::StreamPosition;
 
 /// Which generate hooks a plugin exports.
 impl LoadedPlugin {
+    /// Whether the plugin exports the generate request adapter.
     pub fn adapts_generate_requests(&self) -> bool {
         self.generate_request.is_some()
     }
 
+    /// Whether the plugin exports the generate response adapter.
     pub fn adapts_generate_responses(&self) -> bool {
         self.generate_response.is_some()
     }
 
+    /// Whether the plugin exports the stream adapter.
     pub fn adapts_streams(&self) -> bool {
         self.stream.is_some()
     }
