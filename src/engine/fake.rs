@@ -62,8 +62,8 @@ impl FakeModel {
 /// How a load of one model goes.
 #[derive(Debug, Clone, Default)]
 pub struct LoadScript {
-    /// How long the load takes.
-    pub delay: Duration,
+    /// When set, the load waits until this is notified (so a test can act while it loads).
+    pub gate: Option<Arc<tokio::sync::Notify>>,
     /// Its failure, if it fails.
     pub error: Option<EngineError>,
     /// Whether an unload leaves the model in the index as `Unloading` for good (a model whose
@@ -189,7 +189,9 @@ impl Engine for FakeEngine {
             state.states.insert(model.to_owned(), ModelState::Loading);
             state.loads.get(model).cloned().unwrap_or_default()
         };
-        tokio::time::sleep(script.delay).await;
+        if let Some(gate) = &script.gate {
+            gate.notified().await;
+        }
         let outcome = match script.error {
             Some(error) => Err(error),
             None => Ok(()),

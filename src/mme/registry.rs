@@ -376,4 +376,138 @@ mod tests {
         assert!(registry.get("b").is_none());
         assert!(registry.get("a").is_some());
     }
+
+    // The load and unload procedures over the scripted engine: the 409s, the rollback of a
+    // failed load and the unload that never finishes, in milliseconds. The same procedures run
+    // against the real core in tests/http_contract/multi_model.rs and tests/faults.rs.
+
+    use crate::engine::ErrorCode;
+    use crate::engine::fake::{FakeEngine, LoadScript};
+
+    /// An artifact `<root>/<hash>/model` with a `config.pbtxt`; its url.
+    fn artifact(root: &Path, hash: &str) -> String {
+        let folder = root.join(hash).join("model");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("config.pbtxt"), "backend: \"python\"\n").unwrap();
+        folder.display().to_string()
+    }
+
+    /// Yields until the engine has been asked `call`.
+    async fn until_called(engine: &FakeEngine, call: &str) {
+        while !engine.calls().iter().any(|c| c == call) {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_or_target_in_use_is_409_while_it_loads_and_after() {
+        let root = tempfile::tempdir().unwrap();
+        let (url, other) = (artifact(root.path(), "a1"), artifact(root.path(), "b2"));
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let script = LoadScript {
+            gate: Some(Arc::clone(&gate)),
+            ..LoadScript::default()
+        };
+        let engine = FakeEngine::new().on_load("m", script, None);
+        let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
+        let (first, ()) = tokio::join!(registry.load(&engine, "m", &url, None, None), async {
+            until_called(&engine, "load m").await;
+            let again = registry.load(&engine, "m", &url, None, None).await;
+            assert!(
+                matches!(&again, Err(MmeError::Conflict(m)) if m.contains("being loaded")),
+                "{again:?}"
+            );
+            let same_target = registry.load(&engine, "n", &other, Some("m"), None).await;
+            assert!(
+                matches!(&same_target, Err(MmeError::Conflict(m)) if m.contains("another name")),
+                "{same_target:?}"
+            );
+            assert!(registry.get("m").is_none(), "listed while it loads");
+            gate.notify_one();
+        });
+        first.unwrap();
+        assert_eq!(registry.get("m").unwrap().target, "m");
+        let loaded = registry.load(&engine, "m", &url, None, None).await;
+        assert!(
+            matches!(&loaded, Err(MmeError::Conflict(m)) if m.contains("already loaded")),
+            "{loaded:?}"
+        );
+        assert_eq!(engine.calls(), ["register m", "load m"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_load_leaves_nothing_behind_and_the_name_loads_again() {
+        let root = tempfile::tempdir().unwrap();
+        let url = artifact(root.path(), "a1");
+        let failing = LoadScript {
+            error: Some(EngineError::new(ErrorCode::Internal, "out of memory")),
+            ..LoadScript::default()
+        };
+        let engine = FakeEngine::new().on_load("m", failing, None);
+        let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
+        let failed = registry.load(&engine, "m", &url, None, None).await;
+        assert!(
+            matches!(&failed, Err(MmeError::Engine(e)) if e.message == "out of memory"),
+            "{failed:?}"
+        );
+        assert_eq!(
+            engine.calls(),
+            ["register m", "load m", "unload m", "unregister m"]
+        );
+        assert!(registry.get("m").is_none());
+        assert!(registry.list(None, 10).0.is_empty());
+        let engine = engine.on_load("m", LoadScript::default(), None);
+        registry.load(&engine, "m", &url, None, None).await.unwrap();
+        assert!(registry.get("m").is_some());
+    }
+
+    #[tokio::test]
+    async fn a_repository_the_engine_already_has_is_refused_and_not_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let url = artifact(root.path(), "a1");
+        let engine = FakeEngine::new();
+        engine
+            .register_repository(Path::new("/elsewhere"), "model", "m")
+            .await
+            .unwrap();
+        let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
+        let refused = registry.load(&engine, "m", &url, None, None).await;
+        assert!(
+            matches!(&refused, Err(MmeError::Engine(e)) if e.code == ErrorCode::AlreadyExists),
+            "{refused:?}"
+        );
+        assert!(registry.slots().is_empty(), "the name stays reserved");
+        assert!(!engine.calls().iter().any(|c| c == "load m"));
+    }
+
+    #[tokio::test]
+    async fn an_unload_that_never_finishes_times_out_and_frees_the_name() {
+        let root = tempfile::tempdir().unwrap();
+        let url = artifact(root.path(), "a1");
+        let stuck = LoadScript {
+            never_unloads: true,
+            ..LoadScript::default()
+        };
+        let engine = FakeEngine::new().on_load("m", stuck, None);
+        let timing = UnloadTiming {
+            poll: Duration::from_millis(1),
+            timeout: Duration::from_millis(30),
+        };
+        let registry = ModelRegistry::new(root.path(), timing);
+        registry.load(&engine, "m", &url, None, None).await.unwrap();
+        let unloaded = registry.unload(&engine, "m").await;
+        assert!(
+            matches!(&unloaded, Err(MmeError::Internal(m)) if m.contains("did not unload")),
+            "{unloaded:?}"
+        );
+        assert!(registry.slots().is_empty());
+        assert_eq!(
+            engine.calls(),
+            ["register m", "load m", "unload m", "unregister m"]
+        );
+        assert!(matches!(
+            registry.unload(&engine, "m").await,
+            Err(MmeError::NotFound(_))
+        ));
+    }
 }
