@@ -10,14 +10,17 @@
 //! - [`protocol`]: the wire formats as pure functions: v2 JSON, binary tensors, generate, SSE.
 //! - [`mme`]: the SageMaker multi-model endpoint: url checks, repository layout, the registry,
 //!   the out-of-memory policy.
-//! - [`http`]: the server SageMaker talks to: router, one module per route family, errors.
+//! - [`routes`]: every route as data (methods, restricted-API category, body, metrics name).
+//! - [`http`]: the server SageMaker talks to: the listener, the router over [`routes`], one
+//!   module per route family, errors.
 //! - [`invocation`]: what SageMaker's headers say about one invocation (plugins read it too).
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
 //! - [`supervisor`]: `trident serve`'s process model: a supervisor without Triton that runs the
 //!   serving process and restarts it, with every model it had, when it crashes.
 //! - [`plugins`]: the WebAssembly plugin host: manifest, limits, adapters, OOM policy, A/B.
-//! - [`metrics`]: Prometheus metrics, served on their own port.
+//! - [`metrics`]: Prometheus metrics, on the main port's metrics path and, when configured, a
+//!   port of their own.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]
 // No function over 80 lines (clippy.toml); the test crates in tests/ are exempt.
@@ -34,5 +37,6 @@ pub mod mme;
 pub mod pipeline;
 pub mod plugins;
 pub mod protocol;
+pub mod routes;
 pub mod serve;
 pub mod supervisor;

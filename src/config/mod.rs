@@ -389,14 +389,7 @@ fn check_metrics_path(path: &str) -> Result<String, ConfigError> {
     {
         return fail("may not have '.' or '..' segments");
     }
-    let taken = [
-        "/ping",
-        "/invocations",
-        "/invocations-bidirectional-stream",
-        "/execution-parameters",
-        "/plugins/reload",
-    ];
-    if taken.contains(&path) || path == "/models" || path.starts_with("/models/") {
+    if crate::routes::is_reserved(path) {
         return fail("is one of trident's own routes");
     }
     Ok(path.to_owned())

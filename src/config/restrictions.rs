@@ -2,16 +2,7 @@
 //! parsed once at start: a request to a restricted category must carry that header with that
 //! value (checked per request by `http::restricted`), or gets 403.
 
-/// The route groups a restriction can cover.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
-    /// `/models` load, list, get and unload.
-    ModelRepository,
-    /// `/invocations` and `/models/{name}/invoke`.
-    Inference,
-    /// `/ping`.
-    Health,
-}
+pub use crate::routes::Category;
 
 impl Category {
     fn parse(name: &str) -> Option<Category> {

@@ -48,7 +48,7 @@ use crate::invocation::Invocation;
 use crate::pipeline::{Answer, StreamEvent};
 
 /// The route's path.
-pub const PATH: &str = "/invocations-bidirectional-stream";
+pub const PATH: &str = crate::routes::BIDI_STREAM_PATH;
 
 /// Bytes a close frame's reason may hold.
 const MAX_CLOSE_REASON: usize = 123;
