@@ -11,16 +11,16 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::bindings::types::{Invocation, PluginError, Reply};
-use super::bindings::{generate_request, generate_response, oom, request, response, stream};
 use super::compile_cache::CompileCache;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::model_plugins::ModelPluginPolicy;
-use super::runtime::{CallFailure, Limits, PluginState, Pool, Runtime};
+use super::runtime::{CallFailure, Limits, Pool, Runtime};
 use super::variants::{Weighted, choose};
-use super::warm::Warm;
 
 mod generate;
+mod hooks;
 pub use generate::StreamPosition;
+use hooks::Hooks;
 
 pub use super::bindings::request::exports::trident::plugin::request_adapter::{
     Adapted, TensorRequest,
@@ -36,14 +36,8 @@ pub struct LoadedPlugin {
     accept: Vec<String>,
     /// Lower-cased names of the request headers the plugin may see.
     pub headers: Vec<String>,
-    request: Option<Warm<request::RequestAdapterPluginPre<PluginState>>>,
-    response: Option<Warm<response::ResponseAdapterPluginPre<PluginState>>>,
-    oom: Option<Warm<oom::OomPluginPre<PluginState>>>,
-    /// Version 0.2.0's generate hooks ([`generate`]).
-    generate_request: Option<Warm<generate_request::GenerateRequestAdapterPluginPre<PluginState>>>,
-    generate_response:
-        Option<Warm<generate_response::GenerateResponseAdapterPluginPre<PluginState>>>,
-    stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
+    /// The worlds it exports, each ready to call ([`hooks`]).
+    hooks: Hooks,
 }
 
 /// Whether a header value (`Content-Type`, or an `Accept` list) names a media type of `list`
@@ -77,15 +71,6 @@ fn media_matches(list: &[String], value: Option<&str>) -> bool {
 }
 
 impl LoadedPlugin {
-    fn exports_any(&self) -> bool {
-        self.request.is_some()
-            || self.response.is_some()
-            || self.oom.is_some()
-            || self.generate_request.is_some()
-            || self.generate_response.is_some()
-            || self.stream.is_some()
-    }
-
     /// Whether the manifest's `content_types` for this plugin include `content_type` (every
     /// type when it lists none).
     pub fn accepts_content_type(&self, content_type: Option<&str>) -> bool {
@@ -94,12 +79,12 @@ impl LoadedPlugin {
 
     /// Whether this request adapter takes a body of `content_type`.
     pub fn serves_content_type(&self, content_type: Option<&str>) -> bool {
-        self.request.is_some() && media_matches(&self.content_types, content_type)
+        self.hooks.request.is_some() && media_matches(&self.content_types, content_type)
     }
 
     /// Whether this response adapter's `accept` list explicitly names `accept`.
     pub fn claims_accept(&self, accept: Option<&str>) -> bool {
-        self.response.is_some()
+        self.hooks.response.is_some()
             && !self.accept.is_empty()
             && accept.is_some()
             && media_matches(&self.accept, accept)
@@ -107,7 +92,7 @@ impl LoadedPlugin {
 
     /// Whether this response adapter answers a request that accepts `accept`.
     pub fn serves_accept(&self, accept: Option<&str>) -> bool {
-        self.response.is_some() && (accept.is_none() || media_matches(&self.accept, accept))
+        self.hooks.response.is_some() && (accept.is_none() || media_matches(&self.accept, accept))
     }
     /// What trident withheld from this plugin since it was loaded.
     pub fn counters(&self) -> &super::counters::PluginCounters {
@@ -221,13 +206,15 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
             "request adapter",
             arm.request
                 .as_ref()
-                .is_none_or(|p| p.request.is_some() || p.generate_request.is_some()),
+                .is_none_or(|p| p.hooks.request.is_some() || p.hooks.generate_request.is_some()),
         ),
         (
             &arm.response,
             "response adapter",
             arm.response.as_ref().is_none_or(|p| {
-                p.response.is_some() || p.generate_response.is_some() || p.stream.is_some()
+                p.hooks.response.is_some()
+                    || p.hooks.generate_response.is_some()
+                    || p.hooks.stream.is_some()
             }),
         ),
     ];
@@ -314,7 +301,7 @@ impl PluginHost {
         }
         let oom = get(&manifest.oom);
         if let Some(plugin) = &oom
-            && plugin.oom.is_none()
+            && plugin.hooks.oom.is_none()
         {
             return Err(LoadError {
                 plugin: plugin.name.to_string(),
@@ -384,25 +371,19 @@ impl PluginHost {
         plugin: &Arc<LoadedPlugin>,
         invocation: Arc<Invocation>,
     ) -> Result<Result<Adapted, PluginError>, CallFailure> {
-        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
-        let call = async move {
-            let warm = called
-                .request
-                .as_ref()
-                .expect("selected request adapters export request-adapter");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let result = match instance {
-                Ok(instance) => {
+        self.call(
+            plugin,
+            |hooks| hooks.request.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
                     instance
                         .trident_plugin_request_adapter()
-                        .call_adapt_request(&mut call.store, &invocation)
+                        .call_adapt_request(store, &invocation)
                         .await
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(result)
-        };
-        self.runtime.run(&plugin.limits, call).await
+                })
+            },
+        )
+        .await
     }
 
     /// Calls a response adapter.
@@ -412,52 +393,42 @@ impl PluginHost {
         invocation: Arc<Invocation>,
         result: InferenceResult,
     ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
-        let call = async move {
-            let warm = called
-                .response
-                .as_ref()
-                .expect("selected response adapters export response-adapter");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let outcome = match instance {
-                Ok(instance) => {
+        self.call(
+            plugin,
+            |hooks| hooks.response.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
                     instance
                         .trident_plugin_response_adapter()
-                        .call_adapt_response(&mut call.store, &invocation, &result)
+                        .call_adapt_response(store, &invocation, &result)
                         .await
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(outcome)
-        };
-        self.runtime.run(&plugin.limits, call).await
+                })
+            },
+        )
+        .await
     }
 
     /// The configured OOM policy's verdict on an engine error message; `None` when no OOM
     /// plugin is configured or it failed (the caller then uses the built-in list).
     pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
         let plugin = self.oom.as_ref()?;
-        plugin.oom.as_ref()?;
-        let (engine, called, message) = (
-            self.runtime.engine.clone(),
-            Arc::clone(plugin),
-            message.to_owned(),
-        );
-        let call = async move {
-            let warm = called.oom.as_ref().expect("checked above");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let outcome = match instance {
-                Ok(instance) => {
-                    instance
-                        .trident_plugin_oom_classifier()
-                        .call_is_out_of_memory(&mut call.store, &message)
-                        .await
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(outcome)
-        };
-        match self.runtime.run(&plugin.limits, call).await {
+        plugin.hooks.oom.as_ref()?;
+        let message = message.to_owned();
+        let verdict = self
+            .call(
+                plugin,
+                |hooks| hooks.oom.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_plugin_oom_classifier()
+                            .call_is_out_of_memory(store, &message)
+                            .await
+                    })
+                },
+            )
+            .await;
+        match verdict {
             Ok(verdict) => Some(verdict),
             Err(error) => {
                 tracing::warn!(%error, "the OOM plugin failed; using the built-in list");
@@ -571,65 +542,15 @@ async fn load_one(
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        request: request::RequestAdapterPluginPre::new(pre.clone())
-            .ok()
-            .map(Warm::new),
-        response: response::ResponseAdapterPluginPre::new(pre.clone())
-            .ok()
-            .map(Warm::new),
-        oom: oom::OomPluginPre::new(pre.clone()).ok().map(Warm::new),
-        generate_request: generate_request::GenerateRequestAdapterPluginPre::new(pre.clone())
-            .ok()
-            .map(Warm::new),
-        generate_response: generate_response::GenerateResponseAdapterPluginPre::new(pre.clone())
-            .ok()
-            .map(Warm::new),
-        stream: stream::StreamAdapterPluginPre::new(pre).ok().map(Warm::new),
+        hooks: Hooks::of(&pre),
     };
-    if !plugin.exports_any() {
-        return Err(
-            "exports none of trident's hooks (0.1.0: request-adapter, response-adapter, \
-             oom-classifier; 0.2.0: generate-request-adapter, generate-response-adapter, \
-             stream-adapter)"
-                .into(),
-        );
+    if !plugin.hooks.any() {
+        return Err(hooks::EXPORTS_NONE.into());
     }
     let plugin = Arc::new(plugin);
-    check_config(runtime, &plugin).await?;
+    hooks::check_config(runtime, &plugin).await?;
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok(plugin)
-}
-
-/// Runs the plugin's own configuration check once, through whichever world it exports, as a
-/// call like any other (within the engine's share, off the serving thread if it runs long).
-async fn check_config(runtime: &Runtime, plugin: &Arc<LoadedPlugin>) -> Result<(), String> {
-    if !plugin.exports_any() {
-        return Ok(());
-    }
-    let (engine, called) = (runtime.engine.clone(), Arc::clone(plugin));
-    let call = async move {
-        let (engine, limits) = (&engine, &called.limits);
-        if let Some(warm) = &called.request {
-            warm.check_config(engine, limits).await
-        } else if let Some(warm) = &called.response {
-            warm.check_config(engine, limits).await
-        } else if let Some(warm) = &called.oom {
-            warm.check_config(engine, limits).await
-        } else if let Some(warm) = &called.generate_request {
-            warm.check_config(engine, limits).await
-        } else if let Some(warm) = &called.generate_response {
-            warm.check_config(engine, limits).await
-        } else if let Some(warm) = &called.stream {
-            warm.check_config(engine, limits).await
-        } else {
-            Ok(Ok(()))
-        }
-    };
-    runtime
-        .run(&plugin.limits, call)
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|message| format!("refuses its configuration: {message}"))
 }
 
 #[cfg(test)]

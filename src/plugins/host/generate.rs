@@ -16,17 +16,17 @@ pub use stream_adapter::StreamPosition;
 impl LoadedPlugin {
     /// Whether the plugin exports the generate request adapter.
     pub fn adapts_generate_requests(&self) -> bool {
-        self.generate_request.is_some()
+        self.hooks.generate_request.is_some()
     }
 
     /// Whether the plugin exports the generate response adapter.
     pub fn adapts_generate_responses(&self) -> bool {
-        self.generate_response.is_some()
+        self.hooks.generate_response.is_some()
     }
 
     /// Whether the plugin exports the stream adapter.
     pub fn adapts_streams(&self) -> bool {
-        self.stream.is_some()
+        self.hooks.stream.is_some()
     }
 }
 
@@ -37,25 +37,19 @@ impl PluginHost {
         plugin: &Arc<LoadedPlugin>,
         invocation: Arc<Invocation>,
     ) -> Result<Result<GenerateRequest, PluginError>, CallFailure> {
-        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
-        let call = async move {
-            let warm = called
-                .generate_request
-                .as_ref()
-                .expect("checked: adapts_generate_requests");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let result = match instance {
-                Ok(instance) => {
+        self.call(
+            plugin,
+            |hooks| hooks.generate_request.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
                     instance
                         .trident_plugin_generate_request_adapter()
-                        .call_adapt_generate_request(&mut call.store, &invocation)
+                        .call_adapt_generate_request(store, &invocation)
                         .await
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(result)
-        };
-        self.runtime.run(&plugin.limits, call).await
+                })
+            },
+        )
+        .await
     }
 
     /// Calls the response adapter of a finished generate answer with the model's responses,
@@ -66,25 +60,19 @@ impl PluginHost {
         invocation: Arc<Invocation>,
         responses: Vec<Vec<u8>>,
     ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
-        let call = async move {
-            let warm = called
-                .generate_response
-                .as_ref()
-                .expect("checked: adapts_generate_responses");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let result = match instance {
-                Ok(instance) => {
+        self.call(
+            plugin,
+            |hooks| hooks.generate_response.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
                     instance
                         .trident_plugin_generate_response_adapter()
-                        .call_adapt_generate_response(&mut call.store, &invocation, &responses)
+                        .call_adapt_generate_response(store, &invocation, &responses)
                         .await
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(result)
-        };
-        self.runtime.run(&plugin.limits, call).await
+                })
+            },
+        )
+        .await
     }
 
     /// Calls the stream adapter for one event: the payloads to send in its place, or, with
@@ -96,30 +84,23 @@ impl PluginHost {
         position: StreamPosition,
         event: Option<Vec<u8>>,
     ) -> Result<Result<Vec<String>, PluginError>, CallFailure> {
-        let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
-        let call = async move {
-            let warm = called.stream.as_ref().expect("checked: adapts_streams");
-            let (mut call, instance) = warm.take(&engine, &called.limits).await;
-            let result = match instance {
-                Ok(instance) => {
+        self.call(
+            plugin,
+            |hooks| hooks.stream.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
                     let adapter = instance.trident_plugin_stream_adapter();
                     match &event {
                         Some(event) => {
                             adapter
-                                .call_adapt_event(&mut call.store, &invocation, &position, event)
+                                .call_adapt_event(store, &invocation, &position, event)
                                 .await
                         }
-                        None => {
-                            adapter
-                                .call_end_stream(&mut call.store, &invocation, &position)
-                                .await
-                        }
+                        None => adapter.call_end_stream(store, &invocation, &position).await,
                     }
-                }
-                Err(error) => Err(error),
-            };
-            call.finish(result)
-        };
-        self.runtime.run(&plugin.limits, call).await
+                })
+            },
+        )
+        .await
     }
 }
