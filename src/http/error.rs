@@ -154,6 +154,10 @@ impl From<MmeError> for ApiError {
             MmeError::NotFound(_) => StatusCode::NOT_FOUND,
             MmeError::Conflict(_) => StatusCode::CONFLICT,
             MmeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            MmeError::Engine(e) if e.code == crate::engine::ErrorCode::AlreadyExists => {
+                StatusCode::CONFLICT
+            }
+            // 507 when it looks like out-of-memory: `http::models` asks, where it can.
             MmeError::Engine(_) => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.to_string())

@@ -14,13 +14,16 @@ use crate::engine::Engine;
 use crate::engine::ErrorCode;
 use crate::invocation::Invocation;
 use crate::metrics::Outcome;
+use crate::mme;
 use crate::mme::journal::Entry;
+use crate::mme::load::{LoadFailure, LoadPlan, OnTimeout};
 use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
-use crate::plugins::PluginHost;
+use crate::plugins::model_plugins::ModelPluginPolicy;
 use crate::protocol::tensor_data::write_json_string;
 
-/// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`.
+/// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`. The load itself is
+/// [`crate::mme::load`]; here: the body, the count, the status.
 pub async fn load<E: Engine>(
     state: &AppState<E>,
     invocation: &Invocation,
@@ -30,57 +33,60 @@ pub async fn load<E: Engine>(
         model_name: name,
         url,
     } = parse_load_request(&body).map_err(ApiError::bad_request)?;
-    let plugins = model_plugins(state, &url).await?;
-    // The load runs to the end even if the client goes away: a half-done load would leave the
-    // name reserved and the repository registered.
-    let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
-    let target = invocation.target_model.clone();
-    let mut loading = {
-        let name = name.clone();
-        tokio::spawn(async move {
-            registry
-                .load(&engine, &name, &url, target.as_deref(), plugins)
-                .await
-        })
+    let plan = LoadPlan {
+        name,
+        url,
+        target: invocation.target_model.clone(),
     };
-    let timeout = state.config.model_load_timeout;
-    let loaded = match tokio::time::timeout(timeout, &mut loading).await {
-        Ok(joined) => {
-            joined.unwrap_or_else(|e| Err(MmeError::Internal(format!("the load task failed: {e}"))))
-        }
-        Err(_) => {
-            // The core cannot abandon a load, so the client is told now and the load is
-            // undone when the core finishes it; until then the name stays reserved (409).
-            undo_when_loaded(state, name.clone(), loading);
-            state.metrics.model_loaded(Outcome::Failure);
-            return Err(ApiError::new(
-                http::StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "model {name} did not load within {} s; the load is abandoned and undone \
-                     when the core finishes it",
-                    timeout.as_secs()
-                ),
-            ));
-        }
-    };
+    let loaded = mme::load::load(
+        &state.registry,
+        &state.engine,
+        plan,
+        &policy(state),
+        state.config.model_load_timeout,
+        OnTimeout::Undo,
+    )
+    .await;
     state.metrics.model_loaded(outcome(&loaded));
     match loaded {
         Ok(()) => Ok(Response::new(ResponseBody::empty())),
-        Err(MmeError::Engine(error)) if error.code == ErrorCode::AlreadyExists => {
-            Err(ApiError::new(http::StatusCode::CONFLICT, error.message))
-        }
-        Err(MmeError::Engine(error)) => {
-            let oom = state.is_out_of_memory(&error.message).await;
-            Err(ApiError::bad_request_or_oom(error.message, oom))
-        }
-        Err(other) => Err(other.into()),
+        Err(failure) => Err(load_error(state, failure).await),
     }
+}
+
+/// The status of a failed load, in one place: the registry's own refusals as
+/// `From<MmeError>` maps them (400, 404, 409, 500; the engine's `ALREADY_EXISTS` 409), an
+/// engine failure 507 when it looks like out-of-memory (the OOM plugin, else the built-in
+/// list) and else 400, a time-out 504.
+async fn load_error<E: Engine>(state: &AppState<E>, failure: LoadFailure) -> ApiError {
+    match failure {
+        LoadFailure::TimedOut { .. } => ApiError::new(
+            http::StatusCode::GATEWAY_TIMEOUT,
+            format!("{failure}; the load is abandoned and undone when the core finishes it"),
+        ),
+        LoadFailure::Refused(MmeError::Engine(error)) if error.code != ErrorCode::AlreadyExists => {
+            let oom = state.is_out_of_memory(&error.message).await;
+            ApiError::bad_request_or_oom(error.message, oom)
+        }
+        LoadFailure::Refused(error) => error.into(),
+    }
+}
+
+/// What the container's manifest lets a model artifact's own plugins do (the defaults when
+/// there is none).
+fn policy<E: Engine>(state: &AppState<E>) -> ModelPluginPolicy {
+    state
+        .plugins
+        .load_full()
+        .map(|host| host.model_policy().clone())
+        .unwrap_or_default()
 }
 
 /// Loads again, before the endpoint serves, the models a serving process that ended abnormally
 /// had loaded (its journal, [`crate::mme::journal`]), all at once, each with its plugins and
 /// under its target name, as its load call asked. A model that cannot be loaded now is logged
-/// and left out; the others serve.
+/// and left out; the others serve. A load still running after the load time-out goes on (it
+/// serves once it finishes) while the endpoint starts serving the others.
 pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
     let started = std::time::Instant::now();
     let count = models.len();
@@ -89,14 +95,27 @@ pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
         .map(|entry| {
             let state = Arc::clone(state);
             tokio::spawn(async move {
-                let why = match restore_one(&state, &entry).await {
-                    Ok(()) => return true,
-                    Err(why) => why,
+                let plan = LoadPlan {
+                    name: entry.name.clone(),
+                    url: entry.url,
+                    target: Some(entry.target),
+                };
+                let loaded = mme::load::load(
+                    &state.registry,
+                    &state.engine,
+                    plan,
+                    &policy(&state),
+                    state.config.model_load_timeout,
+                    OnTimeout::KeepLoading,
+                )
+                .await;
+                let Err(why) = loaded else {
+                    return true;
                 };
                 tracing::error!(
                     model = entry.name,
-                    why,
-                    "a model loaded before the restart is not loaded again"
+                    why = %why,
+                    "a model loaded before the restart is not loaded again (yet)"
                 );
                 false
             })
@@ -112,83 +131,6 @@ pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
         seconds = started.elapsed().as_secs_f64(),
         "loaded again the models the previous serving process had"
     );
-}
-
-/// Loads one model of [`restore`]. A load still running after the load timeout goes on (it
-/// serves once it finishes) while the endpoint starts serving the others.
-async fn restore_one<E: Engine>(state: &AppState<E>, entry: &Entry) -> Result<(), String> {
-    let plugins = model_plugins(state, &entry.url)
-        .await
-        .map_err(|e| e.message)?;
-    let (registry, engine, entry) = (
-        Arc::clone(&state.registry),
-        state.engine.clone(),
-        entry.clone(),
-    );
-    let mut loading = tokio::spawn(async move {
-        registry
-            .load(
-                &engine,
-                &entry.name,
-                &entry.url,
-                Some(&entry.target),
-                plugins,
-            )
-            .await
-    });
-    match tokio::time::timeout(state.config.model_load_timeout, &mut loading).await {
-        Ok(Ok(loaded)) => loaded.map_err(|e| ApiError::from(e).message),
-        Ok(Err(error)) => Err(format!("the load task failed: {error}")),
-        Err(_) => Err("still loading after the load timeout; it serves once loaded".into()),
-    }
-}
-
-/// The plugins the artifact at `url` brings, loaded under the container manifest's policy
-/// (the defaults when there is none): a 400 naming the plugin when one cannot be used, before
-/// anything reaches the engine.
-async fn model_plugins<E: Engine>(
-    state: &AppState<E>,
-    url: &str,
-) -> Result<Option<Arc<PluginHost>>, ApiError> {
-    // The artifact's folder is looked at off the serving threads (a hung file system costs
-    // this load an error, not the endpoint).
-    let (registry, owned_url) = (Arc::clone(&state.registry), url.to_owned());
-    let folder = crate::files::off_thread(std::path::Path::new(url), move || {
-        registry.model_folder(&owned_url)
-    })
-    .await
-    .map_err(|e| ApiError::bad_request(e.to_string()))??;
-    let policy = state
-        .plugins
-        .load_full()
-        .map(|host| host.model_policy().clone())
-        .unwrap_or_default();
-    let host = crate::plugins::model_plugins::load(&folder, &policy)
-        .await
-        .map_err(ApiError::bad_request)?;
-    Ok(host.map(Arc::new))
-}
-
-/// After a load timed out: waits for the load task and unloads the model if the load succeeded
-/// after all, so the endpoint ends as the client was told (not loaded).
-fn undo_when_loaded<E: Engine>(
-    state: &AppState<E>,
-    name: String,
-    loading: tokio::task::JoinHandle<Result<(), MmeError>>,
-) {
-    let (registry, engine) = (Arc::clone(&state.registry), state.engine.clone());
-    tokio::spawn(async move {
-        if let Ok(Ok(())) = loading.await {
-            match registry.unload(&engine, &name).await {
-                Ok(()) => {
-                    tracing::warn!(model = name, "undid a load that finished after its timeout")
-                }
-                Err(error) => {
-                    tracing::error!(model = name, %error, "undoing a timed-out load failed")
-                }
-            }
-        }
-    });
 }
 
 /// `GET /models[?next_page_token=...]`: the ready models, a page at a time.

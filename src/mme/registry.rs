@@ -5,12 +5,12 @@
 //! second gets 409), and an unload or invoke only ever sees fully loaded models.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::journal::{Entry, Journal};
-use super::layout::find_model;
+use super::layout::{Layout, find_model};
 use super::url::validate;
 use crate::engine::{Engine, EngineError};
 use crate::plugins::PluginHost;
@@ -65,6 +65,22 @@ pub enum MmeError {
     /// The engine refused a load: 409 when the name exists, 507 when out-of-memory, else 400.
     #[error("{0}")]
     Engine(EngineError),
+}
+
+/// A load's artifact, resolved once ([`ModelRegistry::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// The url of the load call, as given.
+    pub url: String,
+    /// Where its model is: the repository to register and the model's folder in it.
+    pub layout: Layout,
+}
+
+impl Artifact {
+    /// The model's folder (the one holding `config.pbtxt`), where its plugins are read.
+    pub fn model_folder(&self) -> PathBuf {
+        self.layout.repository.join(&self.layout.folder)
+    }
 }
 
 /// Timing of the unload wait.
@@ -171,26 +187,29 @@ impl ModelRegistry {
         (page, next)
     }
 
-    /// The folder of the model a load of `url` would load (the one holding `config.pbtxt`),
-    /// after the checks a load makes of the URL and the artifact's layout.
-    pub fn model_folder(&self, url: &str) -> Result<PathBuf, MmeError> {
+    /// The artifact a load of `url` loads: the url checked against the models root, and its
+    /// model found in the folder, once (the plugins read from it and the repository registered
+    /// are the same folder). It reads the file system: call it off the serving threads.
+    pub fn resolve(&self, url: &str) -> Result<Artifact, MmeError> {
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         let layout = find_model(&checked.path).map_err(|e| MmeError::BadRequest(e.0))?;
-        Ok(layout.repository.join(&layout.folder))
+        Ok(Artifact {
+            url: url.to_owned(),
+            layout,
+        })
     }
 
-    /// Loads the model at `url` as `name`, served by the engine as `target` (or `name`), with
-    /// the plugins its artifact brought.
+    /// Loads `artifact` as `name`, served by the engine as `target` (or `name`), with the
+    /// plugins it brought.
     pub async fn load<E: Engine>(
         &self,
         engine: &E,
         name: &str,
-        url: &str,
+        artifact: &Artifact,
         target: Option<&str>,
         plugins: Option<Arc<PluginHost>>,
     ) -> Result<(), MmeError> {
         let target = target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned();
-        let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         {
             let mut slots = self.slots();
             match slots.get(name) {
@@ -218,7 +237,7 @@ impl ModelRegistry {
                 },
             );
         }
-        let outcome = self.load_reserved(engine, &checked.path, &target).await;
+        let outcome = self.load_reserved(engine, &artifact.layout, &target).await;
         let mut slots = self.slots();
         match outcome {
             Ok(repository) => {
@@ -227,7 +246,7 @@ impl ModelRegistry {
                     Slot::Ready(LoadedModel {
                         name: name.to_owned(),
                         target,
-                        url: url.to_owned(),
+                        url: artifact.url.clone(),
                         repository,
                         plugins,
                     }),
@@ -245,10 +264,9 @@ impl ModelRegistry {
     async fn load_reserved<E: Engine>(
         &self,
         engine: &E,
-        url: &Path,
+        layout: &Layout,
         target: &str,
     ) -> Result<PathBuf, MmeError> {
-        let layout = find_model(url).map_err(|e| MmeError::BadRequest(e.0))?;
         engine
             .register_repository(&layout.repository, &layout.folder, target)
             .await
@@ -266,7 +284,7 @@ impl ModelRegistry {
             return Err(MmeError::Engine(error));
         }
         tracing::info!(model = target, repository = %layout.repository.display(), "model loaded");
-        Ok(layout.repository)
+        Ok(layout.repository.clone())
     }
 
     /// Unloads `name` and its dependents, waits until the engine reports it unloaded, and
@@ -381,6 +399,8 @@ mod tests {
     // failed load and the unload that never finishes, in milliseconds. The same procedures run
     // against the real core in tests/http_contract/multi_model.rs and tests/faults.rs.
 
+    use std::path::Path;
+
     use crate::engine::ErrorCode;
     use crate::engine::fake::{FakeEngine, LoadScript};
 
@@ -410,14 +430,25 @@ mod tests {
         };
         let engine = FakeEngine::new().on_load("m", script, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
-        let (first, ()) = tokio::join!(registry.load(&engine, "m", &url, None, None), async {
+        let resolved = registry.resolve(&url).unwrap();
+        let (first, ()) = tokio::join!(registry.load(&engine, "m", &resolved, None, None), async {
             until_called(&engine, "load m").await;
-            let again = registry.load(&engine, "m", &url, None, None).await;
+            let again = registry
+                .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+                .await;
             assert!(
                 matches!(&again, Err(MmeError::Conflict(m)) if m.contains("being loaded")),
                 "{again:?}"
             );
-            let same_target = registry.load(&engine, "n", &other, Some("m"), None).await;
+            let same_target = registry
+                .load(
+                    &engine,
+                    "n",
+                    &registry.resolve(&other).unwrap(),
+                    Some("m"),
+                    None,
+                )
+                .await;
             assert!(
                 matches!(&same_target, Err(MmeError::Conflict(m)) if m.contains("another name")),
                 "{same_target:?}"
@@ -427,7 +458,9 @@ mod tests {
         });
         first.unwrap();
         assert_eq!(registry.get("m").unwrap().target, "m");
-        let loaded = registry.load(&engine, "m", &url, None, None).await;
+        let loaded = registry
+            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .await;
         assert!(
             matches!(&loaded, Err(MmeError::Conflict(m)) if m.contains("already loaded")),
             "{loaded:?}"
@@ -445,7 +478,9 @@ mod tests {
         };
         let engine = FakeEngine::new().on_load("m", failing, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
-        let failed = registry.load(&engine, "m", &url, None, None).await;
+        let failed = registry
+            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .await;
         assert!(
             matches!(&failed, Err(MmeError::Engine(e)) if e.message == "out of memory"),
             "{failed:?}"
@@ -457,7 +492,10 @@ mod tests {
         assert!(registry.get("m").is_none());
         assert!(registry.list(None, 10).0.is_empty());
         let engine = engine.on_load("m", LoadScript::default(), None);
-        registry.load(&engine, "m", &url, None, None).await.unwrap();
+        registry
+            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .await
+            .unwrap();
         assert!(registry.get("m").is_some());
     }
 
@@ -471,7 +509,9 @@ mod tests {
             .await
             .unwrap();
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
-        let refused = registry.load(&engine, "m", &url, None, None).await;
+        let refused = registry
+            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .await;
         assert!(
             matches!(&refused, Err(MmeError::Engine(e)) if e.code == ErrorCode::AlreadyExists),
             "{refused:?}"
@@ -494,7 +534,10 @@ mod tests {
             timeout: Duration::from_millis(30),
         };
         let registry = ModelRegistry::new(root.path(), timing);
-        registry.load(&engine, "m", &url, None, None).await.unwrap();
+        registry
+            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .await
+            .unwrap();
         let unloaded = registry.unload(&engine, "m").await;
         assert!(
             matches!(&unloaded, Err(MmeError::Internal(m)) if m.contains("did not unload")),

@@ -1,0 +1,228 @@
+//! A multi-model load from start to end, for `POST /models` and for the models a restarted
+//! serving process loads again: the artifact resolved once, off the serving threads (the url
+//! checked, its model found); the plugins it brings read from that same folder; the registry's
+//! load run to the end in a task of its own (a client that leaves does not cut it short, which
+//! would leave the name reserved and the repository registered); and what a load that outlasts
+//! the load time-out becomes. The HTTP side (`http::models`) only parses the body, counts the
+//! outcome and maps it to a status.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::registry::{Artifact, MmeError, ModelRegistry};
+use crate::engine::Engine;
+use crate::plugins::PluginHost;
+use crate::plugins::model_plugins::{self, ModelPluginPolicy};
+
+/// What a load that outlasts the load time-out becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// The caller is answered now, and the load is undone when the core finishes it (the core
+    /// cannot abandon a load); until then the name stays reserved (409). `POST /models`.
+    Undo,
+    /// The load goes on and serves once it finishes (models loaded again after a restart).
+    KeepLoading,
+}
+
+/// Why a load did not end loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadFailure {
+    /// Refused or failed, with why.
+    #[error("{0}")]
+    Refused(MmeError),
+    /// Still loading after the time-out, then undone or left to finish as [`OnTimeout`] says.
+    #[error("model {name} did not load within {} s", timeout.as_secs())]
+    TimedOut {
+        /// The model's name.
+        name: String,
+        /// The load time-out.
+        timeout: Duration,
+    },
+}
+
+/// What one load asks for.
+pub struct LoadPlan {
+    /// The name SageMaker uses.
+    pub name: String,
+    /// The url of the load call.
+    pub url: String,
+    /// The name the engine serves it under (`X-Amzn-SageMaker-Target-Model`), when given.
+    pub target: Option<String>,
+}
+
+/// Loads `plan` with `registry` into `engine`: resolves the artifact, reads its plugins under
+/// `policy`, and runs the load, bounded by `timeout` as `on_timeout` says.
+pub async fn load<E: Engine>(
+    registry: &Arc<ModelRegistry>,
+    engine: &E,
+    plan: LoadPlan,
+    policy: &ModelPluginPolicy,
+    timeout: Duration,
+    on_timeout: OnTimeout,
+) -> Result<(), LoadFailure> {
+    let artifact = resolve(registry, &plan.url)
+        .await
+        .map_err(LoadFailure::Refused)?;
+    let plugins = plugins(&artifact, policy)
+        .await
+        .map_err(LoadFailure::Refused)?;
+    let LoadPlan { name, target, .. } = plan;
+    let mut loading = {
+        let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
+        tokio::spawn(async move {
+            registry
+                .load(&engine, &name, &artifact, target.as_deref(), plugins)
+                .await
+        })
+    };
+    match tokio::time::timeout(timeout, &mut loading).await {
+        Ok(Ok(loaded)) => loaded.map_err(LoadFailure::Refused),
+        Ok(Err(failed)) => Err(LoadFailure::Refused(MmeError::Internal(format!(
+            "the load task failed: {failed}"
+        )))),
+        Err(_) => {
+            if on_timeout == OnTimeout::Undo {
+                undo_when_loaded(Arc::clone(registry), engine.clone(), name.clone(), loading);
+            }
+            Err(LoadFailure::TimedOut { name, timeout })
+        }
+    }
+}
+
+/// After a load timed out: waits for the load task and unloads the model if the load succeeded
+/// after all, so the endpoint ends as the client was told (not loaded).
+fn undo_when_loaded<E: Engine>(
+    registry: Arc<ModelRegistry>,
+    engine: E,
+    name: String,
+    loading: tokio::task::JoinHandle<Result<(), MmeError>>,
+) {
+    tokio::spawn(async move {
+        if let Ok(Ok(())) = loading.await {
+            match registry.unload(&engine, &name).await {
+                Ok(()) => {
+                    tracing::warn!(model = name, "undid a load that finished after its timeout")
+                }
+                Err(error) => {
+                    tracing::error!(model = name, %error, "undoing a timed-out load failed")
+                }
+            }
+        }
+    });
+}
+
+/// The artifact at `url`, resolved on the blocking pool within the file deadline (a hung file
+/// system costs this load an error, not the endpoint).
+async fn resolve(registry: &Arc<ModelRegistry>, url: &str) -> Result<Artifact, MmeError> {
+    let (owned, owned_url) = (Arc::clone(registry), url.to_owned());
+    crate::files::off_thread(Path::new(url), move || owned.resolve(&owned_url))
+        .await
+        .map_err(|e| MmeError::BadRequest(e.to_string()))?
+}
+
+/// The plugins `artifact` brings, loaded under the container's `policy`: a 400 naming the
+/// plugin when one cannot be used, before anything reaches the engine.
+async fn plugins(
+    artifact: &Artifact,
+    policy: &ModelPluginPolicy,
+) -> Result<Option<Arc<PluginHost>>, MmeError> {
+    let host = model_plugins::load(&artifact.model_folder(), policy)
+        .await
+        .map_err(MmeError::BadRequest)?;
+    Ok(host.map(Arc::new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fake::{FakeEngine, LoadScript};
+    use crate::mme::registry::UnloadTiming;
+
+    fn plan(name: &str, url: &str) -> LoadPlan {
+        LoadPlan {
+            name: name.into(),
+            url: url.into(),
+            target: None,
+        }
+    }
+
+    /// Waits (a few seconds at most) until `done` holds.
+    async fn until(done: impl Fn() -> bool) {
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            while !done() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "never happened");
+    }
+
+    #[tokio::test]
+    async fn a_load_past_its_timeout_is_undone_or_kept_as_asked() {
+        let root = tempfile::tempdir().unwrap();
+        let mut urls = Vec::new();
+        for hash in ["a1", "b2"] {
+            let folder = root.path().join(hash).join("model");
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("config.pbtxt"), "backend: \"python\"\n").unwrap();
+            urls.push(folder.display().to_string());
+        }
+        let (undo, keep) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let gated = |gate: &Arc<tokio::sync::Notify>| LoadScript {
+            gate: Some(Arc::clone(gate)),
+            ..LoadScript::default()
+        };
+        let engine =
+            FakeEngine::new()
+                .on_load("u", gated(&undo), None)
+                .on_load("k", gated(&keep), None);
+        let registry = Arc::new(ModelRegistry::new(root.path(), UnloadTiming::default()));
+        let policy = ModelPluginPolicy::default();
+        let short = Duration::from_millis(20);
+
+        let undone = load(
+            &registry,
+            &engine,
+            plan("u", &urls[0]),
+            &policy,
+            short,
+            OnTimeout::Undo,
+        );
+        assert!(matches!(undone.await, Err(LoadFailure::TimedOut { .. })));
+        assert!(registry.get("u").is_none());
+        undo.notify_one();
+        until(|| engine.calls().iter().any(|c| c == "unregister u")).await;
+        until(|| registry.list(None, 10).0.is_empty()).await;
+        let kept = load(
+            &registry,
+            &engine,
+            plan("k", &urls[1]),
+            &policy,
+            short,
+            OnTimeout::KeepLoading,
+        );
+        assert!(matches!(kept.await, Err(LoadFailure::TimedOut { .. })));
+        keep.notify_one();
+        until(|| registry.get("k").is_some()).await;
+        assert!(!engine.calls().iter().any(|c| c == "unload k"));
+
+        // A url outside the models root is refused before anything reaches the engine.
+        let outside = load(
+            &registry,
+            &engine,
+            plan("x", "/etc/model"),
+            &policy,
+            short,
+            OnTimeout::Undo,
+        );
+        assert!(matches!(
+            outside.await,
+            Err(LoadFailure::Refused(MmeError::BadRequest(_)))
+        ));
+        assert!(!engine.calls().iter().any(|c| c.ends_with(" x")));
+    }
+}
