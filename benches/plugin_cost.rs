@@ -23,10 +23,12 @@ use trident::engine::{DataType, InferResponse, OutputTensor};
 use trident::plugins::PluginHost;
 use trident::plugins::bindings::request::RequestAdapterPluginPre;
 use trident::plugins::bindings::request::exports::trident::plugin::request_adapter::Adapted;
-use trident::plugins::convert::{invocation_to_wit, output_to_wit};
-use trident::plugins::host::{Compiled, InferenceResult, StreamPosition};
+use trident::plugins::bindings::types::Invocation as WitInvocation;
+use trident::plugins::convert::invocation_to_wit;
+use trident::plugins::host::Compiled;
 use trident::plugins::manifest::Manifest;
 use trident::plugins::runtime::{CallStore, Pool, Runtime};
+use trident::plugins::{PluginInvocation, StreamPosition};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
 use wasmtime::component::Component;
@@ -104,7 +106,7 @@ fn minor_faults() -> u64 {
 fn phases(
     runtime: &tokio::runtime::Runtime,
     iterations: u32,
-    wit: &trident::plugins::WitInvocation,
+    wit: &WitInvocation,
     path: &std::path::Path,
 ) -> ([Duration; 4], [f64; 4]) {
     let plugins = match keep_resident_mib() {
@@ -223,21 +225,26 @@ fn load_times(runtime: &tokio::runtime::Runtime, path: &std::path::Path) -> (Dur
     (cold, warm)
 }
 
-/// A CSV invocation of `/invocations` for model `m`, as trident hands it to a plugin.
-fn csv_invocation(body: &[u8]) -> trident::plugins::WitInvocation {
-    let invocation = trident::invocation::Invocation {
+/// SageMaker's headers of a CSV request that accepts CSV.
+fn csv_headers() -> trident::invocation::Invocation {
+    trident::invocation::Invocation {
         content_type: Some("text/csv".into()),
         accept: Some("text/csv".into()),
         ..Default::default()
-    };
-    invocation_to_wit(
-        "/invocations",
-        "m",
-        &invocation,
-        &http::HeaderMap::new(),
-        &[],
-        body,
-    )
+    }
+}
+
+/// A CSV invocation of `/invocations` for model `m`, in the interface's type (for the phases
+/// measured below the host).
+fn csv_invocation(body: &[u8]) -> WitInvocation {
+    let headers = http::HeaderMap::new();
+    invocation_to_wit("/invocations", "m", &csv_headers(), &headers, &[], body)
+}
+
+/// The same invocation as the host's hooks take it.
+fn csv_plugin_invocation(body: &[u8]) -> PluginInvocation {
+    let headers = http::HeaderMap::new();
+    PluginInvocation::new("/invocations", "m", &csv_headers(), &headers, &[], body)
 }
 
 fn main() {
@@ -303,11 +310,11 @@ fn main() {
             + "\n";
         let v2 = serde_json::json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, columns], "data": values}]})
             .to_string();
-        let wit = std::sync::Arc::new(csv_invocation(csv.as_bytes()));
+        let wit = csv_plugin_invocation(csv.as_bytes());
 
         let (p50, p99, busy) = measure(iterations, || {
             let adapted = runtime
-                .block_on(host.adapt_request(&request_plugin, wit.clone()))
+                .block_on(host.adapt_request(&request_plugin, &wit))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(adapted);
@@ -342,13 +349,8 @@ fn main() {
             }],
         };
         let (p50, p99, busy) = measure(iterations, || {
-            let result = InferenceResult {
-                model_name: response.model_name.clone(),
-                model_version: "1".into(),
-                outputs: response.outputs.iter().map(output_to_wit).collect(),
-            };
             let reply = runtime
-                .block_on(host.adapt_response(&response_plugin, wit.clone(), result))
+                .block_on(host.adapt_response(&response_plugin, &wit, &response))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(reply);
@@ -452,7 +454,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         .block_on(PluginHost::load(&Manifest::load(&manifest_path).unwrap()))
         .unwrap();
     let body = br#"{"model": "echo-1", "messages": [{"role": "user", "content": "hello there"}], "stream": true}"#;
-    let wit = std::sync::Arc::new(invocation_to_wit(
+    let wit = PluginInvocation::new(
         "/invocations",
         "chat",
         &trident::invocation::Invocation {
@@ -462,7 +464,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         &http::HeaderMap::new(),
         &[],
         body,
-    ));
+    );
     let event = br#"{"model_name":"chat_stream","model_version":"1","TEXT":"hello "}"#;
     let position = StreamPosition {
         stream_id: "18ed490b81bed6c90000".into(),
@@ -482,12 +484,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         let plugin = host.select(model, None, None).unwrap().response.unwrap();
         let (p50, p99, busy) = measure(iterations, || {
             let payloads = runtime
-                .block_on(host.adapt_stream(
-                    &plugin,
-                    wit.clone(),
-                    position.clone(),
-                    Some(event.to_vec()),
-                ))
+                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event.to_vec())))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(payloads);

@@ -79,14 +79,14 @@ impl ApiError {
     }
 
     /// A plugin's own error: 400, 415 or 500.
-    pub fn from_plugin(plugin: &str, error: crate::plugins::PluginError) -> ApiError {
-        use crate::plugins::PluginError;
+    pub fn from_plugin(plugin: &str, error: crate::plugins::Refusal) -> ApiError {
+        use crate::plugins::Refusal;
         match error {
-            PluginError::BadRequest(m) => ApiError::bad_request(m),
-            PluginError::UnsupportedMediaType(m) => {
+            Refusal::BadRequest(m) => ApiError::bad_request(m),
+            Refusal::UnsupportedMediaType(m) => {
                 ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, m)
             }
-            PluginError::Internal(m) => ApiError::new(
+            Refusal::Internal(m) => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("plugin '{plugin}': {m}"),
             ),

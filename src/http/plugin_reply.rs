@@ -18,7 +18,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 
 use super::body::ResponseBody;
 use super::error::ApiError;
-use crate::plugins::Reply;
+use crate::plugins::PluginReply;
 use crate::plugins::host::LoadedPlugin;
 
 /// The most headers a reply may carry.
@@ -62,7 +62,7 @@ fn is_custom_attributes_value(value: &str) -> bool {
 /// plugin fault (500 naming the plugin).
 pub fn reply_response(
     plugin: &LoadedPlugin,
-    reply: Reply,
+    reply: PluginReply,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let name = &*plugin.name;
     let fault = |what: String| {
@@ -84,7 +84,7 @@ pub fn reply_response(
     let header_bytes: usize = reply
         .headers
         .iter()
-        .map(|h| h.name.len() + h.value.len())
+        .map(|(name, value)| name.len() + value.len())
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
         return Err(fault(format!(
@@ -97,23 +97,22 @@ pub fn reply_response(
     let mut headers = http::HeaderMap::with_capacity(reply.headers.len() + 1);
     headers.insert(header::CONTENT_TYPE, content_type);
     let mut dropped: Vec<HeaderName> = Vec::new();
-    for h in reply.headers {
-        let header_name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| fault(format!("replied with an invalid header name '{}'", h.name)))?;
+    for (name_text, value_text) in reply.headers {
+        let header_name = HeaderName::from_bytes(name_text.as_bytes())
+            .map_err(|_| fault(format!("replied with an invalid header name '{name_text}'")))?;
         if owned_by_trident(header_name.as_str()) {
             dropped.push(header_name);
             continue;
         }
-        if header_name == CUSTOM_ATTRIBUTES && !is_custom_attributes_value(&h.value) {
+        if header_name == CUSTOM_ATTRIBUTES && !is_custom_attributes_value(&value_text) {
             return Err(fault(format!(
                 "replied with a {CUSTOM_ATTRIBUTES} header that is not at most \
                  {MAX_CUSTOM_ATTRIBUTES} visible ASCII characters"
             )));
         }
-        let value = HeaderValue::from_str(&h.value).map_err(|_| {
+        let value = HeaderValue::from_str(&value_text).map_err(|_| {
             fault(format!(
-                "replied with an invalid value for header '{}'",
-                h.name
+                "replied with an invalid value for header '{name_text}'"
             ))
         })?;
         headers.append(header_name, value);

@@ -2,7 +2,7 @@
 //! place (`http::invocations`).
 
 use crate::engine::EngineError;
-use crate::plugins::{CallFailure, PluginError};
+use crate::plugins::{CallFailure, Refusal};
 use crate::protocol::ProtocolError;
 
 /// Why an inference did not produce an answer.
@@ -15,7 +15,7 @@ pub enum Failure {
         /// The plugin's name.
         plugin: String,
         /// The error it returned.
-        error: PluginError,
+        error: Refusal,
     },
     /// A plugin call failed: trapped, ran out of time or memory.
     PluginFailed(CallFailure),
@@ -40,8 +40,8 @@ impl Failure {
         match self {
             Failure::Decode(e) | Failure::Encode(e) => e.to_string(),
             Failure::PluginRefused { plugin, error } => match error {
-                PluginError::BadRequest(m) | PluginError::UnsupportedMediaType(m) => m.clone(),
-                PluginError::Internal(m) => format!("plugin '{plugin}': {m}"),
+                Refusal::BadRequest(m) | Refusal::UnsupportedMediaType(m) => m.clone(),
+                Refusal::Internal(m) => format!("plugin '{plugin}': {m}"),
             },
             Failure::PluginFailed(e) => e.to_string(),
             Failure::Refused(e) | Failure::Model(e) | Failure::FirstResponse(e) => {

@@ -29,9 +29,8 @@ use super::events::{self, StreamEvent};
 use super::stream_adapter::StreamAdapter;
 use super::{Answer, Failure, Pipeline, Request, plugin_result};
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest};
-use crate::plugins::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs;
 use crate::plugins::host::LoadedPlugin;
-use crate::plugins::{PluginHost, Selection, convert};
+use crate::plugins::{GenerateInputs, PluginHost, Selection};
 use crate::protocol::generate::{decode_generate_request, encode_generate_response, input_specs};
 
 /// The most a finished answer's responses may hold (as JSON): past it the request is
@@ -138,9 +137,9 @@ impl<E: Engine> Pipeline<'_, E> {
             };
         };
         let started = Instant::now();
-        let wit = Arc::new(self.wit_invocation(request, &plugin));
+        let invocation = self.plugin_invocation(request, &plugin);
         let reply = plugins
-            .adapt_generate_response(&plugin, wit, collected)
+            .adapt_generate_response(&plugin, &invocation, collected)
             .await;
         self.observe(&plugin, "generate-response", "", &reply, started);
         let reply = plugin_result(&plugin, reply)?;
@@ -162,7 +161,7 @@ impl<E: Engine> Pipeline<'_, E> {
             None => None,
         };
         let adapter = adapter.map(|(plugins, plugin)| {
-            let invocation = self.wit_invocation(request, &plugin);
+            let invocation = self.plugin_invocation(request, &plugin);
             StreamAdapter::new(plugins, plugin, invocation)
         });
         let (sender, receiver) = events::channel();
@@ -212,17 +211,17 @@ impl<E: Engine> Pipeline<'_, E> {
         plugin: &Arc<LoadedPlugin>,
     ) -> Result<(InferRequest, Option<bool>), Failure> {
         let started = Instant::now();
-        let wit = Arc::new(self.wit_invocation(request, plugin));
-        let adapted = plugins.adapt_generate_request(plugin, wit).await;
+        let invocation = self.plugin_invocation(request, plugin);
+        let adapted = plugins.adapt_generate_request(plugin, &invocation).await;
         self.observe(plugin, "generate-request", "", &adapted, started);
         let adapted = plugin_result(plugin, adapted)?;
         let infer = match adapted.inputs {
             GenerateInputs::Json(json) => {
                 self.generate_request(request.model, &Bytes::from(json))?
             }
-            GenerateInputs::Tensors(tensors) => {
+            GenerateInputs::Tensors(inputs) => {
                 let mut infer = InferRequest::new(request.model);
-                infer.inputs = tensors.into_iter().map(convert::input_from_wit).collect();
+                infer.inputs = inputs;
                 infer
             }
         };

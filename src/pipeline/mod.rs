@@ -34,8 +34,10 @@ pub use failure::Failure;
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse};
 use crate::invocation::Invocation;
 use crate::metrics::Metrics;
-use crate::plugins::host::{Adapted, InferenceResult, LoadedPlugin};
-use crate::plugins::{CallFailure, PluginError, PluginHost, Reply, convert};
+use crate::plugins::host::LoadedPlugin;
+use crate::plugins::{
+    AdaptedRequest, CallFailure, HookResult, PluginHost, PluginInvocation, PluginReply,
+};
 use crate::protocol::binary_header::json_header_size;
 use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use crate::protocol::v2_response::{EncodedBody, encode_infer_response};
@@ -53,7 +55,7 @@ pub enum Answer {
         /// The plugin that wrote the reply: named in errors, and its dropped headers counted.
         plugin: Arc<LoadedPlugin>,
         /// The status, content type, headers and body the plugin chose.
-        reply: Reply,
+        reply: PluginReply,
     },
     /// Generate: the model's one response as a flat JSON object.
     Json(Vec<u8>),
@@ -62,7 +64,7 @@ pub enum Answer {
 }
 
 /// An inference's answer or failure, and the A/B variant that served it.
-pub struct Outcome {
+pub struct Inferred {
     /// The A/B variant that served it, when the model has variants.
     pub variant: Option<String>,
     /// The answer, or where the inference failed.
@@ -96,7 +98,7 @@ pub struct Request<'a> {
 
 impl<E: Engine> Pipeline<'_, E> {
     /// One KServe v2 inference: codecs chosen once, decode → engine → encode.
-    pub async fn infer(&self, request: Request<'_>) -> Outcome {
+    pub async fn infer(&self, request: Request<'_>) -> Inferred {
         let selection = self.plugins.as_ref().and_then(|plugins| {
             plugins.select(
                 request.model,
@@ -108,7 +110,7 @@ impl<E: Engine> Pipeline<'_, E> {
             .map(|s| Codecs::choose(s, request.invocation))
             .unwrap_or_default();
         let variant = codecs.variant.clone();
-        Outcome {
+        Inferred {
             variant,
             result: self.run(&request, &codecs).await,
         }
@@ -133,23 +135,20 @@ impl<E: Engine> Pipeline<'_, E> {
                 .map_err(Failure::Decode);
         };
         let started = Instant::now();
-        let adapted = plugins
-            .adapt_request(plugin, Arc::new(self.wit_invocation(request, plugin)))
-            .await;
+        let invocation = self.plugin_invocation(request, plugin);
+        let adapted = plugins.adapt_request(plugin, &invocation).await;
         self.observe(plugin, "request", variant(codecs), &adapted, started);
         match plugin_result(plugin, adapted)? {
-            Adapted::Tensors(tensors) => {
+            AdaptedRequest::Tensors { inputs, outputs } => {
                 let mut infer = InferRequest::new(request.model);
-                infer.inputs = tensors
-                    .inputs
-                    .into_iter()
-                    .map(convert::input_from_wit)
-                    .collect();
-                infer.requested_outputs = tensors.outputs;
+                infer.inputs = inputs;
+                infer.requested_outputs = outputs;
                 Ok((infer, OutputEncoding::default()))
             }
-            Adapted::V2Json(json) => decode_infer_request(request.model, &Bytes::from(json), None)
-                .map_err(Failure::Decode),
+            AdaptedRequest::V2Json(json) => {
+                decode_infer_request(request.model, &Bytes::from(json), None)
+                    .map_err(Failure::Decode)
+            }
         }
     }
 
@@ -188,23 +187,9 @@ impl<E: Engine> Pipeline<'_, E> {
                 .map(Answer::V2)
                 .map_err(Failure::Encode);
         };
-        let result = InferenceResult {
-            model_name: response.model_name.clone(),
-            model_version: response.model_version.to_string(),
-            outputs: response
-                .outputs
-                .iter()
-                .map(convert::output_to_wit)
-                .collect(),
-        };
         let started = Instant::now();
-        let reply = plugins
-            .adapt_response(
-                plugin,
-                Arc::new(self.wit_invocation(request, plugin)),
-                result,
-            )
-            .await;
+        let invocation = self.plugin_invocation(request, plugin);
+        let reply = plugins.adapt_response(plugin, &invocation, &response).await;
         self.observe(plugin, "response", variant(codecs), &reply, started);
         Ok(Answer::Reply {
             plugin: Arc::clone(plugin),
@@ -212,12 +197,9 @@ impl<E: Engine> Pipeline<'_, E> {
         })
     }
 
-    fn wit_invocation(
-        &self,
-        request: &Request<'_>,
-        plugin: &LoadedPlugin,
-    ) -> crate::plugins::WitInvocation {
-        convert::invocation_to_wit(
+    /// The request as `plugin` sees it.
+    fn plugin_invocation(&self, request: &Request<'_>, plugin: &LoadedPlugin) -> PluginInvocation {
+        PluginInvocation::new(
             request.route,
             request.model,
             request.invocation,
@@ -232,7 +214,7 @@ impl<E: Engine> Pipeline<'_, E> {
         plugin: &LoadedPlugin,
         hook: &'static str,
         variant: &str,
-        result: &Result<Result<T, PluginError>, CallFailure>,
+        result: &HookResult<T>,
         started: Instant,
     ) {
         let outcome = match result {
@@ -253,10 +235,7 @@ fn variant(codecs: &Codecs) -> &str {
 }
 
 /// A plugin call's value, or the failure it was.
-fn plugin_result<T>(
-    plugin: &LoadedPlugin,
-    result: Result<Result<T, PluginError>, CallFailure>,
-) -> Result<T, Failure> {
+fn plugin_result<T>(plugin: &LoadedPlugin, result: HookResult<T>) -> Result<T, Failure> {
     result
         .map_err(Failure::PluginFailed)?
         .map_err(|error| Failure::PluginRefused {

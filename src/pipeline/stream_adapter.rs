@@ -7,14 +7,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::plugins::host::{LoadedPlugin, StreamPosition};
-use crate::plugins::{PluginHost, WitInvocation};
+use crate::plugins::host::LoadedPlugin;
+use crate::plugins::{PluginHost, PluginInvocation, StreamPosition};
 
 /// The stream adapter of one stream, and what each of its calls is given.
 pub(super) struct StreamAdapter {
     host: Arc<PluginHost>,
     plugin: Arc<LoadedPlugin>,
-    invocation: Arc<WitInvocation>,
+    invocation: PluginInvocation,
     stream_id: String,
     created: u64,
 }
@@ -24,12 +24,12 @@ impl StreamAdapter {
     pub(super) fn new(
         host: Arc<PluginHost>,
         plugin: Arc<LoadedPlugin>,
-        invocation: WitInvocation,
+        invocation: PluginInvocation,
     ) -> StreamAdapter {
         StreamAdapter {
             host,
             plugin,
-            invocation: Arc::new(invocation),
+            invocation,
             stream_id: stream_id(),
             created: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -50,8 +50,8 @@ impl StreamAdapter {
             .host
             .adapt_stream(
                 &self.plugin,
-                Arc::clone(&self.invocation),
-                position,
+                &self.invocation,
+                &position,
                 json.map(<[u8]>::to_vec),
             )
             .await;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::{Value, json};
 
-use super::{Answer, DECOUPLED_REFUSED, Failure, Outcome, Pipeline, Request, StreamEvent};
+use super::{Answer, DECOUPLED_REFUSED, Failure, Inferred, Pipeline, Request, StreamEvent};
 use crate::engine::fake::{FakeEngine, FakeModel};
 use crate::engine::{DataType, EngineError, ErrorCode, InferRequest, InferResponse, OutputTensor};
 use crate::invocation::Invocation;
@@ -125,7 +125,7 @@ async fn with_request<T>(
     run(&pipeline, request).await
 }
 
-async fn infer(model: &str, body: &str) -> Outcome {
+async fn infer(model: &str, body: &str) -> Inferred {
     with_request(&engine(), model, body, async |p, r| p.infer(r).await).await
 }
 
@@ -155,7 +155,7 @@ async fn a_v2_request_is_decoded_run_and_encoded() {
 
 #[tokio::test]
 async fn each_inference_failure_says_where_it_happened() {
-    let failure = |outcome: Outcome| match outcome.result {
+    let failure = |outcome: Inferred| match outcome.result {
         Ok(_) => panic!("answered"),
         Err(failure) => failure,
     };

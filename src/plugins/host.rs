@@ -10,22 +10,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use super::bindings::types::{Invocation, PluginError, Reply};
+use super::boundary::{AdaptedRequest, HookResult, PluginInvocation, PluginReply, converted};
 use super::compile_cache::CompileCache;
+use super::convert;
 use super::manifest::{Manifest, ModelPlugins, PluginSpec};
 use super::model_plugins::ModelPluginPolicy;
-use super::runtime::{CallFailure, Limits, Pool, Runtime};
+use super::runtime::{Limits, Pool, Runtime};
 use super::variants::{Weighted, choose};
 
 mod generate;
 mod hooks;
-pub use generate::StreamPosition;
 use hooks::Hooks;
 
-pub use super::bindings::request::exports::trident::plugin::request_adapter::{
-    Adapted, TensorRequest,
-};
-pub use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
+use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
+use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
+use crate::engine::InferResponse;
 
 /// A plugin, compiled and pre-instantiated.
 pub struct LoadedPlugin {
@@ -369,43 +368,68 @@ impl PluginHost {
     pub async fn adapt_request(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        invocation: Arc<Invocation>,
-    ) -> Result<Result<Adapted, PluginError>, CallFailure> {
-        self.call(
-            plugin,
-            |hooks| hooks.request.as_ref(),
-            move |instance, store| {
-                Box::pin(async move {
-                    instance
-                        .trident_plugin_request_adapter()
-                        .call_adapt_request(store, &invocation)
-                        .await
-                })
+        invocation: &PluginInvocation,
+    ) -> HookResult<AdaptedRequest> {
+        let invocation = Arc::clone(&invocation.0);
+        let adapted = self
+            .call(
+                plugin,
+                |hooks| hooks.request.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_plugin_request_adapter()
+                            .call_adapt_request(store, &invocation)
+                            .await
+                    })
+                },
+            )
+            .await;
+        converted(adapted, |adapted| match adapted {
+            Adapted::Tensors(tensors) => AdaptedRequest::Tensors {
+                inputs: tensors
+                    .inputs
+                    .into_iter()
+                    .map(convert::input_from_wit)
+                    .collect(),
+                outputs: tensors.outputs,
             },
-        )
-        .await
+            Adapted::V2Json(json) => AdaptedRequest::V2Json(json),
+        })
     }
 
-    /// Calls a response adapter.
+    /// Calls a response adapter with the model's `response`.
     pub async fn adapt_response(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        invocation: Arc<Invocation>,
-        result: InferenceResult,
-    ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        self.call(
-            plugin,
-            |hooks| hooks.response.as_ref(),
-            move |instance, store| {
-                Box::pin(async move {
-                    instance
-                        .trident_plugin_response_adapter()
-                        .call_adapt_response(store, &invocation, &result)
-                        .await
-                })
-            },
-        )
-        .await
+        invocation: &PluginInvocation,
+        response: &InferResponse,
+    ) -> HookResult<PluginReply> {
+        let invocation = Arc::clone(&invocation.0);
+        let result = InferenceResult {
+            model_name: response.model_name.clone(),
+            model_version: response.model_version.to_string(),
+            outputs: response
+                .outputs
+                .iter()
+                .map(convert::output_to_wit)
+                .collect(),
+        };
+        let reply = self
+            .call(
+                plugin,
+                |hooks| hooks.response.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_plugin_response_adapter()
+                            .call_adapt_response(store, &invocation, &result)
+                            .await
+                    })
+                },
+            )
+            .await;
+        converted(reply, PluginReply::from)
     }
 
     /// The configured OOM policy's verdict on an engine error message; `None` when no OOM

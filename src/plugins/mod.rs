@@ -11,9 +11,12 @@
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
 //! - [`new`], [`run`]: `trident plugin new` (a project from `templates/`) and `trident plugin
 //!   run` (one hook without Triton), for authors;
+//! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests,
+//!   the invocation a plugin sees); the generated types stay inside this module;
 //! - [`bindings`], [`convert`]: generated bindings and type conversions.
 
 pub mod bindings;
+pub mod boundary;
 pub mod cli;
 pub mod compile_cache;
 pub mod convert;
@@ -30,6 +33,9 @@ pub mod threads;
 pub mod variants;
 pub mod warm;
 
-pub use bindings::types::{Invocation as WitInvocation, PluginError, Reply};
+pub use boundary::{
+    AdaptedGenerate, AdaptedRequest, GenerateInputs, HookResult, PluginInvocation, PluginReply,
+    Refusal, StreamPosition,
+};
 pub use host::{PluginHost, Selection};
 pub use runtime::CallFailure;

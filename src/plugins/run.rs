@@ -10,11 +10,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs;
-use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
-use super::host::{InferenceResult, LoadedPlugin, PluginHost, StreamPosition, sha256_hex};
+use super::host::{LoadedPlugin, PluginHost, sha256_hex};
 use super::manifest::Manifest;
-use super::{CallFailure, PluginError, WitInvocation};
+use super::{
+    AdaptedRequest, CallFailure, GenerateInputs, HookResult, PluginInvocation, PluginReply,
+    Refusal, StreamPosition,
+};
 use crate::engine::{InferRequest, InferResponse, OutputTensor};
 use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use crate::protocol::v2_response::encode_infer_response;
@@ -77,14 +78,14 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
             accept: options.accept.clone(),
             ..Default::default()
         };
-        let wit = Arc::new(super::convert::invocation_to_wit(
+        let wit = PluginInvocation::new(
             "/invocations",
             MODEL,
             &invocation,
             &http::HeaderMap::new(),
             &[],
             &options.body,
-        ));
+        );
         match options.hook {
             Hook::Request => {
                 let plugin = selection
@@ -121,7 +122,7 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
                     if !plugin.adapts_generate_responses() {
                         return Err("the plugin does not export generate-response-adapter".into());
                     }
-                    let reply = host.adapt_generate_response(&plugin, Arc::clone(&wit), responses);
+                    let reply = host.adapt_generate_response(&plugin, &wit, responses);
                     print_reply(refused(timed(reply, out).await?)?, out)
                 }
             }
@@ -133,10 +134,10 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
 async fn generate_request_hook(
     host: &PluginHost,
     plugin: &Arc<LoadedPlugin>,
-    wit: &Arc<WitInvocation>,
+    wit: &PluginInvocation,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let adapted = timed(host.adapt_generate_request(plugin, Arc::clone(wit)), out).await?;
+    let adapted = timed(host.adapt_generate_request(plugin, wit), out).await?;
     let adapted = refused(adapted)?;
     let stream = match adapted.stream {
         Some(true) => "yes (generate_stream)",
@@ -150,12 +151,9 @@ async fn generate_request_hook(
             out.write_all(&json).map_err(write_error)?;
             writeln!(out).map_err(write_error)
         }
-        GenerateInputs::Tensors(tensors) => {
+        GenerateInputs::Tensors(inputs) => {
             let mut request = InferRequest::new(MODEL);
-            request.inputs = tensors
-                .into_iter()
-                .map(super::convert::input_from_wit)
-                .collect();
+            request.inputs = inputs;
             print_request(&request, out)
         }
     }
@@ -166,7 +164,7 @@ async fn generate_request_hook(
 async fn stream_hook(
     host: &PluginHost,
     plugin: &Arc<LoadedPlugin>,
-    wit: &Arc<WitInvocation>,
+    wit: &PluginInvocation,
     responses: &[Vec<u8>],
     out: &mut impl Write,
 ) -> Result<(), String> {
@@ -181,7 +179,7 @@ async fn stream_hook(
             index,
         };
         let payloads = refused(
-            host.adapt_stream(plugin, Arc::clone(wit), position, event.map(<[u8]>::to_vec))
+            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec))
                 .await,
         )?;
         for payload in payloads {
@@ -226,22 +224,18 @@ fn write_error(error: std::io::Error) -> String {
 async fn request_hook(
     host: &PluginHost,
     plugin: &Arc<LoadedPlugin>,
-    wit: &Arc<WitInvocation>,
+    wit: &PluginInvocation,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let adapted = timed(host.adapt_request(plugin, Arc::clone(wit)), out).await?;
+    let adapted = timed(host.adapt_request(plugin, wit), out).await?;
     let request = match refused(adapted)? {
-        Adapted::Tensors(tensors) => {
+        AdaptedRequest::Tensors { inputs, outputs } => {
             let mut request = InferRequest::new(MODEL);
-            request.inputs = tensors
-                .inputs
-                .into_iter()
-                .map(super::convert::input_from_wit)
-                .collect();
-            request.requested_outputs = tensors.outputs;
+            request.inputs = inputs;
+            request.requested_outputs = outputs;
             request
         }
-        Adapted::V2Json(json) => {
+        AdaptedRequest::V2Json(json) => {
             writeln!(out, "a KServe v2 request body:").map_err(write_error)?;
             decode_infer_request(MODEL, &Bytes::from(json), None)
                 .map_err(|e| format!("400: {e}"))?
@@ -255,28 +249,27 @@ async fn request_hook(
 async fn response_hook(
     host: &PluginHost,
     plugin: &Arc<LoadedPlugin>,
-    wit: &Arc<WitInvocation>,
+    wit: &PluginInvocation,
     outputs: &[u8],
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let result = InferenceResult {
+    let response = InferResponse {
         model_name: MODEL.into(),
-        model_version: "1".into(),
-        outputs: read_outputs(outputs)?
-            .iter()
-            .map(super::convert::output_to_wit)
-            .collect(),
+        model_version: 1,
+        id: None,
+        parameters: Vec::new(),
+        outputs: read_outputs(outputs)?,
     };
-    let reply = timed(host.adapt_response(plugin, Arc::clone(wit), result), out).await?;
+    let reply = timed(host.adapt_response(plugin, wit, &response), out).await?;
     print_reply(refused(reply)?, out)
 }
 
 /// A reply as the client would get it: status, content type, headers, body.
-fn print_reply(reply: super::Reply, out: &mut impl Write) -> Result<(), String> {
+fn print_reply(reply: PluginReply, out: &mut impl Write) -> Result<(), String> {
     writeln!(out, "status: {}", reply.status).map_err(write_error)?;
     writeln!(out, "content-type: {}", reply.content_type).map_err(write_error)?;
-    for header in &reply.headers {
-        writeln!(out, "{}: {}", header.name, header.value).map_err(write_error)?;
+    for (name, value) in &reply.headers {
+        writeln!(out, "{name}: {value}").map_err(write_error)?;
     }
     writeln!(out).map_err(write_error)?;
     out.write_all(&reply.body).map_err(write_error)?;
@@ -335,13 +328,13 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
 }
 
 /// The value of a call the plugin completed, or what the client would have been answered.
-fn refused<T>(result: Result<Result<T, PluginError>, CallFailure>) -> Result<T, String> {
+fn refused<T>(result: HookResult<T>) -> Result<T, String> {
     // The statuses of `http::error::ApiError::from_plugin` and `from_call_failure`.
     match result {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(PluginError::BadRequest(m))) => Err(format!("400: {m}")),
-        Ok(Err(PluginError::UnsupportedMediaType(m))) => Err(format!("415: {m}")),
-        Ok(Err(PluginError::Internal(m))) => Err(format!("500: {m}")),
+        Ok(Err(Refusal::BadRequest(m))) => Err(format!("400: {m}")),
+        Ok(Err(Refusal::UnsupportedMediaType(m))) => Err(format!("415: {m}")),
+        Ok(Err(Refusal::Internal(m))) => Err(format!("500: {m}")),
         Err(failure @ CallFailure::Deadline { .. }) => Err(format!("504: {failure}")),
         Err(failure) => Err(format!("500: {failure}")),
     }

@@ -35,16 +35,16 @@ type ResponseResult = Result<InferResponse, EngineError>;
 struct RequestPtr(*mut ffi::TRITONSERVER_InferenceRequest);
 
 // SAFETY: Triton's request object may be cancelled from any thread; the pointer is only used
-// under the `InFlight` lock, which the release callback also takes before deleting it.
+// under the `SubmittedRequest` lock, which the release callback also takes before deleting it.
 unsafe impl Send for RequestPtr {}
 
 /// What the stream and the release callback share: the request, while Triton still has it.
-struct InFlight {
+struct SubmittedRequest {
     triton: &'static Triton,
     request: Mutex<Option<RequestPtr>>,
 }
 
-impl InFlight {
+impl SubmittedRequest {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<RequestPtr>> {
         self.request.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -53,7 +53,7 @@ impl InFlight {
 /// Released with the request: the input bytes Triton has been reading.
 struct RequestContext {
     _inputs: Vec<Bytes>,
-    in_flight: Arc<InFlight>,
+    in_flight: Arc<SubmittedRequest>,
 }
 
 /// Owned by the response callback until the final response.
@@ -97,7 +97,7 @@ impl Server {
         let triton = self.triton();
         let api = &triton.api;
         let ptr = unsubmitted.as_ptr();
-        let in_flight = Arc::new(InFlight {
+        let in_flight = Arc::new(SubmittedRequest {
             triton,
             request: Mutex::new(None),
         });
@@ -352,7 +352,7 @@ unsafe extern "C" fn complete_response(
 /// The responses of one inference, in order. Implements `futures_core::Stream`.
 pub struct ResponseStream {
     receiver: mpsc::UnboundedReceiver<ResponseResult>,
-    in_flight: Arc<InFlight>,
+    in_flight: Arc<SubmittedRequest>,
     finished: bool,
 }
 

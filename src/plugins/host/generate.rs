@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use super::{LoadedPlugin, PluginHost};
-use crate::plugins::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateRequest;
+use crate::plugins::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs as WitGenerateInputs;
 use crate::plugins::bindings::stream::exports::trident::plugin::stream_adapter;
-use crate::plugins::bindings::types::{Invocation, PluginError, Reply};
-use crate::plugins::runtime::CallFailure;
-
-pub use stream_adapter::StreamPosition;
+use crate::plugins::boundary::{
+    AdaptedGenerate, GenerateInputs, HookResult, PluginInvocation, PluginReply, StreamPosition,
+    converted,
+};
+use crate::plugins::convert;
 
 /// Which generate hooks a plugin exports.
 impl LoadedPlugin {
@@ -35,21 +36,32 @@ impl PluginHost {
     pub async fn adapt_generate_request(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        invocation: Arc<Invocation>,
-    ) -> Result<Result<GenerateRequest, PluginError>, CallFailure> {
-        self.call(
-            plugin,
-            |hooks| hooks.generate_request.as_ref(),
-            move |instance, store| {
-                Box::pin(async move {
-                    instance
-                        .trident_plugin_generate_request_adapter()
-                        .call_adapt_generate_request(store, &invocation)
-                        .await
-                })
+        invocation: &PluginInvocation,
+    ) -> HookResult<AdaptedGenerate> {
+        let invocation = Arc::clone(&invocation.0);
+        let adapted = self
+            .call(
+                plugin,
+                |hooks| hooks.generate_request.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_plugin_generate_request_adapter()
+                            .call_adapt_generate_request(store, &invocation)
+                            .await
+                    })
+                },
+            )
+            .await;
+        converted(adapted, |adapted| AdaptedGenerate {
+            inputs: match adapted.inputs {
+                WitGenerateInputs::Json(json) => GenerateInputs::Json(json),
+                WitGenerateInputs::Tensors(tensors) => GenerateInputs::Tensors(
+                    tensors.into_iter().map(convert::input_from_wit).collect(),
+                ),
             },
-        )
-        .await
+            stream: adapted.stream,
+        })
     }
 
     /// Calls the response adapter of a finished generate answer with the model's responses,
@@ -57,22 +69,25 @@ impl PluginHost {
     pub async fn adapt_generate_response(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        invocation: Arc<Invocation>,
+        invocation: &PluginInvocation,
         responses: Vec<Vec<u8>>,
-    ) -> Result<Result<Reply, PluginError>, CallFailure> {
-        self.call(
-            plugin,
-            |hooks| hooks.generate_response.as_ref(),
-            move |instance, store| {
-                Box::pin(async move {
-                    instance
-                        .trident_plugin_generate_response_adapter()
-                        .call_adapt_generate_response(store, &invocation, &responses)
-                        .await
-                })
-            },
-        )
-        .await
+    ) -> HookResult<PluginReply> {
+        let invocation = Arc::clone(&invocation.0);
+        let reply = self
+            .call(
+                plugin,
+                |hooks| hooks.generate_response.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_plugin_generate_response_adapter()
+                            .call_adapt_generate_response(store, &invocation, &responses)
+                            .await
+                    })
+                },
+            )
+            .await;
+        converted(reply, PluginReply::from)
     }
 
     /// Calls the stream adapter for one event: the payloads to send in its place, or, with
@@ -80,27 +95,35 @@ impl PluginHost {
     pub async fn adapt_stream(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        invocation: Arc<Invocation>,
-        position: StreamPosition,
+        invocation: &PluginInvocation,
+        position: &StreamPosition,
         event: Option<Vec<u8>>,
-    ) -> Result<Result<Vec<String>, PluginError>, CallFailure> {
-        self.call(
-            plugin,
-            |hooks| hooks.stream.as_ref(),
-            move |instance, store| {
-                Box::pin(async move {
-                    let adapter = instance.trident_plugin_stream_adapter();
-                    match &event {
-                        Some(event) => {
-                            adapter
-                                .call_adapt_event(store, &invocation, &position, event)
-                                .await
+    ) -> HookResult<Vec<String>> {
+        let invocation = Arc::clone(&invocation.0);
+        let position = stream_adapter::StreamPosition {
+            stream_id: position.stream_id.clone(),
+            created: position.created,
+            index: position.index,
+        };
+        let payloads = self
+            .call(
+                plugin,
+                |hooks| hooks.stream.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        let adapter = instance.trident_plugin_stream_adapter();
+                        match &event {
+                            Some(event) => {
+                                adapter
+                                    .call_adapt_event(store, &invocation, &position, event)
+                                    .await
+                            }
+                            None => adapter.call_end_stream(store, &invocation, &position).await,
                         }
-                        None => adapter.call_end_stream(store, &invocation, &position).await,
-                    }
-                })
-            },
-        )
-        .await
+                    })
+                },
+            )
+            .await;
+        converted(payloads, |payloads| payloads)
     }
 }
