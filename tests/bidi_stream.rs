@@ -167,7 +167,7 @@ fn messages_pings_limits_and_failures_over_the_real_core() {
 #[test]
 fn a_decoupled_model_streams_its_responses_as_messages() {
     let repository = tempfile::tempdir().unwrap();
-    copy_model("text_stream", repository.path(), "text_stream");
+    copy_model("native_text_stream", repository.path(), "text_stream");
     let (mut running, addr) = start(
         repository.path(),
         &[("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream")],

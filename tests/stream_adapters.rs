@@ -15,7 +15,7 @@ use common::process::{Running, serve_with};
 use serde_json::Value;
 
 fn start(dir: &Path) -> (Running, SocketAddr) {
-    copy_model("text_stream", &dir.join("models"), "text_stream");
+    copy_model("native_text_stream", &dir.join("models"), "text_stream");
     let manifest = dir.join("plugins.toml");
     std::fs::write(
         &manifest,

@@ -19,7 +19,7 @@ fn unknown_routes_are_404_and_wrong_methods_405(f: &Fixture) -> Result<(), Faile
         "/pingx",
         "/invocations/x",
         "/models/a/b/c",
-        "/v2/models/add_sub/infer",
+        "/v2/models/native_add_sub/infer",
     ] {
         let response = get(f.at("sme"), path);
         ensure!(response.status == 404, "{path}: {}", response.status);

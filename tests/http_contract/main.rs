@@ -58,12 +58,15 @@ fn main() -> std::process::ExitCode {
 fn start() -> Fixture {
     let engine = common::start_engine(
         vec![models_dir()],
+        // Native models (trident's own backend, in the core's process) wherever the python
+        // backend is not the point; python where its behaviour is the subject (a traceback in
+        // the error, a text model, slow instances).
         &[
-            "add_sub",
-            "identity_fp32",
-            "repeat_int32",
+            "native_add_sub",
+            "native_identity_fp32",
+            "native_repeat",
+            "native_text_stream",
             "text_echo",
-            "text_stream",
             "slow_echo",
             "exec_fail",
         ],
@@ -72,10 +75,10 @@ fn start() -> Fixture {
     let models_root = tempfile::tempdir().unwrap();
 
     let mut deployments: Vec<(&'static str, Config)> = vec![
-        ("sme", configs::single_model("add_sub")),
-        ("identity", configs::single_model("identity_fp32")),
+        ("sme", configs::single_model("native_add_sub")),
+        ("identity", configs::single_model("native_identity_fp32")),
         ("failing", configs::single_model("exec_fail")),
-        ("decoupled", configs::single_model("repeat_int32")),
+        ("decoupled", configs::single_model("native_repeat")),
         (
             "generate",
             Config {
@@ -87,21 +90,21 @@ fn start() -> Fixture {
             "stream",
             Config {
                 inference_type: InferenceType::GenerateStream,
-                ..configs::single_model("text_stream")
+                ..configs::single_model("native_text_stream")
             },
         ),
         (
             "live",
             Config {
                 ping_mode: PingMode::Live,
-                ..configs::single_model("add_sub")
+                ..configs::single_model("native_add_sub")
             },
         ),
         (
             "small",
             Config {
                 max_body_bytes: 1024,
-                ..configs::single_model("add_sub")
+                ..configs::single_model("native_add_sub")
             },
         ),
         (
@@ -113,7 +116,7 @@ fn start() -> Fixture {
                     "health:x-health=h1",
                 ])
                 .unwrap(),
-                ..configs::single_model("add_sub")
+                ..configs::single_model("native_add_sub")
             },
         ),
     ];

@@ -62,7 +62,7 @@ fn listed(at: SocketAddr) -> Vec<(String, String)> {
 fn mme_load_list_get_invoke_unload(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path();
-    let url = place(root, "adder1", "add_sub");
+    let url = place(root, "adder1", "native_add_sub");
     let response = load(at, "adder1", &url, None);
     ensure!(
         response.status == 200 && response.body.is_empty(),
@@ -137,7 +137,7 @@ fn mme_list_pages(f: &Fixture) -> Result<(), Failed> {
     let root = f.models_root.path();
     let names = ["page_a", "page_b", "page_c"];
     for name in names {
-        let response = load(at, name, &place(root, name, "identity_fp32"), None);
+        let response = load(at, name, &place(root, name, "native_identity_fp32"), None);
         ensure!(response.status == 200, "load {name}: {}", response.text());
     }
     let first = get(at, "/models").json();
@@ -176,9 +176,9 @@ fn mme_list_pages(f: &Fixture) -> Result<(), Failed> {
 fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path();
-    let good = place(root, "urlcheck", "add_sub");
+    let good = place(root, "urlcheck", "native_add_sub");
     let outside = tempfile::tempdir()?;
-    copy_model("add_sub", outside.path(), "model");
+    copy_model("native_add_sub", outside.path(), "model");
     std::fs::create_dir_all(root.join("escape"))?;
     std::os::unix::fs::symlink(outside.path().join("model"), root.join("escape/model"))?;
     let r = root.display();
@@ -235,7 +235,7 @@ fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
 
 fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
-    let url = place(f.models_root.path(), "targeted", "add_sub");
+    let url = place(f.models_root.path(), "targeted", "native_add_sub");
     let response = load(at, "targeted", &url, Some("my-model.tar.gz"));
     ensure!(response.status == 200, "{}", response.text());
     ensure!(
@@ -268,7 +268,7 @@ fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
 fn mme_ensemble_is_detected(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let url = f.models_root.path().join("ens1/model");
-    copy_model("add_sub", &url, "adder_step");
+    copy_model("native_add_sub", &url, "adder_step");
     std::fs::create_dir_all(url.join("pipeline/1"))?;
     std::fs::write(
         url.join("pipeline/config.pbtxt"),
@@ -345,7 +345,7 @@ fn mme_out_of_memory_is_507_and_failures_400(f: &Fixture) -> Result<(), Failed> 
     );
     ensure!(listed(at).is_empty(), "{:?}", listed(at));
     // The same name loads a correct model afterwards: the failed load left nothing behind.
-    let good = load(at, "flaky", &place(root, "flaky_good", "add_sub"), None);
+    let good = load(at, "flaky", &place(root, "flaky_good", "native_add_sub"), None);
     ensure!(good.status == 200, "good: {} {}", good.status, good.text());
     invoke_sums(at, "flaky")?;
     // Invoke errors on the MME path are 400.
@@ -362,7 +362,7 @@ fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path().to_path_buf();
     let names: Vec<String> = (0..4).map(|i| format!("conc{i}")).collect();
-    let urls: Vec<String> = names.iter().map(|n| place(&root, n, "add_sub")).collect();
+    let urls: Vec<String> = names.iter().map(|n| place(&root, n, "native_add_sub")).collect();
     // Load all at once.
     let outcomes: Vec<u16> = std::thread::scope(|s| {
         let handles: Vec<_> = names
@@ -415,7 +415,7 @@ fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
 fn mme_load_finishes_when_the_client_leaves(f: &Fixture) -> Result<(), Failed> {
     use std::io::Write;
     let at = f.at("mme");
-    let url = place(f.models_root.path(), "leaver", "add_sub");
+    let url = place(f.models_root.path(), "leaver", "native_add_sub");
     let body = json!({"model_name": "leaver", "url": url}).to_string();
     let mut stream = std::net::TcpStream::connect(at)?;
     write!(

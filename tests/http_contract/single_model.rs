@@ -43,7 +43,7 @@ fn infer_json_gives_exact_values(f: &Fixture) -> Result<(), Failed> {
     ensure_sums(&response, &a, &b)?;
     let json = response.json();
     ensure!(
-        json["model_name"] == "add_sub" && json["model_version"] == "1",
+        json["model_name"] == "native_add_sub" && json["model_version"] == "1",
         "{json}"
     );
     let difference = json["outputs"][1]["data"].as_array().ok_or("no OUTPUT1")?;

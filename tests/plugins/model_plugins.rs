@@ -29,7 +29,7 @@ fn artifact(
     manifest: Option<&str>,
 ) -> Result<String, Failed> {
     let root = f.models_root.path().join(name);
-    common::copy_model("identity_fp32", &root, "model");
+    common::copy_model("native_identity_fp32", &root, "model");
     let folder = root.join("model");
     for guest_name in guests {
         let bytes = std::fs::read(guest(guest_name))?;
