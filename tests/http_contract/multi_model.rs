@@ -345,7 +345,12 @@ fn mme_out_of_memory_is_507_and_failures_400(f: &Fixture) -> Result<(), Failed> 
     );
     ensure!(listed(at).is_empty(), "{:?}", listed(at));
     // The same name loads a correct model afterwards: the failed load left nothing behind.
-    let good = load(at, "flaky", &place(root, "flaky_good", "native_add_sub"), None);
+    let good = load(
+        at,
+        "flaky",
+        &place(root, "flaky_good", "native_add_sub"),
+        None,
+    );
     ensure!(good.status == 200, "good: {} {}", good.status, good.text());
     invoke_sums(at, "flaky")?;
     // Invoke errors on the MME path are 400.
@@ -362,7 +367,10 @@ fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path().to_path_buf();
     let names: Vec<String> = (0..4).map(|i| format!("conc{i}")).collect();
-    let urls: Vec<String> = names.iter().map(|n| place(&root, n, "native_add_sub")).collect();
+    let urls: Vec<String> = names
+        .iter()
+        .map(|n| place(&root, n, "native_add_sub"))
+        .collect();
     // Load all at once.
     let outcomes: Vec<u16> = std::thread::scope(|s| {
         let handles: Vec<_> = names
