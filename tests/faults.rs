@@ -28,7 +28,8 @@ struct Fixture {
     engine: TritonEngine,
     /// single model `slow_echo`, short client timeouts, 3 connections at most
     strict: SocketAddr,
-    /// generate_stream on the decoupled `text_stream`
+    /// generate_stream on the decoupled `native_text_stream` (in the core's process: its 20000
+    /// responses arrive as fast as the core makes them, whether or not the client is there)
     stream: SocketAddr,
     /// multi-model endpoint with a 2 s load timeout
     mme: SocketAddr,
@@ -87,7 +88,7 @@ fn start() -> Fixture {
     copy_model("slow_echo", victim_repository.path(), "victim");
     let engine = common::start_engine(
         vec![models_dir(), victim_repository.path().to_path_buf()],
-        &["slow_echo", "text_stream", "victim"],
+        &["slow_echo", "native_text_stream", "victim"],
     );
     let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
@@ -102,7 +103,7 @@ fn start() -> Fixture {
     };
     let stream = Config {
         inference_type: InferenceType::GenerateStream,
-        ..single("text_stream")
+        ..single("native_text_stream")
     };
     let mme = Config {
         model_load_timeout: Duration::from_secs(2),
