@@ -45,6 +45,7 @@ fn main() -> std::process::ExitCode {
         sixty_four_mebibytes_round_trip_binary,
         dynamic_batching_merges_concurrent_requests_without_mixing_them,
         a_cancelled_native_stream_stops_and_frees_its_instance,
+        interleaved_sequences_keep_separate_state_in_the_model,
         out_of_memory_on_invoke_is_507,
         // Last: it leaves a failed load in the shared core, which is then not ready.
         a_failed_native_load_leaves_the_endpoint_serving,
@@ -53,7 +54,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn start() -> Fixture {
-    let engine = common::start_engine(vec![models_dir()], &["native_identity", "native_repeat"]);
+    let engine = common::start_engine(
+        vec![models_dir()],
+        &["native_identity", "native_repeat", "native_sequence_sum"],
+    );
     let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
     let deployments: Vec<(&'static str, Config)> = vec![
@@ -71,6 +75,7 @@ fn start() -> Fixture {
                 ..configs::single_model("native_repeat")
             },
         ),
+        ("sequence", configs::single_model("native_sequence_sum")),
         ("broken", configs::single_model("native_load_fail")),
         ("mme", configs::multi_model(models_root.path())),
     ];
@@ -327,6 +332,68 @@ fn a_cancelled_native_stream_stops_and_frees_its_instance(f: &Fixture) -> Result
         f.engine.in_flight() == InFlight::default(),
         "left in the core: {:?}",
         f.engine.in_flight()
+    );
+    Ok(())
+}
+
+/// One step of a sequence on the `sequence` deployment: its status and the running sum it answered.
+fn step(f: &Fixture, id: u64, value: i32, start: bool, end: bool) -> (u16, String, Option<i64>) {
+    let response = post_json(
+        f.at("sequence"),
+        "/invocations",
+        &json!({
+            "parameters": {"sequence_id": id, "sequence_start": start, "sequence_end": end},
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}]
+        }),
+    );
+    let sum = if response.status == 200 {
+        response.json()["outputs"][0]["data"][0].as_i64()
+    } else {
+        None
+    };
+    (response.status, response.text(), sum)
+}
+
+fn interleaved_sequences_keep_separate_state_in_the_model(f: &Fixture) -> Result<(), Failed> {
+    // Two sequences interleaved: each sum is its own (the model keeps them, the core's sequence
+    // batcher gives each id a slot and passes its start and end flags). Both are open at once,
+    // which needs a slot each: the model batches (32 rows, so 32 slots).
+    let steps = [
+        (41, 1, true, false, 1),
+        (42, 100, true, false, 100),
+        (41, 2, false, false, 3),
+        (42, 200, false, false, 300),
+        (41, 3, false, true, 6),
+        (42, -50, false, true, 250),
+    ];
+    for (id, value, start, end, expected) in steps {
+        let (status, text, sum) = step(f, id, value, start, end);
+        ensure!(status == 200, "sequence {id}: {status} {text}");
+        ensure!(
+            sum == Some(expected),
+            "sequence {id}: sum {sum:?}, expected {expected}: {text}"
+        );
+    }
+    // An ended sequence is gone: without a new start the core refuses it, with a clear 400.
+    let (status, text, _) = step(f, 41, 5, false, false);
+    ensure!(
+        status == 400,
+        "an ended sequence continued: {status} {text}"
+    );
+    ensure!(text.contains("START"), "{text}");
+    // Started again, it begins from zero; a request outside any sequence is refused too.
+    let (status, text, sum) = step(f, 41, 5, true, true);
+    ensure!(status == 200 && sum == Some(5), "{status} {text}");
+    let outside = post_json(
+        f.at("sequence"),
+        "/invocations",
+        &json!({"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [1]}]}),
+    );
+    ensure!(
+        outside.status == 400,
+        "no sequence id: {} {}",
+        outside.status,
+        outside.text()
     );
     Ok(())
 }

@@ -148,7 +148,8 @@ fn serve(
         )?,
         ModelKind::AddSub => add_sub::outputs(&requested, &inputs)?,
         ModelKind::SequenceSum => {
-            let value = scalar_i32(required(&inputs, "INPUT")?)?;
+            let input = required(&inputs, "INPUT")?;
+            let value = scalar_i32(input)?;
             let total = state
                 .sums
                 .lock()
@@ -157,7 +158,7 @@ fn serve(
             vec![Output {
                 name: "OUTPUT".into(),
                 dtype: crate::dtype::DataType::I32,
-                shape: vec![1],
+                shape: input.shape.clone(),
                 data: total.to_le_bytes().to_vec().into(),
             }]
         }

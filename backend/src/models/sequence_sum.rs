@@ -1,7 +1,7 @@
-//! Sequence sum, for Triton's sequence batcher: `OUTPUT` (INT32 `[1]`) is the running sum of
-//! `INPUT` (INT32 `[1]`) over the requests of one sequence (one correlation id). A request with
-//! the start flag begins the sum at zero; one with the end flag forgets the sequence after
-//! answering. The sums are the model instance's state (the batcher keeps a sequence on one
+//! Sequence sum, for Triton's sequence batcher: `OUTPUT` is the running sum of `INPUT` (one
+//! INT32, shaped `[1]`, or `[1, 1]` where the model batches) over the requests of one sequence
+//! (one correlation id). A request with the start flag begins the sum at zero; one with the end
+//! flag forgets the sequence after answering. The sums are the model instance's state (the batcher keeps a sequence on one
 //! instance), bounded: when [`MAX_SEQUENCES`] are open, a new one replaces the one idle longest
 //! (a sequence the batcher timed out never sends its end).
 
