@@ -89,10 +89,6 @@ struct TRITONSERVER_Error* TRITONBACKEND_RequestInputByIndex(
     struct TRITONBACKEND_Request* request, const uint32_t index,
     struct TRITONBACKEND_Input** input);
 
-struct TRITONSERVER_Error* TRITONBACKEND_RequestInput(
-    struct TRITONBACKEND_Request* request, const char* name,
-    struct TRITONBACKEND_Input** input);
-
 struct TRITONSERVER_Error* TRITONBACKEND_RequestOutputCount(
     struct TRITONBACKEND_Request* request, uint32_t* count);
 

@@ -111,13 +111,15 @@ const DTYPES: &[(&str, &str, usize)] = &[
     ("STRING", "BYTES", 0),
 ];
 
-/// A binary request for `INPUT_<suffix>` of `datatype` holding `elements` elements as `tensor`.
-fn binary_request(
+/// Posts `tensor` (`elements` elements of `datatype`) as `INPUT_<suffix>` to the identity
+/// deployment in the binary format, asking for `OUTPUT_<suffix>` back in binary.
+fn post_binary(
+    f: &Fixture,
     suffix: &str,
     datatype: &str,
     elements: usize,
     tensor: &[u8],
-) -> (String, Vec<u8>) {
+) -> common::http_client::HttpResponse {
     let header = json!({
         "inputs": [{"name": format!("INPUT_{suffix}"), "shape": [1, elements], "datatype": datatype,
                     "parameters": {"binary_data_size": tensor.len()}}],
@@ -126,7 +128,14 @@ fn binary_request(
     .to_string();
     let mut body = header.clone().into_bytes();
     body.extend_from_slice(tensor);
-    (format!("{BINARY};json-header-size={}", header.len()), body)
+    let content_type = format!("{BINARY};json-header-size={}", header.len());
+    request(
+        f.at("identity"),
+        "POST",
+        "/invocations",
+        &[("Content-Type", &content_type)],
+        &body,
+    )
 }
 
 /// The JSON header and the binary tail of a binary response.
@@ -165,14 +174,7 @@ fn every_dtype_and_size_round_trips_through_the_allocator(f: &Fixture) -> Result
     for &(suffix, datatype, size) in DTYPES {
         for elements in [0usize, 1, 7, 4096, 300_000] {
             let data = tensor(suffix, size, elements, elements as u64 + size as u64);
-            let (content_type, body) = binary_request(suffix, datatype, elements, &data);
-            let response = request(
-                f.at("identity"),
-                "POST",
-                "/invocations",
-                &[("Content-Type", &content_type)],
-                &body,
-            );
+            let response = post_binary(f, suffix, datatype, elements, &data);
             ensure!(
                 response.status == 200,
                 "{datatype} x{elements}: {} {}",
@@ -204,14 +206,7 @@ fn every_dtype_and_size_round_trips_through_the_allocator(f: &Fixture) -> Result
 fn sixty_four_mebibytes_round_trip_binary(f: &Fixture) -> Result<(), Failed> {
     let elements = 64 * 1024 * 1024;
     let data = tensor("UINT8", 1, elements, 64);
-    let (content_type, body) = binary_request("UINT8", "UINT8", elements, &data);
-    let response = request(
-        f.at("identity"),
-        "POST",
-        "/invocations",
-        &[("Content-Type", &content_type)],
-        &body,
-    );
+    let response = post_binary(f, "UINT8", "UINT8", elements, &data);
     ensure!(
         response.status == 200,
         "{} {}",

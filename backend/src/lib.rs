@@ -74,6 +74,53 @@ pub unsafe extern "C" fn TRITONBACKEND_Initialize(
     })
 }
 
+/// How Triton stores a backend's pointer on one of its objects (`TRITONBACKEND_ModelSetState`,
+/// `TRITONBACKEND_ModelInstanceSetState`).
+type SetState<H> =
+    unsafe extern "C" fn(*mut H, *mut std::ffi::c_void) -> *mut ffi::TRITONSERVER_Error;
+/// How Triton hands that pointer back (`TRITONBACKEND_ModelState`,
+/// `TRITONBACKEND_ModelInstanceState`).
+type GetState<H> =
+    unsafe extern "C" fn(*mut H, *mut *mut std::ffi::c_void) -> *mut ffi::TRITONSERVER_Error;
+
+/// Gives `state` to Triton to keep on `handle` until [`detach`] frees it; frees it at once
+/// where Triton refuses it.
+///
+/// # Safety
+/// `handle` is live, `set` is the setter for its kind, and nothing is stored on it yet.
+unsafe fn attach<H, T>(
+    handle: *mut H,
+    state: T,
+    set: SetState<H>,
+    call: &str,
+) -> Result<(), BackendError> {
+    let state = Box::into_raw(Box::new(state));
+    // SAFETY: `handle` is live (caller's contract); Triton keeps the pointer until `detach`.
+    let stored = unsafe { check(set(handle, state.cast()), call) };
+    if stored.is_err() {
+        // SAFETY: the pointer came from Box::into_raw above and Triton did not keep it.
+        drop(unsafe { Box::from_raw(state) });
+    }
+    stored
+}
+
+/// Frees the `T` [`attach`] gave Triton on `handle`, if any.
+///
+/// # Safety
+/// `handle` is live, `get` is the getter for its kind, whatever is stored on it was attached as a
+/// `T`, and this runs once, at its finalize.
+unsafe fn detach<H, T>(handle: *mut H, get: GetState<H>, call: &str) -> Result<(), BackendError> {
+    let mut state = ptr::null_mut();
+    // SAFETY: `handle` is live; the out-pointer is writable.
+    unsafe { check(get(handle, &mut state), call)? };
+    if !state.is_null() {
+        // SAFETY: a non-null state is the Box<T> `attach` leaked (caller's contract); finalize
+        // runs once, so it is freed once.
+        drop(unsafe { Box::from_raw(state.cast::<T>()) });
+    }
+    Ok(())
+}
+
 /// Reads a model's configuration and keeps its settings as the model's state; a configuration
 /// the backend cannot serve fails the load with a message that says why.
 ///
@@ -84,21 +131,16 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInitialize(
     model: *mut ffi::TRITONBACKEND_Model,
 ) -> *mut ffi::TRITONSERVER_Error {
     guard("TRITONBACKEND_ModelInitialize", || {
-        // SAFETY: `model` is the live model Triton passed in.
-        let state = unsafe { ModelState::read(model)? };
-        let state = Box::into_raw(Box::new(state));
-        // SAFETY: `model` is live; Triton keeps the pointer until ModelFinalize, which frees it.
-        let set = unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelSetState(model, state.cast()),
+        // SAFETY: `model` is the live model Triton passed in, with no state yet.
+        unsafe {
+            let state = ModelState::read(model)?;
+            attach(
+                model,
+                state,
+                ffi::TRITONBACKEND_ModelSetState,
                 "TRITONBACKEND_ModelSetState",
             )
-        };
-        if set.is_err() {
-            // SAFETY: the pointer came from Box::into_raw above and Triton did not keep it.
-            drop(unsafe { Box::from_raw(state) });
         }
-        set
     })
 }
 
@@ -111,20 +153,14 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelFinalize(
     model: *mut ffi::TRITONBACKEND_Model,
 ) -> *mut ffi::TRITONSERVER_Error {
     guard("TRITONBACKEND_ModelFinalize", || {
-        let mut state = ptr::null_mut();
-        // SAFETY: `model` is live; the out-pointer is writable.
+        // SAFETY: `model` is live; its state is the ModelState ModelInitialize attached.
         unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelState(model, &mut state),
+            detach::<_, ModelState>(
+                model,
+                ffi::TRITONBACKEND_ModelState,
                 "TRITONBACKEND_ModelState",
-            )?
-        };
-        if !state.is_null() {
-            // SAFETY: a non-null model state is the Box ModelInitialize leaked; finalize runs
-            // once, so it is freed once.
-            drop(unsafe { Box::from_raw(state.cast::<ModelState>()) });
+            )
         }
-        Ok(())
     })
 }
 
@@ -155,19 +191,15 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
             }
             (*model_state.cast::<ModelState>()).instance()
         };
-        let state = Box::into_raw(Box::new(state));
-        // SAFETY: `instance` is live; Triton keeps the pointer until InstanceFinalize frees it.
-        let set = unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelInstanceSetState(instance, state.cast()),
+        // SAFETY: `instance` is live, with no state yet.
+        unsafe {
+            attach(
+                instance,
+                state,
+                ffi::TRITONBACKEND_ModelInstanceSetState,
                 "TRITONBACKEND_ModelInstanceSetState",
             )
-        };
-        if set.is_err() {
-            // SAFETY: the pointer came from Box::into_raw above and Triton did not keep it.
-            drop(unsafe { Box::from_raw(state) });
         }
-        set
     })
 }
 
@@ -180,20 +212,14 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
     instance: *mut ffi::TRITONBACKEND_ModelInstance,
 ) -> *mut ffi::TRITONSERVER_Error {
     guard("TRITONBACKEND_ModelInstanceFinalize", || {
-        let mut state = ptr::null_mut();
-        // SAFETY: `instance` is live; the out-pointer is writable.
+        // SAFETY: `instance` is live; its state is the InstanceState InstanceInitialize attached.
         unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelInstanceState(instance, &mut state),
+            detach::<_, InstanceState>(
+                instance,
+                ffi::TRITONBACKEND_ModelInstanceState,
                 "TRITONBACKEND_ModelInstanceState",
-            )?
-        };
-        if !state.is_null() {
-            // SAFETY: a non-null instance state is the Box InstanceInitialize leaked; finalize
-            // runs once, so it is freed once.
-            drop(unsafe { Box::from_raw(state.cast::<InstanceState>()) });
+            )
         }
-        Ok(())
     })
 }
 

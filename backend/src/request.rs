@@ -2,7 +2,7 @@
 //! request is released exactly once on every path (a panic's unwinding included).
 
 use std::borrow::Cow;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::ptr;
 
 use crate::dtype::DataType;
@@ -67,26 +67,6 @@ impl Request {
                 }
             })
             .collect()
-    }
-
-    /// The input named `name`, or `None` where the request has none by that name.
-    pub fn input(&self, name: &str) -> Result<Option<Input<'_>>, BackendError> {
-        let c_name = CString::new(name)
-            .map_err(|_| BackendError::invalid("an input name holds a NUL byte"))?;
-        let mut input = ptr::null_mut();
-        // SAFETY: live request, NUL-terminated name, writable out-pointer.
-        let found = unsafe {
-            check(
-                ffi::TRITONBACKEND_RequestInput(self.raw, c_name.as_ptr(), &mut input),
-                "TRITONBACKEND_RequestInput",
-            )
-        };
-        match found {
-            Ok(()) if !input.is_null() => self.read_input(input).map(Some),
-            Ok(()) => Ok(None),
-            Err(e) if e.code == crate::error::Code::InvalidArg => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     /// Every input of the request, in its order.

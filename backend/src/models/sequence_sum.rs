@@ -65,6 +65,7 @@ impl Sums {
     }
 
     /// How many sequences are open.
+    #[cfg(test)]
     pub fn open(&self) -> usize {
         self.open.len()
     }
