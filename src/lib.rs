@@ -21,6 +21,7 @@
 //! - [`plugins`]: the WebAssembly plugin host: manifest, limits, adapters, OOM policy, A/B.
 //! - [`metrics`]: Prometheus metrics, on the main port's metrics path and, when configured, a
 //!   port of their own.
+//! - [`sessions`]: SageMaker's stateful sessions, each a sequence of a stateful model.
 //! - [`cli`]: the command line of the `trident` binary.
 #![deny(unsafe_code)]
 // No function over 80 lines (clippy.toml); the test crates in tests/ are exempt.
@@ -39,4 +40,5 @@ pub mod plugins;
 pub mod protocol;
 pub mod routes;
 pub mod serve;
+pub mod sessions;
 pub mod supervisor;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::InFlight;
+use crate::sessions::SessionCounts;
 
 /// Latency histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -49,6 +50,37 @@ pub struct PluginRow {
     pub stream_calls: u64,
     /// Stream-adapter calls that ended their stream with an error event.
     pub stream_failures: u64,
+}
+
+/// The stateful sessions' gauge and counters (only when sessions are on).
+fn render_sessions(out: &mut String, sessions: SessionCounts) {
+    let _ = writeln!(
+        out,
+        "# HELP trident_sessions_open Stateful sessions open now.\n\
+         # TYPE trident_sessions_open gauge\n\
+         trident_sessions_open {}",
+        sessions.open
+    );
+    for (event, help, value) in [
+        ("created", "Stateful sessions opened.", sessions.created),
+        (
+            "closed",
+            "Stateful sessions closed by their client or ended with their model.",
+            sessions.closed,
+        ),
+        (
+            "expired",
+            "Stateful sessions that expired while idle.",
+            sessions.expired,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP trident_sessions_{event}_total {help}\n\
+             # TYPE trident_sessions_{event}_total counter\n\
+             trident_sessions_{event}_total {value}"
+        );
+    }
 }
 
 /// The server's metrics.
@@ -128,8 +160,16 @@ impl Metrics {
 
     /// The Prometheus text exposition, with the engine's in-flight gauges and what trident
     /// withheld from each loaded plugin.
-    pub fn render_with(&self, in_flight: InFlight, plugins: &[PluginRow]) -> String {
+    pub fn render_with(
+        &self,
+        in_flight: InFlight,
+        plugins: &[PluginRow],
+        sessions: Option<SessionCounts>,
+    ) -> String {
         let mut out = self.render();
+        if let Some(sessions) = sessions {
+            render_sessions(&mut out, sessions);
+        }
         for (name, help, value) in [
             (
                 "trident_plugin_output_dropped_bytes_total",
@@ -362,7 +402,7 @@ mod tests {
             stream_calls: 9,
             stream_failures: 2,
         }];
-        let text = Metrics::default().render_with(InFlight::default(), &rows);
+        let text = Metrics::default().render_with(InFlight::default(), &rows, None);
         assert!(
             text.contains("trident_plugin_output_dropped_bytes_total{plugin=\"frame_lie\"} 1234\n")
         );
@@ -388,7 +428,7 @@ mod tests {
             stream_calls: 0,
             stream_failures: 0,
         }];
-        let text = metrics.render_with(InFlight::default(), &rows);
+        let text = metrics.render_with(InFlight::default(), &rows, None);
         assert!(
             !text.lines().any(|line| line.starts_with("forged_total")),
             "{text}"

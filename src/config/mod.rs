@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::engine::{BackendSetting, CoreLogging};
+use crate::sessions::SessionSettings;
 use process::{ProcessRole, RestartLimit, Supervision};
 use restrictions::{Restriction, parse_restrictions};
 
@@ -138,6 +139,19 @@ pub struct ServeArgs {
     /// as many is allowed); one more closes it with 1008.
     #[arg(long, env = "TRIDENT_BIDI_MESSAGES_PER_SECOND", default_value_t = DEFAULT_BIDI_MESSAGES_PER_SECOND)]
     pub bidi_messages_per_second: u32,
+    /// `true` or `1` turns SageMaker's stateful sessions on (`X-Amzn-SageMaker-Session-Id`).
+    #[arg(
+        long,
+        env = "SAGEMAKER_ENABLE_STATEFUL_SESSIONS",
+        default_value = "false"
+    )]
+    pub stateful_sessions: String,
+    /// Seconds a session may stay idle before it expires.
+    #[arg(long, env = "SAGEMAKER_SESSIONS_EXPIRATION", default_value_t = crate::sessions::table::DEFAULT_EXPIRATION_SECS)]
+    pub sessions_expiration: u64,
+    /// Sessions open at once; one more is refused (429).
+    #[arg(long, env = "TRIDENT_MAX_SESSIONS", default_value_t = crate::sessions::table::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
     /// Path Prometheus metrics are served at, on the main port (under the `health` restriction)
     /// and on the metrics listener: SageMaker scrapes `/metrics` unless the endpoint's
     /// configuration names another path.
@@ -307,6 +321,8 @@ pub struct Config {
     pub bidi_messages_per_second: u32,
     /// The plugin manifest, if any.
     pub plugins: Option<PathBuf>,
+    /// Stateful sessions' bounds; `None` when sessions are off.
+    pub sessions: Option<SessionSettings>,
     /// HTTP worker threads, one single-threaded runtime each (`http::workers`); default: one
     /// per core.
     pub worker_threads: Option<usize>,
@@ -348,6 +364,7 @@ impl Config {
             metrics_path: DEFAULT_METRICS_PATH.to_owned(),
             bidi_messages_per_second: DEFAULT_BIDI_MESSAGES_PER_SECOND,
             plugins: None,
+            sessions: None,
             worker_threads: None,
             core_logging: CoreLogging::default(),
             backend_config: Vec::new(),
@@ -445,6 +462,10 @@ impl ServeArgs {
             metrics_path,
             bidi_messages_per_second: self.bidi_messages_per_second.max(1),
             plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
+            sessions: flag(&self.stateful_sessions).then(|| SessionSettings {
+                expiration: Duration::from_secs(self.sessions_expiration.max(1)),
+                max_sessions: self.max_sessions.max(1),
+            }),
             mode,
             ping_mode,
             inference_type,

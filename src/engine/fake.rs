@@ -33,6 +33,8 @@ pub struct FakeModel {
     pub answer: Answer,
     /// How long it waits before each response.
     pub delay: Duration,
+    /// Whether it has sequence batching.
+    pub stateful: bool,
 }
 
 impl FakeModel {
@@ -49,6 +51,7 @@ impl FakeModel {
             decoupled: false,
             answer: Arc::new(answer),
             delay: Duration::ZERO,
+            stateful: false,
         }
     }
 
@@ -154,6 +157,10 @@ impl Engine for FakeEngine {
 
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {
         Ok(self.model(model)?.metadata)
+    }
+
+    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError> {
+        Ok(self.model(model)?.stateful)
     }
 
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {

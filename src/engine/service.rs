@@ -74,6 +74,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
     /// The model's metadata (inputs and outputs with datatypes and shapes).
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError>;
+    /// Whether the model has Triton's sequence batcher (a stateful model: requests carry a
+    /// correlation id and start and end flags).
+    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError>;
     /// The model's state in the index, `None` when the engine has never heard of it.
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;
 

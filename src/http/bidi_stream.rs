@@ -270,13 +270,14 @@ where
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(default));
         invocation.content_type = Some(default.to_owned());
     }
-    let invoked = match super::invocations::run_default(state, &invocation, &headers, body).await {
-        Ok(invoked) => invoked,
-        Err(refused) => {
-            let error = refused.error.redacted(&state.redactor);
-            return Err((status_code(error.status), error.message));
-        }
-    };
+    let invoked =
+        match super::invocations::run_default(state, &invocation, &headers, body, None).await {
+            Ok(invoked) => invoked,
+            Err(refused) => {
+                let error = refused.error.redacted(&state.redactor);
+                return Err((status_code(error.status), error.message));
+            }
+        };
     match invoked.answer {
         Answer::V2(encoded) => {
             let bytes = Bytes::from(encoded.parts.concat());

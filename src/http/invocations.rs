@@ -13,12 +13,14 @@ use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
 use super::plugin_reply::reply_response;
+use super::sessions::{self, Step};
 use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::pipeline::{Answer, Failure, Pipeline, Request};
 use crate::plugins::PluginHost;
 use crate::protocol::sse::{EVENT_STREAM, error_event};
+use crate::sessions::SessionTurn;
 
 /// The header naming the A/B variant that served a request.
 pub const VARIANT_HEADER: &str = "x-trident-variant";
@@ -68,23 +70,30 @@ pub async fn invoke_default<E: Engine>(
     headers: &http::HeaderMap,
     body: Bytes,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    framed(state, run_default(state, invocation, headers, body).await)
+    let session = match sessions::step(state, &state.default_model, headers, &body).await? {
+        Step::Answered(response) => return Ok(response),
+        Step::Run(session) => session,
+    };
+    let invoked = run_default(state, invocation, headers, body, session.as_ref()).await;
+    framed(state, invoked)
 }
 
 /// What `/invocations` produces for a body: by the configured inference type, an inference on
 /// the default model through the container's plugins, or a generate answer or stream (through
-/// the model's generate plugins where it has them).
+/// the model's generate plugins where it has them), in `session`'s sequence when it has one.
 pub async fn run_default<E: Engine>(
     state: &AppState<E>,
     invocation: &Invocation,
     headers: &http::HeaderMap,
     body: Bytes,
+    session: Option<&SessionTurn>,
 ) -> Result<Invoked, Refused> {
     let route = InferRoute::Invocations;
     let pipeline = Pipeline {
         engine: &state.engine,
         plugins: state.plugins.load_full(),
         metrics: &state.metrics,
+        sessions: state.sessions.is_some(),
     };
     let request = Request {
         route: route.path(),
@@ -92,6 +101,7 @@ pub async fn run_default<E: Engine>(
         invocation,
         headers,
         body,
+        session,
     };
     let stream = match state.config.inference_type {
         InferenceType::Infer => return run_infer(state, route, &pipeline, request).await,
@@ -108,7 +118,7 @@ pub async fn run_default<E: Engine>(
 }
 
 /// One KServe v2 inference on `model` over HTTP, through the payload plugins `plugins` routes
-/// to it when it has any.
+/// to it when it has any, in a stateful session when the request asks for one.
 pub async fn infer<E: Engine>(
     state: &AppState<E>,
     route: InferRoute,
@@ -118,10 +128,15 @@ pub async fn infer<E: Engine>(
     headers: &http::HeaderMap,
     body: Bytes,
 ) -> Result<Response<ResponseBody>, ApiError> {
+    let session = match sessions::step(state, model, headers, &body).await? {
+        Step::Answered(response) => return Ok(response),
+        Step::Run(session) => session,
+    };
     let pipeline = Pipeline {
         engine: &state.engine,
         plugins,
         metrics: &state.metrics,
+        sessions: state.sessions.is_some(),
     };
     let request = Request {
         route: route.path(),
@@ -129,6 +144,7 @@ pub async fn infer<E: Engine>(
         invocation,
         headers,
         body,
+        session: session.as_ref(),
     };
     framed(state, run_infer(state, route, &pipeline, request).await)
 }

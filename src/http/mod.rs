@@ -16,6 +16,7 @@ pub mod ping;
 pub mod plugin_reply;
 pub mod redact;
 pub mod restricted;
+pub mod sessions;
 pub mod state;
 pub mod workers;
 
@@ -124,6 +125,12 @@ async fn dispatch<E: Engine>(
         Bytes::new()
     };
     let invocation = || Invocation::from_headers(headers);
+    if matches!(
+        endpoint.handler,
+        Handler::ModelLoad | Handler::ModelUnload | Handler::PluginReload | Handler::BidiStream
+    ) {
+        sessions::refuse_elsewhere(state, headers)?;
+    }
     match (endpoint.handler, route) {
         (Handler::Ping, _) => ping::ping(state),
         (Handler::Invoke, _) => {
@@ -185,13 +192,14 @@ fn execution_parameters<E>(state: &AppState<E>) -> Response<ResponseBody> {
 }
 
 /// Serves SageMaker's routes on `listener` until `shutdown` completes, then stops accepting
-/// and lets in-flight requests finish for up to `grace`.
+/// and lets in-flight requests finish for up to `grace`. Idle sessions expire meanwhile.
 pub async fn serve<E: Engine>(
     listener: TcpListener,
     state: Arc<AppState<E>>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    tokio::spawn(sessions::expire_idle(Arc::downgrade(&state)));
     let answer = |state: Arc<AppState<E>>, request| async move { handle(&state, request).await };
     listener::run(Serves::Routes, listener, state, answer, shutdown, grace).await;
 }
@@ -242,9 +250,11 @@ fn metrics_text<E: Engine>(state: &AppState<E>) -> Response<ResponseBody> {
                 .collect()
         })
         .unwrap_or_default();
-    let text = state
-        .metrics
-        .render_with(state.engine.in_flight(), &plugins);
+    let text = state.metrics.render_with(
+        state.engine.in_flight(),
+        &plugins,
+        state.sessions.as_ref().map(|s| s.counts()),
+    );
     let mut response = Response::new(ResponseBody::full(text));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

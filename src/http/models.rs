@@ -178,16 +178,27 @@ pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
 ) -> Result<Response<ResponseBody>, ApiError> {
+    let target = state.registry.get(name).map(|model| model.target.clone());
     // As for loads: the unload finishes even if the client goes away.
-    let (registry, engine, name) = (
+    let (registry, engine, owned) = (
         Arc::clone(&state.registry),
         state.engine.clone(),
         name.to_owned(),
     );
-    let unloaded = tokio::spawn(async move { registry.unload(&engine, &name).await })
+    let unloaded = tokio::spawn(async move { registry.unload(&engine, &owned).await })
         .await
         .unwrap_or_else(|e| Err(MmeError::Internal(format!("the unload task failed: {e}"))));
     state.metrics.model_unloaded(outcome(&unloaded));
+    // The model's sessions end with it (also when the unload failed after the model left the
+    // registry).
+    if let (Some(sessions), Some(target)) = (&state.sessions, target)
+        && state.registry.get(name).is_none()
+    {
+        let ended = sessions.end_model(&target);
+        if ended > 0 {
+            tracing::info!(model = %target, sessions = ended, "the unloaded model's sessions ended");
+        }
+    }
     unloaded?;
     Ok(Response::new(ResponseBody::empty()))
 }

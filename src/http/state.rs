@@ -10,6 +10,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::plugins::PluginHost;
 use crate::plugins::manifest::Manifest;
+use crate::sessions::Sessions;
 
 /// The name `/invocations` uses when no default model is configured (as Triton's frontend).
 pub const UNSPECIFIED_MODEL: &str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME";
@@ -33,6 +34,8 @@ pub struct AppState<E> {
     pub redactor: Redactor,
     /// Open `/invocations-bidirectional-stream` sessions (as many as `max_connections`).
     pub bidi_sessions: Arc<tokio::sync::Semaphore>,
+    /// Open stateful sessions; `None` when sessions are off.
+    pub sessions: Option<Arc<Sessions>>,
     /// Turns `true` when the server starts shutting down: open sessions close (1001).
     pub shutting_down: tokio::sync::watch::Sender<bool>,
 }
@@ -102,6 +105,9 @@ impl<E> AppState<E> {
                 config.client_limits.max_connections,
             )),
             shutting_down: tokio::sync::watch::Sender::new(false),
+            sessions: config
+                .sessions
+                .map(|settings| Arc::new(Sessions::new(settings))),
             config,
         }
     }

@@ -79,7 +79,7 @@ impl<E: Engine> Pipeline<'_, E> {
                 stream_by_default,
             ),
         };
-        let responses = self.engine.infer(infer).map_err(Failure::Refused)?;
+        let responses = self.submit(&request, infer)?;
         let adapters = self
             .plugins
             .clone()

@@ -31,7 +31,7 @@ pub use codecs::Codecs;
 pub use events::{Events, StreamEvent};
 pub use failure::Failure;
 
-use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse};
+use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse, SequenceId};
 use crate::invocation::Invocation;
 use crate::metrics::Metrics;
 use crate::plugins::host::LoadedPlugin;
@@ -41,6 +41,8 @@ use crate::plugins::{
 use crate::protocol::binary_header::json_header_size;
 use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use crate::protocol::v2_response::{EncodedBody, encode_infer_response};
+use crate::sessions::SessionTurn;
+use crate::sessions::table::FIRST_SESSION_SEQUENCE_ID;
 
 /// Triton's message for a decoupled model asked for one answer.
 pub const DECOUPLED_REFUSED: &str =
@@ -79,6 +81,10 @@ pub struct Pipeline<'a, E> {
     pub plugins: Option<Arc<PluginHost>>,
     /// Where plugin calls are counted.
     pub metrics: &'a Metrics,
+    /// Whether stateful sessions are on: numeric sequence ids from
+    /// [`FIRST_SESSION_SEQUENCE_ID`] are then the sessions', and a request outside a session
+    /// may not use them.
+    pub sessions: bool,
 }
 
 /// One request to the pipeline: which route it came by, for which model, with SageMaker's
@@ -94,6 +100,9 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The request body, read whole.
     pub body: Bytes,
+    /// The request's turn in its stateful session, if it has one: its inference is then a
+    /// request of the session's sequence.
+    pub session: Option<&'a SessionTurn>,
 }
 
 impl<E: Engine> Pipeline<'_, E> {
@@ -118,7 +127,7 @@ impl<E: Engine> Pipeline<'_, E> {
 
     async fn run(&self, request: &Request<'_>, codecs: &Codecs) -> Result<Answer, Failure> {
         let (infer, encoding) = self.decode(request, codecs).await?;
-        let response = self.one_response(request.model, infer).await?;
+        let response = self.one_response(request, infer).await?;
         self.encode(request, codecs, response, &encoding).await
     }
 
@@ -155,10 +164,10 @@ impl<E: Engine> Pipeline<'_, E> {
     /// Submits the request and takes its one response; a decoupled model is refused first.
     async fn one_response(
         &self,
-        model: &str,
-        request: InferRequest,
+        request: &Request<'_>,
+        infer: InferRequest,
     ) -> Result<InferResponse, Failure> {
-        match self.engine.is_decoupled(model) {
+        match self.engine.is_decoupled(request.model) {
             Ok(false) => {}
             Ok(true) => {
                 let refused = EngineError::new(ErrorCode::Unsupported, DECOUPLED_REFUSED);
@@ -166,12 +175,42 @@ impl<E: Engine> Pipeline<'_, E> {
             }
             Err(error) => return Err(Failure::Refused(error)),
         }
-        let mut responses = self.engine.infer(request).map_err(Failure::Refused)?;
+        let mut responses = self.submit(request, infer)?;
         match responses.next().await {
             Some(Ok(response)) => Ok(response),
             Some(Err(error)) => Err(Failure::Model(error)),
             None => Err(Failure::NoResponse),
         }
+    }
+
+    /// Submits `infer` to the engine, as a request of the session's sequence when `request` is
+    /// in a session of a stateful model (the session learns it started once the engine took it).
+    fn submit(
+        &self,
+        request: &Request<'_>,
+        mut infer: InferRequest,
+    ) -> Result<E::Responses, Failure> {
+        let Some(turn) = request.session else {
+            if self.sessions
+                && let Some(SequenceId::Number(id)) = infer.sequence.id
+                && id >= FIRST_SESSION_SEQUENCE_ID
+            {
+                return Err(Failure::Refused(EngineError::new(
+                    ErrorCode::InvalidArg,
+                    format!(
+                        "sequence_id {id} is reserved: ids from {FIRST_SESSION_SEQUENCE_ID} \
+                         belong to stateful sessions (X-Amzn-SageMaker-Session-Id)"
+                    ),
+                )));
+            }
+            return self.engine.infer(infer).map_err(Failure::Refused);
+        };
+        if let Some(sequence) = turn.sequence() {
+            infer.sequence = sequence;
+        }
+        let responses = self.engine.infer(infer).map_err(Failure::Refused)?;
+        turn.submitted();
+        Ok(responses)
     }
 
     /// The answer: the response plugin's reply, or v2 JSON / binary as the request asked.

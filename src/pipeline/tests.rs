@@ -114,6 +114,7 @@ async fn with_request<T>(
         engine,
         plugins: None,
         metrics: &metrics,
+        sessions: false,
     };
     let request = Request {
         route: "/invocations",
@@ -121,6 +122,7 @@ async fn with_request<T>(
         invocation: &invocation,
         headers: &headers,
         body: Bytes::from(body.to_owned()),
+        session: None,
     };
     run(&pipeline, request).await
 }

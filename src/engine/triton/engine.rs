@@ -123,6 +123,13 @@ impl Engine for TritonEngine {
         self.server.model_metadata(model, None)
     }
 
+    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError> {
+        let config = self.server.model_config(model, None)?;
+        Ok(config
+            .get("sequence_batching")
+            .is_some_and(|batching| !batching.is_null()))
+    }
+
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {
         Ok(self
             .server
