@@ -210,23 +210,24 @@ impl Sessions {
         stateful: bool,
     ) -> Result<(Arc<Session>, SystemTime), SessionError> {
         let id = random_id()?;
-        let session = Arc::new(Session {
-            id: id.clone(),
-            model: model.to_owned(),
-            stateful,
-            correlation: self.next_correlation.fetch_add(1, Ordering::Relaxed),
-            started: AtomicBool::new(false),
-            ended: AtomicBool::new(false),
-            last_used: Mutex::new(Instant::now()),
-            turn: Arc::new(tokio::sync::Mutex::new(())),
-        });
-        {
+        let session = {
             let mut open = lock(&self.open);
             if open.len() >= self.settings.max_sessions {
                 return Err(SessionError::Full(self.settings.max_sessions));
             }
+            let session = Arc::new(Session {
+                id: id.clone(),
+                model: model.to_owned(),
+                stateful,
+                correlation: self.next_correlation.fetch_add(1, Ordering::Relaxed),
+                started: AtomicBool::new(false),
+                ended: AtomicBool::new(false),
+                last_used: Mutex::new(Instant::now()),
+                turn: Arc::new(tokio::sync::Mutex::new(())),
+            });
             open.insert(id, Arc::clone(&session));
-        }
+            session
+        };
         self.created.fetch_add(1, Ordering::Relaxed);
         Ok((session, SystemTime::now() + self.settings.expiration))
     }

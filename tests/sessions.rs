@@ -1,0 +1,533 @@
+//! SageMaker's stateful sessions end to end, over real HTTP on 127.0.0.1 against the real Triton
+//! core: each session is a sequence of the native sequence-sum model (Triton's sequence
+//! batcher), so the sums the model answers show whose state a request reached. Close and expiry
+//! send the sequence's end, which a deployment without sessions (`probe`, the same model in the
+//! same core) sees: the core then refuses to continue the sequence without a start. Every bad
+//! session request is a 4xx, and a good request follows it.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use libtest_mimic::Failed;
+use serde_json::{Value, json};
+use trident::config::Config;
+use trident::http::AppState;
+use trident::sessions::SessionSettings;
+
+use common::http_client::{HttpResponse, get, request};
+use common::{Check, configs, copy_model, models_dir};
+
+/// The first sequence id trident gives a session (then one more per session, in order).
+const FIRST_SEQUENCE_ID: u64 = 1 << 63;
+/// The single-model deployment's bound on open sessions.
+const MAX_SESSIONS: usize = 4;
+/// The multi-model deployment's idle expiration.
+const MME_EXPIRATION: Duration = Duration::from_secs(1);
+
+struct Fixture {
+    _runtime: tokio::runtime::Runtime,
+    servers: HashMap<&'static str, SocketAddr>,
+    models_root: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn at(&self, name: &str) -> SocketAddr {
+        self.servers[name]
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let checks: &[Check<Fixture>] = checks![
+        interleaved_sessions_keep_separate_sums,
+        closing_a_session_ends_its_sequence_in_the_model,
+        bad_session_requests_are_4xx_and_the_endpoint_serves,
+        the_session_bound_holds,
+        sessions_are_off_unless_enabled,
+        multi_model_sessions_are_per_model_and_expire,
+    ];
+    common::run_checks(start(), checks)
+}
+
+fn start() -> Fixture {
+    let engine = common::start_engine(vec![models_dir()], &["native_sequence_sum"]);
+    let runtime = common::runtime();
+    let models_root = tempfile::tempdir().unwrap();
+    let with_sessions = |config: Config, settings: SessionSettings| Config {
+        sessions: Some(settings),
+        ..config
+    };
+    let deployments: Vec<(&'static str, Config)> = vec![
+        (
+            "sessions",
+            with_sessions(
+                configs::single_model("native_sequence_sum"),
+                SessionSettings {
+                    expiration: Duration::from_secs(600),
+                    max_sessions: MAX_SESSIONS,
+                },
+            ),
+        ),
+        ("probe", configs::single_model("native_sequence_sum")),
+        (
+            "mme",
+            with_sessions(
+                configs::multi_model(models_root.path()),
+                SessionSettings {
+                    expiration: MME_EXPIRATION,
+                    max_sessions: 64,
+                },
+            ),
+        ),
+    ];
+    let mut servers = HashMap::new();
+    for (name, config) in deployments {
+        let state = Arc::new(AppState::new(engine.clone(), config));
+        servers.insert(name, common::serve(&runtime, state));
+    }
+    Fixture {
+        _runtime: runtime,
+        servers,
+        models_root,
+    }
+}
+
+const SESSION: &str = "X-Amzn-SageMaker-Session-Id";
+
+fn add(value: i32) -> Value {
+    json!({"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}]})
+}
+
+fn post(at: SocketAddr, path: &str, session: Option<&str>, body: &[u8]) -> HttpResponse {
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(id) = session {
+        headers.push((SESSION, id));
+    }
+    request(at, "POST", path, &headers, body)
+}
+
+/// Opens a session on `path`; its id, after checking the answer's header.
+fn open(at: SocketAddr, path: &str) -> Result<String, Failed> {
+    let response = post(
+        at,
+        path,
+        Some("NEW_SESSION"),
+        br#"{"requestType": "NEW_SESSION"}"#,
+    );
+    ensure!(
+        response.status == 200,
+        "NEW_SESSION: {} {}",
+        response.status,
+        response.text()
+    );
+    let header = response
+        .header("x-amzn-sagemaker-new-session-id")
+        .ok_or("no X-Amzn-SageMaker-New-Session-Id")?;
+    let (id, expires) = header
+        .split_once("; Expires=")
+        .ok_or_else(|| format!("not '<id>; Expires=<time>': {header}"))?;
+    ensure!(
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{id}"
+    );
+    ensure!(
+        expires.len() == 20 && expires.ends_with('Z') && expires.as_bytes()[10] == b'T',
+        "{expires}"
+    );
+    let year: u64 = expires[..4].parse().map_err(|_| expires.to_owned())?;
+    let now_year = 1970 + SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() / 31_556_952;
+    ensure!(year.abs_diff(now_year) <= 1, "{expires}");
+    Ok(id.to_owned())
+}
+
+fn close(at: SocketAddr, path: &str, id: &str) -> HttpResponse {
+    post(at, path, Some(id), br#"{"requestType": "CLOSE"}"#)
+}
+
+/// Adds `value` in session `id` on `path`; the model's running sum.
+fn step(at: SocketAddr, path: &str, id: &str, value: i32) -> Result<i64, Failed> {
+    let response = post(at, path, Some(id), add(value).to_string().as_bytes());
+    ensure!(
+        response.status == 200,
+        "step in {id}: {} {}",
+        response.status,
+        response.text()
+    );
+    response.json()["outputs"][0]["data"][0]
+        .as_i64()
+        .ok_or_else(|| format!("no sum in {}", response.text()).into())
+}
+
+/// Continues sequence `id` directly in the core, with no start flag, through the deployment
+/// without sessions: 200 while the sequence is open in the model, 400 naming START once it ended.
+fn probe(f: &Fixture, id: u64) -> HttpResponse {
+    let body = json!({
+        "parameters": {"sequence_id": id},
+        "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [0]}],
+    });
+    post(
+        f.at("probe"),
+        "/invocations",
+        None,
+        body.to_string().as_bytes(),
+    )
+}
+
+/// A request outside any session on the single-model deployment succeeds (the endpoint serves).
+fn still_serves(f: &Fixture) -> Result<(), Failed> {
+    let ping = get(f.at("sessions"), "/ping");
+    ensure!(ping.status == 200, "ping: {}", ping.status);
+    let id = open(f.at("sessions"), "/invocations")?;
+    let sum = step(f.at("sessions"), "/invocations", &id, 7)?;
+    ensure!(sum == 7, "a fresh session's sum {sum}");
+    let closed = close(f.at("sessions"), "/invocations", &id);
+    ensure!(closed.status == 200, "{}", closed.text());
+    Ok(())
+}
+
+fn metric(at: SocketAddr, name: &str) -> Result<u64, Failed> {
+    let text = get(at, "/metrics").text();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| format!("no {name} in metrics").into())
+}
+
+fn interleaved_sessions_keep_separate_sums(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let (a, b) = (open(at, "/invocations")?, open(at, "/invocations")?);
+    ensure!(a != b, "two sessions, one id");
+    let created = metric(at, "trident_sessions_created_total")?;
+    for (id, value, expected) in [(&a, 1, 1), (&b, 100, 100), (&a, 2, 3), (&b, 200, 300)] {
+        let sum = step(at, "/invocations", id, value)?;
+        ensure!(sum == expected, "sum {sum}, expected {expected}");
+    }
+    // Concurrent requests of one session reach the model one at a time: every sum is distinct
+    // and the last is the total.
+    let sums: Vec<i64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| scope.spawn(|| step(at, "/invocations", &a, 1).map_err(|e| format!("{e:?}"))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<Result<i64, String>>>()
+    })
+    .into_iter()
+    .collect::<Result<_, _>>()?;
+    let mut sorted = sums.clone();
+    sorted.sort_unstable();
+    ensure!(sorted == (4..=11).collect::<Vec<_>>(), "{sums:?}");
+    for id in [&a, &b] {
+        let closed = close(at, "/invocations", id);
+        ensure!(closed.status == 200, "{} {}", closed.status, closed.text());
+        ensure!(
+            closed.header("x-amzn-sagemaker-closed-session-id") == Some(id.as_str()),
+            "{:?}",
+            closed.headers
+        );
+    }
+    ensure!(
+        metric(at, "trident_sessions_open")? == 0,
+        "sessions left open"
+    );
+    ensure!(
+        metric(at, "trident_sessions_closed_total")? >= 2 && created >= 2,
+        "counts"
+    );
+    Ok(())
+}
+
+fn closing_a_session_ends_its_sequence_in_the_model(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let before = metric(at, "trident_sessions_created_total")?;
+    let id = open(at, "/invocations")?;
+    let sequence = FIRST_SEQUENCE_ID + before;
+    ensure!(step(at, "/invocations", &id, 5)? == 5, "first step");
+    // Open in the model: continuing it directly adds to the session's sum.
+    let open_probe = probe(f, sequence);
+    ensure!(
+        open_probe.status == 200 && open_probe.json()["outputs"][0]["data"][0] == 5,
+        "the session's sequence {sequence} is not the one the model keeps: {} {}",
+        open_probe.status,
+        open_probe.text()
+    );
+    let closed = close(at, "/invocations", &id);
+    ensure!(closed.status == 200, "{} {}", closed.status, closed.text());
+    let ended = probe(f, sequence);
+    ensure!(
+        ended.status == 400 && ended.error().contains("START"),
+        "the sequence outlived its session: {} {}",
+        ended.status,
+        ended.text()
+    );
+    // The closed id is refused, clearly.
+    let after = post(at, "/invocations", Some(&id), add(1).to_string().as_bytes());
+    ensure!(
+        after.status == 400 && after.error().contains("not open"),
+        "{} {}",
+        after.status,
+        after.text()
+    );
+    still_serves(f)
+}
+
+fn bad_session_requests_are_4xx_and_the_endpoint_serves(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let cases: Vec<(&str, &str, Vec<(&str, &str)>, &[u8], u16, &str)> = vec![
+        (
+            "unknown id",
+            "/invocations",
+            vec![(SESSION, "0123456789abcdef0123456789abcdef")],
+            b"{}",
+            400,
+            "not open",
+        ),
+        (
+            "CLOSE of an unknown id",
+            "/invocations",
+            vec![(SESSION, "nope")],
+            br#"{"requestType":"CLOSE"}"#,
+            400,
+            "not open",
+        ),
+        (
+            "CLOSE without an id",
+            "/invocations",
+            vec![],
+            br#"{"requestType":"CLOSE"}"#,
+            400,
+            "X-Amzn-SageMaker-Session-Id",
+        ),
+        (
+            "NEW_SESSION body under an id",
+            "/invocations",
+            vec![(SESSION, "abc")],
+            br#"{"requestType":"NEW_SESSION"}"#,
+            400,
+            "NEW_SESSION",
+        ),
+        (
+            "NEW_SESSION with a payload",
+            "/invocations",
+            vec![(SESSION, "NEW_SESSION")],
+            br#"{"inputs":[]}"#,
+            400,
+            "body is",
+        ),
+        (
+            "unknown requestType",
+            "/invocations",
+            vec![(SESSION, "abc")],
+            br#"{"requestType":"DELETE"}"#,
+            400,
+            "DELETE",
+        ),
+        (
+            "id with a space",
+            "/invocations",
+            vec![(SESSION, "a b")],
+            b"{}",
+            400,
+            "visible ASCII",
+        ),
+        (
+            "NEW_SESSION on the model repository",
+            "/models",
+            vec![(SESSION, "NEW_SESSION")],
+            br#"{"requestType":"NEW_SESSION"}"#,
+            400,
+            "served on /invocations",
+        ),
+        (
+            "a session's sequence id outside the session",
+            "/invocations",
+            vec![],
+            br#"{"parameters":{"sequence_id":9223372036854775808,"sequence_start":true},"inputs":[{"name":"INPUT","datatype":"INT32","shape":[1,1],"data":[1]}]}"#,
+            400,
+            "reserved",
+        ),
+    ];
+    for (what, path, headers, body, status, needle) in cases {
+        let mut headers = headers;
+        headers.push(("Content-Type", "application/json"));
+        let response = request(at, "POST", path, &headers, body);
+        ensure!(
+            response.status == status && response.error().contains(needle),
+            "{what}: {} {}",
+            response.status,
+            response.text()
+        );
+        still_serves(f)?;
+    }
+    // Bytes outside ASCII in the header (sent raw: the client helper writes text).
+    let raw = format!(
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{SESSION}: caf\u{e9}\x01\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    let response = common::http_client::raw(at, raw.as_bytes());
+    ensure!(
+        response.status == 400,
+        "non-ASCII id: {} {}",
+        response.status,
+        response.text()
+    );
+    still_serves(f)
+}
+
+fn the_session_bound_holds(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let ids: Vec<String> = (0..MAX_SESSIONS)
+        .map(|_| open(at, "/invocations"))
+        .collect::<Result<_, _>>()?;
+    let refused = post(
+        at,
+        "/invocations",
+        Some("NEW_SESSION"),
+        br#"{"requestType":"NEW_SESSION"}"#,
+    );
+    ensure!(
+        refused.status == 429 && refused.error().contains("limit of 4"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    // Every open session still works, and closing one makes room.
+    for id in &ids {
+        ensure!(
+            step(at, "/invocations", id, 2)? == 2,
+            "a session at the bound"
+        );
+    }
+    for id in &ids {
+        let closed = close(at, "/invocations", id);
+        ensure!(closed.status == 200, "{}", closed.text());
+    }
+    still_serves(f)
+}
+
+fn sessions_are_off_unless_enabled(f: &Fixture) -> Result<(), Failed> {
+    // Without sessions the header is ignored: the body runs as it is (here a sequence of its own).
+    let body = json!({
+        "parameters": {"sequence_id": 5, "sequence_start": true, "sequence_end": true},
+        "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [3]}],
+    });
+    let response = post(
+        f.at("probe"),
+        "/invocations",
+        Some("NEW_SESSION"),
+        body.to_string().as_bytes(),
+    );
+    ensure!(
+        response.status == 200 && response.header("x-amzn-sagemaker-new-session-id").is_none(),
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let metrics = get(f.at("probe"), "/metrics").text();
+    ensure!(
+        !metrics.contains("trident_sessions_"),
+        "session metrics without sessions"
+    );
+    Ok(())
+}
+
+fn load(f: &Fixture, name: &str, model: &str) -> Result<(), Failed> {
+    let parent = f.models_root.path().join(name);
+    copy_model(model, &parent, "model");
+    let url = parent.join("model").display().to_string();
+    let body = json!({"model_name": name, "url": url}).to_string();
+    let loaded = request(f.at("mme"), "POST", "/models", &[], body.as_bytes());
+    ensure!(
+        loaded.status == 200,
+        "load {name}: {} {}",
+        loaded.status,
+        loaded.text()
+    );
+    Ok(())
+}
+
+fn multi_model_sessions_are_per_model_and_expire(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("mme");
+    load(f, "seq", "native_sequence_sum")?;
+    load(f, "adder", "native_add_sub")?;
+    let seq = open(at, "/models/seq/invoke")?;
+    ensure!(step(at, "/models/seq/invoke", &seq, 4)? == 4, "mme step");
+    // A session belongs to its model.
+    let elsewhere = post(at, "/models/adder/invoke", Some(&seq), b"{}");
+    ensure!(
+        elsewhere.status == 400 && elsewhere.error().contains("another model"),
+        "{} {}",
+        elsewhere.status,
+        elsewhere.text()
+    );
+    // A model without sequence batching takes sessions too (for plugins); no sequence reaches it.
+    let adder = open(at, "/models/adder/invoke")?;
+    let (twos, ones) = (vec![2; 16], vec![1; 16]);
+    let add_sub = json!({"inputs": [
+        {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": twos},
+        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": ones},
+    ]});
+    let response = post(
+        at,
+        "/models/adder/invoke",
+        Some(&adder),
+        add_sub.to_string().as_bytes(),
+    );
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    // Left idle, both expire with no traffic; the stateful one's sequence ends in the model.
+    let deadline = Instant::now() + MME_EXPIRATION * 10;
+    while metric(at, "trident_sessions_open")? > 0 {
+        ensure!(Instant::now() < deadline, "sessions did not expire");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ensure!(
+        metric(at, "trident_sessions_expired_total")? >= 2,
+        "expired count"
+    );
+    let expired = post(
+        at,
+        "/models/seq/invoke",
+        Some(&seq),
+        add(1).to_string().as_bytes(),
+    );
+    ensure!(
+        expired.status == 400 && expired.error().contains("not open"),
+        "{} {}",
+        expired.status,
+        expired.text()
+    );
+    // A model's unload ends its open sessions.
+    let again = open(at, "/models/seq/invoke")?;
+    let unloaded = request(at, "DELETE", "/models/seq", &[], b"");
+    ensure!(
+        unloaded.status == 200,
+        "{} {}",
+        unloaded.status,
+        unloaded.text()
+    );
+    let gone = post(
+        at,
+        "/models/seq/invoke",
+        Some(&again),
+        add(1).to_string().as_bytes(),
+    );
+    ensure!(
+        gone.status == 400 || gone.status == 404,
+        "{} {}",
+        gone.status,
+        gone.text()
+    );
+    ensure!(
+        metric(at, "trident_sessions_open")? == 0,
+        "the unloaded model's session is open"
+    );
+    Ok(())
+}
