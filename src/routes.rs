@@ -15,7 +15,8 @@ use Category::{Health, Inference, ModelRepository};
 pub enum Category {
     /// `/models` load, list, get and unload, and `/plugins/reload`.
     ModelRepository,
-    /// `/invocations`, `/models/{name}/invoke` and the bidirectional stream.
+    /// `/invocations`, `/models/{name}/invoke`, the bidirectional stream and OpenAI's chat
+    /// completions.
     Inference,
     /// `/ping` and the metrics path.
     Health,
@@ -40,7 +41,14 @@ pub enum Route<'a> {
     PluginReload,
     /// `GET /invocations-bidirectional-stream`: a WebSocket of invocations.
     BidiStream,
+    /// `POST /v1/chat/completions` or `POST /openai/v1/chat/completions`: OpenAI's chat
+    /// completions, through the manifest's `openai_chat` plugin, on the default model.
+    OpenAiChat(&'a str),
 }
+
+/// The paths of OpenAI's chat completions (SageMaker's OpenAI-compatible route, and OpenAI's
+/// own, for clients given trident's address as their `base_url`).
+pub const OPENAI_CHAT_PATHS: [&str; 2] = ["/v1/chat/completions", "/openai/v1/chat/completions"];
 
 /// The bidirectional stream's path.
 pub const BIDI_STREAM_PATH: &str = "/invocations-bidirectional-stream";
@@ -84,6 +92,8 @@ pub enum Handler {
     ModelInvoke,
     /// The plugin manifest's reload.
     PluginReload,
+    /// `http::invocations::openai_chat`.
+    OpenAiChat,
 }
 
 const fn endpoint(
@@ -205,6 +215,17 @@ const PLUGIN_RELOAD: (&[Endpoint], &str) = (
     "POST",
 );
 
+const OPENAI_CHAT: (&[Endpoint], &str) = (
+    &[endpoint(
+        Method::POST,
+        Handler::OpenAiChat,
+        Some(Inference),
+        true,
+        "openai_chat",
+    )],
+    "POST",
+);
+
 impl<'a> Route<'a> {
     /// The route for a path (query excluded), or `None` (404).
     pub fn parse(path: &'a str) -> Option<Route<'a>> {
@@ -215,6 +236,7 @@ impl<'a> Route<'a> {
             "/execution-parameters" => Some(Route::ExecutionParameters),
             "/models" | "/models/" => Some(Route::Models),
             "/plugins/reload" => Some(Route::PluginReload),
+            _ if OPENAI_CHAT_PATHS.contains(&path) => Some(Route::OpenAiChat(path)),
             _ => {
                 let rest = path.strip_prefix("/models/")?;
                 match rest.split_once('/') {
@@ -236,6 +258,7 @@ impl<'a> Route<'a> {
             Route::Model(_) => MODEL,
             Route::Invoke(_) => INVOKE,
             Route::PluginReload => PLUGIN_RELOAD,
+            Route::OpenAiChat(_) => OPENAI_CHAT,
         }
     }
 
@@ -288,6 +311,10 @@ mod tests {
         }
         assert!(is_reserved("/models/a/b"));
         assert!(is_reserved(BIDI_STREAM_PATH));
+        for path in OPENAI_CHAT_PATHS {
+            assert_eq!(Route::parse(path), Some(Route::OpenAiChat(path)));
+        }
+        assert_eq!(Route::parse("/v1/chat/completions/"), None);
         assert!(!is_reserved("/metrics"));
     }
 
@@ -304,6 +331,7 @@ mod tests {
             Route::Model("m"),
             Route::Invoke("m"),
             Route::PluginReload,
+            Route::OpenAiChat("/v1/chat/completions"),
         ];
         let mut handlers = Vec::new();
         for route in routes {

@@ -15,29 +15,51 @@ use common::plugins::{digest, guest};
 use common::process::{Running, python_client, serve_with};
 use serde_json::{Value, json};
 
-/// trident serving the chat model through the chat plugin, ready.
+/// trident serving the chat model through the chat plugin on /invocations (inference type
+/// `generate`), ready.
 fn start(dir: &Path) -> (Running, SocketAddr) {
+    let routing = "[models.\"*\"]\nrequest = \"chat\"\nresponse = \"chat\"\n";
+    start_manifest(dir, "", routing, "generate")
+}
+
+/// trident serving the chat model with `inference_type`, and a manifest of `top` (top-level
+/// keys), the chat plugin, then `routing`; ready.
+fn start_manifest(
+    dir: &Path,
+    top: &str,
+    routing: &str,
+    inference_type: &str,
+) -> (Running, SocketAddr) {
     copy_model("chat_stream", &dir.join("models"), "chat_stream");
     let manifest = dir.join("plugins.toml");
     std::fs::write(
         &manifest,
         format!(
-            "[plugins.chat]\npath = \"{}\"\nsha256 = \"{}\"\n\n[models.\"*\"]\nrequest = \"chat\"\nresponse = \"chat\"\n",
+            "{top}[plugins.chat]\npath = \"{}\"\nsha256 = \"{}\"\n\n{routing}",
             guest("openai_chat").display(),
             digest("openai_chat"),
         ),
     )
     .unwrap();
     let env = [
-        ("SAGEMAKER_TRITON_INFERENCE_TYPE", OsStr::new("generate")),
+        (
+            "SAGEMAKER_TRITON_INFERENCE_TYPE",
+            OsStr::new(inference_type),
+        ),
         ("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()),
     ];
     serve_with(&dir.join("models"), &env)
 }
 
-/// Runs each of `requests` (arguments of `chat.completions.create`) with the openai client.
+/// Runs each of `requests` (arguments of `chat.completions.create`) with the openai client,
+/// through /invocations.
 fn chat(addr: SocketAddr, requests: Value) -> Vec<Value> {
-    let results = python_client("openai_chat.py", &format!("http://{addr}"), &requests);
+    chat_at(&format!("http://{addr}"), requests)
+}
+
+/// Runs each of `requests` with the openai client given `base_url`.
+fn chat_at(base_url: &str, requests: Value) -> Vec<Value> {
+    let results = python_client("openai_chat.py", base_url, &requests);
     serde_json::from_value(results).unwrap()
 }
 
@@ -124,4 +146,70 @@ fn the_openai_client_chats_with_a_decoupled_model_through_the_plugin() {
         );
     }
     assert_eq!(results[11]["content"], "Echo: hello there");
+}
+
+/// OpenAI's client pointed straight at trident (`base_url` = `/v1` or `/openai/v1`), no hook:
+/// the chat routes run the manifest's `openai_chat` plugin on the default model, answering
+/// once or streaming, whatever the endpoint's inference type (here `infer`, with no plugin
+/// routed to the model for /invocations).
+#[test]
+fn the_openai_client_works_pointed_straight_at_the_chat_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start_manifest(dir.path(), "openai_chat = \"chat\"\n\n", "", "infer");
+    for base in ["v1", "openai/v1"] {
+        let results = chat_at(
+            &format!("http://{addr}/{base}"),
+            json!([
+                {"model": "echo-1", "messages": user("straight in")},
+                {"model": "echo-1", "messages": user("straight in"), "stream": true},
+                {"model": "echo-1", "messages": []},
+                {"model": "echo-1", "messages": user("after")},
+            ]),
+        );
+        assert_eq!(
+            results[0]["content"], "Echo: straight in",
+            "{base}: {}",
+            results[0]
+        );
+        assert_eq!(results[0]["object"], "chat.completion");
+        assert_eq!(
+            results[1]["deltas"],
+            json!(["Echo: ", "straight ", "in"]),
+            "{base}: {}",
+            results[1]
+        );
+        assert_eq!(results[2]["status"], 400, "{base}: {}", results[2]);
+        assert_eq!(results[3]["content"], "Echo: after", "{base}");
+    }
+    // The route is an inference route: a GET is 405, and /invocations still runs the model
+    // without the plugin (a chat body is not a v2 request there).
+    let get = common::http_client::get(addr, "/v1/chat/completions");
+    assert_eq!(get.status, 405);
+    assert_eq!(get.header("allow"), Some("POST"));
+    let body = json!({"model": "echo-1", "messages": user("hi")}).to_string();
+    let invocations = common::http_client::post(addr, "/invocations", body.as_bytes());
+    assert_eq!(invocations.status, 400, "{}", invocations.text());
+}
+
+/// Without an `openai_chat` plugin the chat routes answer 404, saying what to configure, and
+/// the endpoint keeps serving.
+#[test]
+fn the_chat_routes_are_404_without_a_chat_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    let results = chat_at(
+        &format!("http://{addr}/v1"),
+        json!([{"model": "echo-1", "messages": user("hi")}]),
+    );
+    assert_eq!(results[0]["status"], 404, "{}", results[0]);
+    assert!(
+        results[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("openai_chat"),
+        "{}",
+        results[0]
+    );
+    let through_invocations = chat(addr, json!([{"model": "echo-1", "messages": user("hi")}]));
+    assert_eq!(through_invocations[0]["content"], "Echo: hi");
 }

@@ -117,6 +117,55 @@ pub async fn run_default<E: Engine>(
     }
 }
 
+/// OpenAI's chat completions (`path`: `/v1/chat/completions` or
+/// `/openai/v1/chat/completions`): the body goes to the manifest's `openai_chat` plugin as a
+/// generate request on the default model, which answers once or streams as the plugin decides
+/// (OpenAI's `"stream": true`). 404 when no chat plugin is configured, or on a multi-model
+/// endpoint (no default model).
+pub async fn openai_chat<E: Engine>(
+    state: &AppState<E>,
+    path: &str,
+    invocation: &Invocation,
+    headers: &http::HeaderMap,
+    body: Bytes,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let plugins = state.plugins.load_full();
+    let Some(selection) = plugins.as_ref().and_then(|host| host.openai_chat()) else {
+        return Err(ApiError::not_found(format!(
+            "{path} needs an OpenAI chat plugin: name one with openai_chat = \"<plugin>\" in \
+             the plugin manifest (SAGEMAKER_TRITON_PLUGINS)"
+        )));
+    };
+    if matches!(state.config.mode, crate::config::Mode::MultiModel { .. }) {
+        return Err(ApiError::not_found(format!(
+            "{path} serves the default model of a single-model endpoint; a multi-model \
+             endpoint has none"
+        )));
+    }
+    let pipeline = Pipeline {
+        engine: &state.engine,
+        plugins,
+        metrics: &state.metrics,
+        sessions: state.sessions.is_some(),
+    };
+    let request = Request {
+        route: path,
+        model: &state.default_model,
+        invocation,
+        headers,
+        body,
+        session: None,
+    };
+    let invoked = match pipeline.generate_with(request, selection, false).await {
+        Ok(answer) => Ok(Invoked {
+            variant: None,
+            answer,
+        }),
+        Err(failure) => Err(refused(state, Statuses::Generate, failure).await),
+    };
+    framed(state, invoked)
+}
+
 /// One KServe v2 inference on `model` over HTTP, through the payload plugins `plugins` routes
 /// to it when it has any, in a stateful session when the request asks for one.
 pub async fn infer<E: Engine>(

@@ -127,7 +127,11 @@ async fn dispatch<E: Engine>(
     let invocation = || Invocation::from_headers(headers);
     if matches!(
         endpoint.handler,
-        Handler::ModelLoad | Handler::ModelUnload | Handler::PluginReload | Handler::BidiStream
+        Handler::ModelLoad
+            | Handler::ModelUnload
+            | Handler::PluginReload
+            | Handler::BidiStream
+            | Handler::OpenAiChat
     ) {
         sessions::refuse_elsewhere(state, headers)?;
     }
@@ -147,6 +151,9 @@ async fn dispatch<E: Engine>(
         (Handler::ModelUnload, Route::Model(name)) => models::unload(state, name).await,
         (Handler::ModelInvoke, Route::Invoke(name)) => {
             models::invoke(state, name, &invocation(), headers, body).await
+        }
+        (Handler::OpenAiChat, Route::OpenAiChat(path)) => {
+            invocations::openai_chat(state, path, &invocation(), headers, body).await
         }
         (Handler::PluginReload, _) => {
             let count = state

@@ -62,6 +62,18 @@ impl<E: Engine> Pipeline<'_, E> {
                 )
             })
             .unwrap_or_default();
+        self.generate_with(request, selection, stream_by_default)
+            .await
+    }
+
+    /// A generate request through the adapters of `selection` (OpenAI's chat route names its
+    /// plugin; `generate` asks the manifest's routing for the model's).
+    pub async fn generate_with(
+        &self,
+        request: Request<'_>,
+        selection: Selection,
+        stream_by_default: bool,
+    ) -> Result<Answer, Failure> {
         let adapter = self
             .plugins
             .as_ref()

@@ -130,6 +130,7 @@ pub struct PluginHost {
     plugins: BTreeMap<String, Arc<LoadedPlugin>>,
     models: BTreeMap<String, Routing>,
     oom: Option<Arc<LoadedPlugin>>,
+    openai_chat: Option<Arc<LoadedPlugin>>,
     requests: AtomicU64,
     compiled: Compiled,
     model_policy: ModelPluginPolicy,
@@ -307,11 +308,23 @@ impl PluginHost {
                 message: "named as the oom policy but does not export oom-classifier".into(),
             });
         }
+        let openai_chat = get(&manifest.openai_chat);
+        if let Some(plugin) = &openai_chat
+            && !plugin.adapts_generate_requests()
+        {
+            return Err(LoadError {
+                plugin: plugin.name.to_string(),
+                message: "named as the openai_chat plugin but does not export \
+                          generate-request-adapter"
+                    .into(),
+            });
+        }
         Ok(PluginHost {
             runtime,
             plugins,
             models,
             oom,
+            openai_chat,
             requests: AtomicU64::new(0),
             compiled,
             model_policy: ModelPluginPolicy::of(manifest),
@@ -361,6 +374,17 @@ impl PluginHost {
                     response: arms[index].response.clone(),
                 }
             }
+        })
+    }
+
+    /// The adapters of OpenAI's chat completions route: the `openai_chat` plugin for the
+    /// request and the answer, or `None` when the manifest names none.
+    pub fn openai_chat(&self) -> Option<Selection> {
+        let plugin = self.openai_chat.as_ref()?;
+        Some(Selection {
+            variant: None,
+            request: Some(Arc::clone(plugin)),
+            response: Some(Arc::clone(plugin)),
         })
     }
 

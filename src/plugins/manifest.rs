@@ -5,6 +5,8 @@
 //! require_signatures = false          # true: every plugin needs a trusted ed25519 signature
 //! trusted_keys = []                   # hex public keys
 //! oom = "oom"                         # the plugin deciding which errors are out-of-memory
+//! openai_chat = "chat"                # the generate adapter serving /v1/chat/completions and
+//!                                     # /openai/v1/chat/completions (on the default model)
 //! compile_cache = "/var/cache/trident" # compiled plugins kept between starts ("" for none;
 //!                                     # default ~/.cache/trident/plugins)
 //!
@@ -59,6 +61,12 @@ pub struct Manifest {
     /// `oom-classifier`. Absent: the built-in list decides.
     #[serde(default)]
     pub oom: Option<String>,
+    /// The plugin, by name, that serves OpenAI's chat completions route
+    /// (`/v1/chat/completions`, `/openai/v1/chat/completions`) on the default model; it must
+    /// export the generate request adapter (and the generate response or stream adapter for
+    /// its answers). Absent: the route answers 404.
+    #[serde(default)]
+    pub openai_chat: Option<String>,
     /// Where compiled plugins are kept between starts (relative to the manifest); absent: the
     /// default folder ([`super::compile_cache::default_dir`]); empty: no cache.
     #[serde(default)]
@@ -293,6 +301,7 @@ impl Manifest {
             }
         };
         known("oom", "*", &self.oom)?;
+        known("openai_chat", "*", &self.openai_chat)?;
         for (model, plugins) in &self.models {
             known("request", model, &plugins.request)?;
             known("response", model, &plugins.response)?;

@@ -1,9 +1,10 @@
 """Chat completions against trident with OpenAI's own `openai` client (PyPI), which shares no
-code with the server: SageMaker delivers every call to /invocations, so the client's requests
-are sent there (a request hook on the client's own HTTP client rewrites the path; nothing else
-about them changes).
+code with the server. Given a base url ending in `/v1` (`http://127.0.0.1:PORT/v1` or
+`.../openai/v1`), the client is pointed straight at it, as a user would. Given only the server's
+address, its requests go to /invocations, where SageMaker delivers every call (a request hook on
+the client's own HTTP client rewrites the path; nothing else about them changes).
 
-Usage: python openai_chat.py http://127.0.0.1:PORT < requests.json
+Usage: python openai_chat.py http://127.0.0.1:PORT[/v1|/openai/v1] < requests.json
 requests.json: a list of keyword arguments for `client.chat.completions.create`.
 Prints a JSON list, one entry per request: for an answer, `content`, `finish_reason`, `id`,
 `object`, `model`, `usage`; for a stream, `deltas` (each chunk's content), `roles`, `ids`,
@@ -21,8 +22,12 @@ def to_invocations(request):
 
 
 def main():
-    http = openai.DefaultHttpxClient(event_hooks={"request": [to_invocations]}, timeout=30)
-    client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", http_client=http, max_retries=0)
+    if sys.argv[1].endswith("/v1"):
+        http, base_url = openai.DefaultHttpxClient(timeout=30), sys.argv[1]
+    else:
+        hooks = {"request": [to_invocations]}
+        http, base_url = openai.DefaultHttpxClient(event_hooks=hooks, timeout=30), sys.argv[1] + "/v1"
+    client = openai.OpenAI(base_url=base_url, api_key="unused", http_client=http, max_retries=0)
     results = []
     for arguments in json.load(sys.stdin):
         try:
