@@ -275,9 +275,20 @@ fn closing_a_session_ends_its_sequence_in_the_model(f: &Fixture) -> Result<(), F
     still_serves(f)
 }
 
+/// What a bad request is, its path, headers and body, and the status and words it is answered
+/// with.
+type BadCase = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    &'static [u8],
+    u16,
+    &'static str,
+);
+
 fn bad_session_requests_are_4xx_and_the_endpoint_serves(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("sessions");
-    let cases: Vec<(&str, &str, Vec<(&str, &str)>, &[u8], u16, &str)> = vec![
+    let cases: Vec<BadCase> = vec![
         (
             "unknown id",
             "/invocations",

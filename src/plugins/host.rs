@@ -124,6 +124,23 @@ enum Routing {
     },
 }
 
+/// The plugin the manifest names for a role, refused when it does not export what the role
+/// calls.
+fn named(
+    plugin: Option<Arc<LoadedPlugin>>,
+    exports: impl Fn(&LoadedPlugin) -> bool,
+    role: &str,
+    hook: &str,
+) -> Result<Option<Arc<LoadedPlugin>>, LoadError> {
+    match plugin {
+        Some(plugin) if !exports(&plugin) => Err(LoadError {
+            plugin: plugin.name.to_string(),
+            message: format!("named as {role} but does not export {hook}"),
+        }),
+        plugin => Ok(plugin),
+    }
+}
+
 /// Every plugin of a manifest, ready to call.
 pub struct PluginHost {
     runtime: Runtime,
@@ -299,26 +316,18 @@ impl PluginHost {
         for (model, spec) in &manifest.models {
             models.insert(model.clone(), routing(model, spec, get)?);
         }
-        let oom = get(&manifest.oom);
-        if let Some(plugin) = &oom
-            && plugin.hooks.oom.is_none()
-        {
-            return Err(LoadError {
-                plugin: plugin.name.to_string(),
-                message: "named as the oom policy but does not export oom-classifier".into(),
-            });
-        }
-        let openai_chat = get(&manifest.openai_chat);
-        if let Some(plugin) = &openai_chat
-            && !plugin.adapts_generate_requests()
-        {
-            return Err(LoadError {
-                plugin: plugin.name.to_string(),
-                message: "named as the openai_chat plugin but does not export \
-                          generate-request-adapter"
-                    .into(),
-            });
-        }
+        let oom = named(
+            get(&manifest.oom),
+            |p| p.hooks.oom.is_some(),
+            "the oom policy",
+            "oom-classifier",
+        )?;
+        let openai_chat = named(
+            get(&manifest.openai_chat),
+            LoadedPlugin::adapts_generate_requests,
+            "the openai_chat plugin",
+            "generate-request-adapter",
+        )?;
         Ok(PluginHost {
             runtime,
             plugins,
