@@ -148,7 +148,9 @@ async fn dispatch<E: Engine>(
         (Handler::ModelList, _) => models::list(state, parts.uri.query()),
         (Handler::ModelLoad, _) => models::load(state, &invocation(), body).await,
         (Handler::ModelGet, Route::Model(name)) => models::get(state, name),
-        (Handler::ModelUnload, Route::Model(name)) => models::unload(state, name).await,
+        (Handler::ModelUnload, Route::Model(name)) => {
+            models::unload(state, name, &invocation()).await
+        }
         (Handler::ModelInvoke, Route::Invoke(name)) => {
             models::invoke(state, name, &invocation(), headers, body).await
         }

@@ -173,12 +173,31 @@ pub fn get<E: Engine>(state: &AppState<E>, name: &str) -> Result<Response<Respon
     Ok(json_response(json))
 }
 
+/// An invoke or unload naming, in `X-Amzn-SageMaker-Target-Model`, another model than the one
+/// loaded under the url's name is refused (400), as Triton's newest frontend does. Without the
+/// header, the model loaded under the name is meant.
+fn check_target(model: &LoadedModel, invocation: &Invocation) -> Result<(), ApiError> {
+    match &invocation.target_model {
+        Some(target) if *target != model.target => Err(ApiError::bad_request(format!(
+            "X-Amzn-SageMaker-Target-Model '{}' is not the model loaded as '{}'",
+            target.escape_debug(),
+            model.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `DELETE /models/{name}`.
 pub async fn unload<E: Engine>(
     state: &AppState<E>,
     name: &str,
+    invocation: &Invocation,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let target = state.registry.get(name).map(|model| model.target.clone());
+    let loaded = state.registry.get(name);
+    if let Some(model) = &loaded {
+        check_target(model, invocation)?;
+    }
+    let target = loaded.map(|model| model.target.clone());
     // As for loads: the unload finishes even if the client goes away.
     let (registry, engine, owned) = (
         Arc::clone(&state.registry),
@@ -215,6 +234,7 @@ pub async fn invoke<E: Engine>(
         .registry
         .get(name)
         .ok_or_else(|| ApiError::from(not_loaded(name)))?;
+    check_target(&model, invocation)?;
     let route = InferRoute::Invoke;
     // A model that brought plugins uses them; the others use the container's.
     let plugins = model.plugins.or_else(|| state.plugins.load_full());

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::protocol::json_syntax::refusal;
+
 /// A parsed load request; both fields are non-empty strings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadRequest {
@@ -16,7 +18,7 @@ pub struct LoadRequest {
 /// Triton's frontend ignores them.
 pub fn parse_load_request(body: &[u8]) -> Result<LoadRequest, String> {
     let json: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
+        .map_err(|e| refusal(body, &e, "failed to parse the request JSON buffer"))?;
     if !json.is_object() {
         return Err("the load request must be a JSON object".into());
     }

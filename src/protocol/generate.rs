@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::ProtocolError;
+use super::json_syntax::refusal;
 use super::tensor_data::{decode_json_data, write_json_data, write_json_string};
 use super::v2_request::{element_count, parameter_value};
 use super::v2_response::write_parameter_value;
@@ -67,7 +68,7 @@ pub fn decode_generate_request(
     inputs: &[InputSpec],
 ) -> Result<InferRequest, ProtocolError> {
     let object: Map<String, Value> = serde_json::from_slice(body)
-        .map_err(|e| bad(format!("failed to parse the request JSON buffer: {e}")))?;
+        .map_err(|e| bad(refusal(body, &e, "failed to parse the request JSON buffer")))?;
     let mut request = InferRequest::new(model);
     for (key, value) in object {
         if key == "parameters" {

@@ -1,5 +1,6 @@
 //! The wire formats, as pure functions: KServe v2 inference JSON, the binary tensor extension
-//! behind SageMaker's mime type, Triton's generate extension and server-sent events.
+//! behind SageMaker's mime type, Triton's generate extension, server-sent events, and Triton's
+//! (RapidJSON's) wording for a body that is not JSON.
 //!
 //! Nothing here does I/O or knows about HTTP; `pipeline`, `http` and `plugins` call in with bytes
 //! and headers.
@@ -7,6 +8,7 @@
 pub mod binary_header;
 pub mod float_array;
 pub mod generate;
+pub mod json_syntax;
 pub mod sse;
 pub mod tensor_data;
 pub mod v2_request;

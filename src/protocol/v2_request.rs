@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ProtocolError;
+use super::json_syntax::refusal;
 use super::tensor_data::decode_json_data;
 use std::time::Duration;
 
@@ -81,8 +82,9 @@ pub fn decode_infer_request(
     json_len: Option<usize>,
 ) -> Result<(InferRequest, OutputEncoding), ProtocolError> {
     let json_len = json_len.unwrap_or(body.len());
-    let json: RequestJson = serde_json::from_slice(&body[..json_len])
-        .map_err(|e| bad(format!("failed to parse the request JSON: {e}")))?;
+    let json_bytes = &body[..json_len];
+    let json: RequestJson = serde_json::from_slice(json_bytes)
+        .map_err(|e| bad(refusal(json_bytes, &e, "failed to parse the request JSON")))?;
     let mut request = InferRequest::new(model_name);
     request.id = json.id.filter(|id| !id.is_empty());
     let mut encoding = OutputEncoding::default();

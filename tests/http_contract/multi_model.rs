@@ -220,6 +220,23 @@ fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
         );
         ensure!(get(at, "/ping").status == 200, "not serving after {body}");
     }
+    // NVIDIA's SageMaker QA: 65,536 one-byte chunks of `A` (the most chunks a body may have)
+    // are read, and refused in Triton's words.
+    let mut chunked = b"POST /models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+        Transfer-Encoding: chunked\r\n\r\n"
+        .to_vec();
+    for _ in 0..65_536 {
+        chunked.extend_from_slice(b"1\r\nA\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let response = common::http_client::raw(at, &chunked);
+    ensure!(
+        response.status == 400
+            && response.error() == "failed to parse the request JSON buffer: Invalid value. at 0",
+        "{} {}",
+        response.status,
+        response.text()
+    );
     ensure!(listed(at).is_empty(), "{:?}", listed(at));
     // The good url still loads after all that.
     ensure!(
@@ -248,6 +265,37 @@ fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
         listed(at).iter().any(|(n, _)| n == "targeted"),
         "{:?}",
         listed(at)
+    );
+    invoke_sums(at, "targeted")?;
+    // Naming another target model than the one loaded under the name is 400 (Triton's newest
+    // frontend), for invoke and unload alike; the right one, or none, is served.
+    let body = add_sub_json(&[1; 16], &[2; 16]).to_string();
+    for (target, status) in [("other.tar.gz", 400), ("my-model.tar.gz", 200)] {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("X-Amzn-SageMaker-Target-Model", target),
+        ];
+        let invoked = request(
+            at,
+            "POST",
+            "/models/targeted/invoke",
+            &headers,
+            body.as_bytes(),
+        );
+        ensure!(
+            invoked.status == status,
+            "invoke as {target}: {} {}",
+            invoked.status,
+            invoked.text()
+        );
+    }
+    let wrong = [("X-Amzn-SageMaker-Target-Model", "other.tar.gz")];
+    let refused = request(at, "DELETE", "/models/targeted", &wrong, b"");
+    ensure!(
+        refused.status == 400 && refused.error().contains("other.tar.gz"),
+        "unload as another target: {} {}",
+        refused.status,
+        refused.text()
     );
     invoke_sums(at, "targeted")?;
     let started = Instant::now();

@@ -146,8 +146,24 @@ fn malformed_binary_headers_are_400_and_server_keeps_serving(f: &Fixture) -> Res
 
 fn bad_inference_bodies_are_400(f: &Fixture) -> Result<(), Failed> {
     let cases: Vec<(Vec<u8>, &str)> = vec![
-        (b"{\"inputs\":[".to_vec(), "failed to parse"),
-        (b"not json".to_vec(), "failed to parse"),
+        // Triton's wording (RapidJSON's message and byte offset), as its frontend answers.
+        (
+            b"{\"inputs\":[".to_vec(),
+            "failed to parse the request JSON buffer: Invalid value. at 11",
+        ),
+        (
+            b"{\"inputs\":[{\"name\":".to_vec(),
+            "failed to parse the request JSON buffer: Invalid value. at 19",
+        ),
+        (
+            // RapidJSON reads `n` as the start of `null`: the error is where `null` stops.
+            b"not json".to_vec(),
+            "failed to parse the request JSON buffer: Invalid value. at 1",
+        ),
+        (
+            b"{\"inputs\":[] \"id\":1}".to_vec(),
+            "failed to parse the request JSON buffer: Missing a comma or '}' after an object member. at 14",
+        ),
         (b"".to_vec(), "failed to parse"),
         (
             json!({"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":[1]}]}).to_string().into_bytes(),
