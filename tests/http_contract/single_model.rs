@@ -162,7 +162,7 @@ fn bad_inference_bodies_are_400(f: &Fixture) -> Result<(), Failed> {
         ),
         (
             b"{\"inputs\":[] \"id\":1}".to_vec(),
-            "failed to parse the request JSON buffer: Missing a comma or '}' after an object member. at 14",
+            "failed to parse the request JSON buffer: Missing a comma or '}' after an object member. at 13",
         ),
         (b"".to_vec(), "failed to parse"),
         (
