@@ -245,6 +245,11 @@ fn a_decoupled_model_streams_its_responses_as_messages() {
 /// A raw WebSocket session on `addr`, past its handshake (the client's frames are written by
 /// hand, so they can break the rules a client library keeps).
 fn raw_session(addr: SocketAddr) -> std::net::TcpStream {
+    raw_session_with(addr, "")
+}
+
+/// A raw session whose handshake carries `headers` (each line ending in `\r\n`).
+fn raw_session_with(addr: SocketAddr, headers: &str) -> std::net::TcpStream {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
@@ -254,7 +259,7 @@ fn raw_session(addr: SocketAddr) -> std::net::TcpStream {
         .write_all(
             format!(
                 "GET {PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{headers}\r\n"
             )
             .as_bytes(),
         )
@@ -415,4 +420,42 @@ fn other_clients_broken_sessions_leave_an_open_one_answering() {
         );
         ask(round + 1);
     }
+}
+
+/// SageMaker's payload parts PARTIAL … COMPLETE arrive as one fragmented WebSocket message (a
+/// first frame without FIN, continuations, the last with FIN): it is one request, text or
+/// binary, and the session answers the next message as usual.
+#[test]
+fn a_message_fragmented_across_frames_is_one_request() {
+    use std::io::Write;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let (_running, addr) = start(&examples, &[]);
+    let mut stream = raw_session_with(addr, "Content-Type: application/json\r\n");
+    for (opcode, data) in [(0x01u8, [1.0, 2.0, 3.0]), (0x02, [4.0, 5.0, 6.0])] {
+        let message = affine(data);
+        let parts: Vec<&[u8]> = message.as_bytes().chunks(message.len() / 3 + 1).collect();
+        assert_eq!(parts.len(), 3);
+        // First frame: the message's opcode, FIN clear; then continuations (opcode 0), FIN on
+        // the last.
+        stream.write_all(&masked_frame(opcode, parts[0])).unwrap();
+        stream.write_all(&masked_frame(0x00, parts[1])).unwrap();
+        stream.write_all(&masked_frame(0x80, parts[2])).unwrap();
+        let (first, payload) = read_frame(&mut stream);
+        assert_eq!(first, 0x81, "one text answer for opcode {opcode}");
+        let answer: Value = serde_json::from_slice(&payload).unwrap();
+        let expected: Vec<f32> = data.iter().map(|x| 2.0 * x + 1.0).collect();
+        assert_eq!(
+            answer["outputs"][0]["data"],
+            json!(expected),
+            "opcode {opcode}: {answer}"
+        );
+    }
+    // An unfragmented message after them is answered too.
+    stream
+        .write_all(&masked_frame(0x81, affine([0.0, 0.0, 0.0]).as_bytes()))
+        .unwrap();
+    let (first, payload) = read_frame(&mut stream);
+    assert_eq!(first, 0x81);
+    let answer: Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(answer["outputs"][0]["data"], json!([1.0, 1.0, 1.0]));
 }

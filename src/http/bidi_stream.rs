@@ -85,7 +85,7 @@ pub fn upgrade<E: Engine>(
         })?;
     let context = Context {
         invocation: Invocation::from_headers(&parts.headers),
-        headers: forwarded_headers(&parts.headers),
+        headers: forwarded_headers(&parts.headers, parts.uri.query()),
     };
     let state = Arc::clone(state);
     let span = tracing::Span::current();
@@ -164,8 +164,13 @@ fn accept_key(headers: &HeaderMap) -> Result<HeaderValue, ApiError> {
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "accept key"))
 }
 
-/// The handshake's headers every message's request carries.
-fn forwarded_headers(handshake: &HeaderMap) -> HeaderMap {
+/// The handshake's query string, when the client set one and SageMaker's
+/// `X-Amzn-SageMaker-Model-Query-String` does not already carry it: plugins read it there.
+const QUERY_STRING_HEADER: &str = "x-amzn-sagemaker-model-query-string";
+
+/// The handshake's headers every message's request carries, with its `query` as SageMaker's
+/// query-string header when that is absent.
+fn forwarded_headers(handshake: &HeaderMap, query: Option<&str>) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in handshake {
         let keep = name == header::CONTENT_TYPE
@@ -175,6 +180,12 @@ fn forwarded_headers(handshake: &HeaderMap) -> HeaderMap {
         if keep {
             headers.append(name, value.clone());
         }
+    }
+    if let Some(query) = query.filter(|q| !q.is_empty())
+        && !headers.contains_key(QUERY_STRING_HEADER)
+        && let Ok(value) = HeaderValue::from_str(query)
+    {
+        headers.insert(QUERY_STRING_HEADER, value);
     }
     headers
 }
@@ -471,6 +482,30 @@ mod tests {
             accept_key(&headers).unwrap(),
             "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
         );
+    }
+
+    #[test]
+    fn messages_carry_the_handshakes_sagemaker_headers_and_query() {
+        let mut handshake = HeaderMap::new();
+        handshake.insert(header::ACCEPT, HeaderValue::from_static("text/plain"));
+        handshake.insert(
+            "x-amzn-sagemaker-model-invocation-path",
+            HeaderValue::from_static("/v2/x"),
+        );
+        handshake.insert("x-secret", HeaderValue::from_static("hunter2"));
+        let headers = forwarded_headers(&handshake, Some("lang=en&n=2"));
+        assert_eq!(headers[QUERY_STRING_HEADER], "lang=en&n=2");
+        assert_eq!(headers["x-amzn-sagemaker-model-invocation-path"], "/v2/x");
+        assert_eq!(headers[header::ACCEPT], "text/plain");
+        assert!(!headers.contains_key("x-secret"));
+        // SageMaker's own header wins over the handshake's query string.
+        handshake.insert(
+            QUERY_STRING_HEADER,
+            HeaderValue::from_static("from=sagemaker"),
+        );
+        let headers = forwarded_headers(&handshake, Some("lang=en"));
+        assert_eq!(headers[QUERY_STRING_HEADER], "from=sagemaker");
+        assert!(!forwarded_headers(&HeaderMap::new(), Some("")).contains_key(QUERY_STRING_HEADER));
     }
 
     #[test]

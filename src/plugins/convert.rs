@@ -54,6 +54,16 @@ pub fn output_to_wit(tensor: &OutputTensor) -> Tensor {
     }
 }
 
+/// SageMaker's headers every plugin sees in `headers` when a request has them, without its
+/// manifest naming them (the interface has no typed field for them): the stateful session's id,
+/// and the query string and invocation path a client set (SageMaker forwards them; on the
+/// bidirectional stream the handshake's query string counts as the query string).
+pub const SAGEMAKER_PLUGIN_HEADERS: [&str; 3] = [
+    "x-amzn-sagemaker-session-id",
+    "x-amzn-sagemaker-model-query-string",
+    "x-amzn-sagemaker-model-invocation-path",
+];
+
 /// The invocation a plugin sees: SageMaker's headers, plus the request headers named in
 /// `visible_headers` (lower-case).
 pub fn invocation_to_wit(
@@ -72,18 +82,18 @@ pub fn invocation_to_wit(
         custom_attributes: invocation.custom_attributes.clone(),
         target_variant: invocation.target_variant.clone(),
         inference_id: invocation.inference_id.clone(),
-        headers: visible_headers
+        headers: SAGEMAKER_PLUGIN_HEADERS
             .iter()
+            .copied()
+            .filter(|name| !visible_headers.iter().any(|v| v == name))
+            .chain(visible_headers.iter().map(String::as_str))
             .flat_map(|name| {
-                headers
-                    .get_all(name.as_str())
-                    .iter()
-                    .filter_map(move |value| {
-                        Some(Header {
-                            name: name.clone(),
-                            value: value.to_str().ok()?.to_owned(),
-                        })
+                headers.get_all(name).iter().filter_map(move |value| {
+                    Some(Header {
+                        name: name.to_owned(),
+                        value: value.to_str().ok()?.to_owned(),
                     })
+                })
             })
             .collect(),
         body: body.to_vec(),

@@ -297,6 +297,8 @@ fn plugins_see_sagemaker_headers_and_only_allowed_others(f: &Fixture) -> Result<
             ("X-Amzn-SageMaker-Inference-Id", "id-7"),
             ("X-Tenant", "acme"),
             ("X-Secret", "hunter2"),
+            ("X-Amzn-SageMaker-Model-Query-String", "lang=en&n=2"),
+            ("X-Amzn-SageMaker-Model-Invocation-Path", "/v2/chat"),
         ],
         "1\n",
     );
@@ -313,7 +315,9 @@ fn plugins_see_sagemaker_headers_and_only_allowed_others(f: &Fixture) -> Result<
         "custom=Some(\"trace=on\")",
         "variant=Some(\"echo\")",
         "id=Some(\"id-7\")",
-        "headers=x-tenant=acme",
+        // SageMaker's query string and invocation path reach every plugin, unlisted.
+        "headers=x-amzn-sagemaker-model-query-string=lang=en&n=2;\
+         x-amzn-sagemaker-model-invocation-path=/v2/chat;x-tenant=acme",
     ] {
         ensure!(echo.contains(expected), "{expected} missing from {echo}");
     }
