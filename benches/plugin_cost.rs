@@ -244,7 +244,15 @@ fn csv_invocation(body: &[u8]) -> WitInvocation {
 /// The same invocation as the host's hooks take it.
 fn csv_plugin_invocation(body: &[u8]) -> PluginInvocation {
     let headers = http::HeaderMap::new();
-    PluginInvocation::new("/invocations", "m", &csv_headers(), &headers, &[], body)
+    PluginInvocation::new(
+        "/invocations",
+        "m",
+        &csv_headers(),
+        &headers,
+        &[],
+        body,
+        None,
+    )
 }
 
 fn main() {
@@ -464,6 +472,7 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         &http::HeaderMap::new(),
         &[],
         body,
+        None,
     );
     let event = br#"{"model_name":"chat_stream","model_version":"1","TEXT":"hello "}"#;
     let position = StreamPosition {

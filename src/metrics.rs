@@ -58,8 +58,11 @@ fn render_sessions(out: &mut String, sessions: SessionCounts) {
         out,
         "# HELP trident_sessions_open Stateful sessions open now.\n\
          # TYPE trident_sessions_open gauge\n\
-         trident_sessions_open {}",
-        sessions.open
+         trident_sessions_open {}\n\
+         # HELP trident_session_store_bytes Bytes the open sessions' plugin stores hold.\n\
+         # TYPE trident_session_store_bytes gauge\n\
+         trident_session_store_bytes {}",
+        sessions.open, sessions.store_bytes
     );
     for (event, help, value) in [
         ("created", "Stateful sessions opened.", sessions.created),

@@ -20,12 +20,17 @@ use trident::http::AppState;
 use trident::sessions::SessionSettings;
 
 use common::http_client::{HttpResponse, get, request};
+use common::plugins::python_guest_in;
 use common::{Check, configs, copy_model, models_dir};
+use trident::plugins::PluginHost;
+use trident::plugins::manifest::Manifest;
 
 /// The first sequence id trident gives a session (then one more per session, in order).
 const FIRST_SEQUENCE_ID: u64 = 1 << 63;
 /// The single-model deployment's bound on open sessions.
 const MAX_SESSIONS: usize = 4;
+/// The session-history deployment's bound on one session's plugin store.
+const HISTORY_STORE_BYTES: usize = 512;
 /// The multi-model deployment's idle expiration.
 const MME_EXPIRATION: Duration = Duration::from_secs(1);
 
@@ -49,12 +54,16 @@ fn main() -> std::process::ExitCode {
         the_session_bound_holds,
         sessions_are_off_unless_enabled,
         multi_model_sessions_are_per_model_and_expire,
+        a_python_plugin_keeps_each_sessions_history_in_its_store,
     ];
     common::run_checks(start(), checks)
 }
 
 fn start() -> Fixture {
-    let engine = common::start_engine(vec![models_dir()], &["native_sequence_sum"]);
+    let engine = common::start_engine(
+        vec![models_dir()],
+        &["native_sequence_sum", "native_identity_fp32"],
+    );
     let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
     let with_sessions = |config: Config, settings: SessionSettings| Config {
@@ -69,6 +78,7 @@ fn start() -> Fixture {
                 SessionSettings {
                     expiration: Duration::from_secs(600),
                     max_sessions: MAX_SESSIONS,
+                    store_bytes: 1024,
                 },
             ),
         ),
@@ -80,6 +90,7 @@ fn start() -> Fixture {
                 SessionSettings {
                     expiration: MME_EXPIRATION,
                     max_sessions: 64,
+                    store_bytes: 1024,
                 },
             ),
         ),
@@ -89,6 +100,35 @@ fn start() -> Fixture {
         let state = Arc::new(AppState::new(engine.clone(), config));
         servers.insert(name, common::serve(&runtime, state));
     }
+    // The session-history plugin (Python, `trident:session`) on an identity model.
+    let manifest = models_root.path().join("plugins.toml");
+    let guest = python_guest_in(
+        "plugins/python/session_history",
+        "wit/session",
+        "adapter-plugin",
+    );
+    std::fs::write(
+        &manifest,
+        format!(
+            "[plugins.history]\npath = \"{}\"\nsha256 = \"{}\"\nmemory_limit_mb = 96\n\
+             time_limit_ms = 2000\n\n[models.\"*\"]\nrequest = \"history\"\nresponse = \"history\"\n",
+            guest.display(),
+            trident::plugins::host::sha256_hex(&std::fs::read(&guest).unwrap()),
+        ),
+    )
+    .unwrap();
+    let manifest = Manifest::load(&manifest).unwrap();
+    let plugins = runtime.block_on(PluginHost::load(&manifest)).unwrap();
+    let config = Config {
+        sessions: Some(SessionSettings {
+            expiration: Duration::from_secs(600),
+            max_sessions: 16,
+            store_bytes: HISTORY_STORE_BYTES,
+        }),
+        ..configs::single_model("native_identity_fp32")
+    };
+    let state = AppState::new(engine.clone(), config).with_plugins(Some(Arc::new(plugins)));
+    servers.insert("history", common::serve(&runtime, Arc::new(state)));
     Fixture {
         _runtime: runtime,
         servers,
@@ -540,5 +580,105 @@ fn multi_model_sessions_are_per_model_and_expire(f: &Fixture) -> Result<(), Fail
         metric(at, "trident_sessions_open")? == 0,
         "the unloaded model's session is open"
     );
+    Ok(())
+}
+
+/// Posts `values` to the session-history deployment, in session `id` when given; its answer.
+fn history(f: &Fixture, id: Option<&str>, values: &[f64]) -> HttpResponse {
+    post(
+        f.at("history"),
+        "/invocations",
+        id,
+        serde_json::to_string(values).unwrap().as_bytes(),
+    )
+}
+
+fn history_of(response: &HttpResponse) -> Result<(Value, u64, Vec<f64>), Failed> {
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let answer = response.json();
+    let values = answer["history"]
+        .as_array()
+        .ok_or("no history")?
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(f64::NAN))
+        .collect();
+    let turns = answer["turns"].as_u64().ok_or("no turns")?;
+    Ok((answer["session_id"].clone(), turns, values))
+}
+
+/// The plugin store end to end: a Python adapter (`plugins/python/session_history`, built for
+/// `trident:session`) keeps each session's history in the session's store while every call runs
+/// in a fresh instance; two interleaved sessions keep their own; a write over the store's bound
+/// is refused and the session keeps what it had; the stores are gone after close (the gauge of
+/// their bytes), and outside a session the plugin keeps nothing.
+fn a_python_plugin_keeps_each_sessions_history_in_its_store(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("history");
+    let (a, b) = (open(at, "/invocations")?, open(at, "/invocations")?);
+    let (id, turns, values) = history_of(&history(f, Some(&a), &[1.0, 2.0]))?;
+    ensure!(
+        id == json!(a) && turns == 1 && values == [1.0, 2.0],
+        "{id} {turns} {values:?}"
+    );
+    let (_, turns, values) = history_of(&history(f, Some(&b), &[10.0]))?;
+    ensure!(turns == 1 && values == [10.0], "b: {turns} {values:?}");
+    let (_, turns, values) = history_of(&history(f, Some(&a), &[3.0]))?;
+    ensure!(
+        turns == 2 && values == [1.0, 2.0, 3.0],
+        "a: {turns} {values:?}"
+    );
+    let held = metric(at, "trident_session_store_bytes")?;
+    ensure!(held > 0, "the stores hold nothing");
+    // Over the bound: refused, naming it; the session keeps its history.
+    let big = vec![1.0; HISTORY_STORE_BYTES];
+    let refused = history(f, Some(&a), &big);
+    ensure!(
+        refused.status == 400 && refused.error().contains("at most 512 bytes"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    let (_, turns, values) = history_of(&history(f, Some(&a), &[4.0]))?;
+    ensure!(
+        turns == 3 && values == [1.0, 2.0, 3.0, 4.0],
+        "after the refusal: {turns} {values:?}"
+    );
+    // Outside a session: this request's values only, nothing kept.
+    let (id, turns, values) = history_of(&history(f, None, &[7.0]))?;
+    ensure!(
+        id.is_null() && turns == 0 && values == [7.0],
+        "{id} {turns} {values:?}"
+    );
+    // Closing a session drops its store; the other's stays.
+    let closed = close(at, "/invocations", &a);
+    ensure!(closed.status == 200, "{}", closed.text());
+    let after_a = metric(at, "trident_session_store_bytes")?;
+    ensure!(
+        after_a > 0 && after_a < held,
+        "after closing a: {after_a} of {held}"
+    );
+    let (_, turns, values) = history_of(&history(f, Some(&b), &[20.0]))?;
+    ensure!(
+        turns == 2 && values == [10.0, 20.0],
+        "b after a closed: {turns} {values:?}"
+    );
+    let closed = close(at, "/invocations", &b);
+    ensure!(closed.status == 200, "{}", closed.text());
+    ensure!(
+        metric(at, "trident_session_store_bytes")? == 0,
+        "stores left"
+    );
+    // A new session starts empty.
+    let c = open(at, "/invocations")?;
+    let (_, turns, values) = history_of(&history(f, Some(&c), &[5.0]))?;
+    ensure!(
+        turns == 1 && values == [5.0],
+        "a new session: {turns} {values:?}"
+    );
+    ensure!(close(at, "/invocations", &c).status == 200, "close c");
     Ok(())
 }

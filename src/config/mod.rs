@@ -152,6 +152,9 @@ pub struct ServeArgs {
     /// Sessions open at once; one more is refused (429).
     #[arg(long, env = "TRIDENT_MAX_SESSIONS", default_value_t = crate::sessions::table::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
+    /// Bytes of keys and values one session's plugin store may hold.
+    #[arg(long, env = "TRIDENT_SESSION_STORE_BYTES", default_value_t = crate::sessions::store::DEFAULT_STORE_BYTES)]
+    pub session_store_bytes: usize,
     /// Path Prometheus metrics are served at, on the main port (under the `health` restriction)
     /// and on the metrics listener: SageMaker scrapes `/metrics` unless the endpoint's
     /// configuration names another path.
@@ -465,6 +468,7 @@ impl ServeArgs {
             sessions: flag(&self.stateful_sessions).then(|| SessionSettings {
                 expiration: Duration::from_secs(self.sessions_expiration.max(1)),
                 max_sessions: self.max_sessions.max(1),
+                store_bytes: self.session_store_bytes,
             }),
             mode,
             ping_mode,

@@ -245,6 +245,9 @@ impl<E: Engine> Pipeline<'_, E> {
             request.headers,
             &plugin.headers,
             &request.body,
+            request
+                .session
+                .map(|turn| Arc::clone(turn.session().store())),
         )
     }
 

@@ -76,3 +76,16 @@ pub mod stream {
 
 /// The host interface under its 0.2.0 name.
 pub use generate_request::trident::plugin::host as host_v2;
+
+/// `trident:session@0.1.0` (`wit/session`): the per-session store a component may import beside
+/// the hooks of 0.1.0 or 0.2.0 (which its worlds include from `wit/session/deps`). Only the
+/// store is bound here; the hooks are found through the bindings above.
+pub mod session {
+    wasmtime::component::bindgen!({
+        world: "store-host",
+        path: "wit/session",
+    });
+}
+
+/// The session store interface.
+pub use session::trident::session::store as session_store;

@@ -9,6 +9,7 @@ use super::bindings::types::{Header, Invocation as WitInvocation, PluginError, R
 use super::runtime::CallFailure;
 use crate::engine::InputTensor;
 use crate::invocation::Invocation;
+use crate::sessions::SessionStore;
 
 /// What a hook call gives: the plugin's value or its refusal, or how the call failed.
 pub type HookResult<T> = Result<Result<T, Refusal>, CallFailure>;
@@ -84,14 +85,19 @@ pub struct StreamPosition {
 }
 
 /// The request as one plugin sees it (SageMaker's headers, the request headers its manifest
-/// lets it see, the body), built once per plugin and request and shared by its calls.
+/// lets it see, the body), built once per plugin and request and shared by its calls, with the
+/// store of the request's stateful session, if it has one.
 #[derive(Clone)]
-pub struct PluginInvocation(pub(super) Arc<WitInvocation>);
+pub struct PluginInvocation {
+    pub(super) wit: Arc<WitInvocation>,
+    pub(super) session: Option<Arc<SessionStore>>,
+}
 
 impl PluginInvocation {
     /// The request to `model` on `route` with `invocation`'s SageMaker headers, the request
     /// `headers` and `body`, as a plugin that may see `visible_headers` (lower-case names; a
-    /// plugin's own list is [`super::host::LoadedPlugin::headers`]) sees it.
+    /// plugin's own list is [`super::host::LoadedPlugin::headers`]) sees it; `session` is the
+    /// store of its session (`trident:session/store`).
     pub fn new(
         route: &str,
         model: &str,
@@ -99,15 +105,19 @@ impl PluginInvocation {
         headers: &http::HeaderMap,
         visible_headers: &[String],
         body: &[u8],
+        session: Option<Arc<SessionStore>>,
     ) -> PluginInvocation {
-        PluginInvocation(Arc::new(super::convert::invocation_to_wit(
-            route,
-            model,
-            invocation,
-            headers,
-            visible_headers,
-            body,
-        )))
+        PluginInvocation {
+            wit: Arc::new(super::convert::invocation_to_wit(
+                route,
+                model,
+                invocation,
+                headers,
+                visible_headers,
+                body,
+            )),
+            session,
+        }
     }
 }
 

@@ -403,10 +403,11 @@ impl PluginHost {
         plugin: &Arc<LoadedPlugin>,
         invocation: &PluginInvocation,
     ) -> HookResult<AdaptedRequest> {
-        let invocation = Arc::clone(&invocation.0);
+        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let adapted = self
             .call(
                 plugin,
+                session,
                 |hooks| hooks.request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -438,7 +439,7 @@ impl PluginHost {
         invocation: &PluginInvocation,
         response: &InferResponse,
     ) -> HookResult<PluginReply> {
-        let invocation = Arc::clone(&invocation.0);
+        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let result = InferenceResult {
             model_name: response.model_name.clone(),
             model_version: response.model_version.to_string(),
@@ -451,6 +452,7 @@ impl PluginHost {
         let reply = self
             .call(
                 plugin,
+                session,
                 |hooks| hooks.response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -474,6 +476,7 @@ impl PluginHost {
         let verdict = self
             .call(
                 plugin,
+                None,
                 |hooks| hooks.oom.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

@@ -85,6 +85,7 @@ pub fn run(options: RunOptions<'_>, out: &mut impl Write) -> Result<(), String> 
             &http::HeaderMap::new(),
             &[],
             &options.body,
+            None,
         );
         match options.hook {
             Hook::Request => {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
+
+use crate::sessions::SessionStore;
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter,
     Store, UpdateDeadline,
@@ -160,6 +162,10 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+        super::bindings::session_store::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         super::bindings::host_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
             &mut linker,
             |state| state,
@@ -285,6 +291,8 @@ pub struct PluginState {
     deadline: Instant,
     /// What is left of this call's log output budget (`host.log`, stdout, stderr).
     output: OutputBudget,
+    /// The store of the request's stateful session (`trident:session/store`), set for the call.
+    pub(super) session: Option<Arc<SessionStore>>,
 }
 
 impl PluginState {
@@ -349,6 +357,31 @@ impl super::bindings::host_v2::Host for PluginState {
             V2::Error => host::Level::Error,
         };
         host::Host::log(self, level, message);
+    }
+}
+
+/// `trident:session/store`: the request's session store; outside a session, empty and
+/// refusing writes.
+impl super::bindings::session_store::Host for PluginState {
+    fn session_id(&mut self) -> Option<String> {
+        Some(self.session.as_ref()?.session_id().to_owned())
+    }
+
+    fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        self.session.as_ref()?.get(&key)
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        match &self.session {
+            Some(store) => store.set(key, value),
+            None => Err("the request is not in a stateful session: nothing can be kept".into()),
+        }
+    }
+
+    fn remove(&mut self, key: String) {
+        if let Some(store) = &self.session {
+            store.remove(&key);
+        }
     }
 }
 
@@ -434,6 +467,7 @@ impl CallStore {
             config: Arc::clone(&limits.config),
             deadline: Instant::now(),
             output: OutputBudget::default(),
+            session: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);

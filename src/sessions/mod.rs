@@ -12,15 +12,18 @@
 //! - `table.rs`: the sessions, their bounds and expiry;
 //! - `control.rs`: what a request's session header and body ask for;
 //! - `end.rs`: the request that carries the end flag to the model;
+//! - `store.rs`: the bounded key-value store each session offers plugins;
 //! - `utc.rs`: the `Expires=` timestamp.
 
 mod control;
 mod end;
+pub mod store;
 pub mod table;
 mod utc;
 
 pub use control::{SESSION_HEADER, SessionControl, classify};
 pub use end::end_sequence;
+pub use store::SessionStore;
 pub use table::{
     Ended, Session, SessionCounts, SessionError, SessionSettings, SessionTurn, Sessions,
 };

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::OwnedMutexGuard;
 
+use super::SessionStore;
 use crate::engine::{Sequence, SequenceId};
 
 /// Default for `SAGEMAKER_SESSIONS_EXPIRATION`: idle seconds before a session expires.
@@ -27,6 +28,8 @@ pub struct SessionSettings {
     pub expiration: Duration,
     /// Sessions open at once; one more is refused (429).
     pub max_sessions: usize,
+    /// Bytes of keys and values one session's plugin store may hold.
+    pub store_bytes: usize,
 }
 
 impl Default for SessionSettings {
@@ -34,6 +37,7 @@ impl Default for SessionSettings {
         SessionSettings {
             expiration: Duration::from_secs(DEFAULT_EXPIRATION_SECS),
             max_sessions: DEFAULT_MAX_SESSIONS,
+            store_bytes: super::store::DEFAULT_STORE_BYTES,
         }
     }
 }
@@ -91,6 +95,7 @@ pub struct Session {
     ended: AtomicBool,
     last_used: Mutex<Instant>,
     turn: Arc<tokio::sync::Mutex<()>>,
+    store: Arc<SessionStore>,
 }
 
 impl Session {
@@ -105,6 +110,11 @@ impl Session {
     /// The session's sequence id in the engine.
     pub fn sequence_id(&self) -> SequenceId {
         SequenceId::Number(self.correlation)
+    }
+
+    /// The store the session's plugins share.
+    pub fn store(&self) -> &Arc<SessionStore> {
+        &self.store
     }
 
     /// Whether a request of the session reached the model.
@@ -169,6 +179,8 @@ pub struct SessionCounts {
     pub closed: u64,
     /// Sessions that expired.
     pub expired: u64,
+    /// Bytes the open sessions' plugin stores hold.
+    pub store_bytes: u64,
 }
 
 /// The open sessions of the endpoint.
@@ -224,6 +236,7 @@ impl Sessions {
                 ended: AtomicBool::new(false),
                 last_used: Mutex::new(Instant::now()),
                 turn: Arc::new(tokio::sync::Mutex::new(())),
+                store: Arc::new(SessionStore::new(id.clone(), self.settings.store_bytes)),
             });
             open.insert(id, Arc::clone(&session));
             session
@@ -317,8 +330,14 @@ impl Sessions {
 
     /// Sessions open now, and the counts since the start.
     pub fn counts(&self) -> SessionCounts {
+        let (open, store_bytes) = {
+            let open = lock(&self.open);
+            let bytes: usize = open.values().map(|s| s.store.bytes()).sum();
+            (open.len() as u64, bytes as u64)
+        };
         SessionCounts {
-            open: lock(&self.open).len() as u64,
+            open,
+            store_bytes,
             created: self.created.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
             expired: self.expired.load(Ordering::Relaxed),
@@ -346,6 +365,7 @@ mod tests {
         Sessions::new(SessionSettings {
             expiration,
             max_sessions,
+            store_bytes: 100,
         })
     }
 

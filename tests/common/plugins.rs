@@ -45,12 +45,18 @@ pub fn digest(name: &str) -> String {
 /// `plugins/python/csv_request`) for `world` with componentize-py (from the virtual environment
 /// `scripts/install-guest-tools` makes); the path of the `.wasm`. See [`built_from`].
 pub fn python_guest(folder: &str, world: &str) -> PathBuf {
+    python_guest_in(folder, "wit", world)
+}
+
+/// As [`python_guest`], for a world of the WIT package in `wit` (relative to the repository,
+/// e.g. `wit/session`).
+pub fn python_guest_in(folder: &str, wit: &str, world: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tool = root.join("target/guest-tools/python/bin/componentize-py");
     built_from(folder, "app.py", "python", &tool, |command, source, out| {
         command
             .arg("-d")
-            .arg(root.join("wit"))
+            .arg(root.join(wit))
             .args(["-w", world, "componentize", "-p"])
             .arg(source)
             .args(["app", "-o"])
@@ -98,6 +104,7 @@ fn built_from(
     let newest_input = [
         source.join(file),
         root.join("wit/plugin.wit"),
+        root.join("wit/session/session.wit"),
         tool.to_owned(),
     ]
     .iter()

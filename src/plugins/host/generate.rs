@@ -38,10 +38,11 @@ impl PluginHost {
         plugin: &Arc<LoadedPlugin>,
         invocation: &PluginInvocation,
     ) -> HookResult<AdaptedGenerate> {
-        let invocation = Arc::clone(&invocation.0);
+        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let adapted = self
             .call(
                 plugin,
+                session,
                 |hooks| hooks.generate_request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -72,10 +73,11 @@ impl PluginHost {
         invocation: &PluginInvocation,
         responses: Vec<Vec<u8>>,
     ) -> HookResult<PluginReply> {
-        let invocation = Arc::clone(&invocation.0);
+        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let reply = self
             .call(
                 plugin,
+                session,
                 |hooks| hooks.generate_response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -99,7 +101,7 @@ impl PluginHost {
         position: &StreamPosition,
         event: Option<Vec<u8>>,
     ) -> HookResult<Vec<String>> {
-        let invocation = Arc::clone(&invocation.0);
+        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let position = stream_adapter::StreamPosition {
             stream_id: position.stream_id.clone(),
             created: position.created,
@@ -108,6 +110,7 @@ impl PluginHost {
         let payloads = self
             .call(
                 plugin,
+                session,
                 |hooks| hooks.stream.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

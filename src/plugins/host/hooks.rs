@@ -15,6 +15,7 @@ use crate::plugins::bindings::{
 };
 use crate::plugins::runtime::{CallFailure, Limits, PluginState};
 use crate::plugins::warm::{Prepare, Warm};
+use crate::sessions::SessionStore;
 
 /// For each world trident defines, the plugin's pre-instance of it and the instances ready for
 /// calls; `None` where the plugin does not export the world.
@@ -105,12 +106,13 @@ impl<P: Prepare> ConfigCheck for Warm<P> {
 }
 
 impl PluginHost {
-    /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken, `call`
-    /// run in it, the call finished, within the plugin's limits ([`super::Runtime::run`]).
+    /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken (its
+    /// store offering `session`'s store to the guest), `call` run in it, the call finished, within the plugin's limits ([`super::Runtime::run`]).
     /// Callers only call hooks a plugin exports (selection checks it).
     pub(super) async fn call<P, T>(
         &self,
         plugin: &Arc<LoadedPlugin>,
+        session: Option<Arc<SessionStore>>,
         hook: fn(&Hooks) -> Option<&Warm<P>>,
         call: impl for<'a> FnOnce(
             &'a P::Instance,
@@ -127,6 +129,8 @@ impl PluginHost {
         let run = async move {
             let warm = hook(&called.hooks).expect("plugins are called only for hooks they export");
             let (mut store, instance) = warm.take(&engine, &called.limits).await;
+            // The instance may have been made ahead of the request: its session is set now.
+            store.store.data_mut().session = session;
             let result = match instance {
                 Ok(instance) => call(&instance, &mut store.store).await,
                 Err(error) => Err(error),
