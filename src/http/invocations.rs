@@ -89,12 +89,7 @@ pub async fn run_default<E: Engine>(
     session: Option<&SessionTurn>,
 ) -> Result<Invoked, Refused> {
     let route = InferRoute::Invocations;
-    let pipeline = Pipeline {
-        engine: &state.engine,
-        plugins: state.plugins.load_full(),
-        metrics: &state.metrics,
-        sessions: state.sessions.is_some(),
-    };
+    let pipeline = pipeline(state, state.plugins.load_full());
     let request = Request {
         route: route.path(),
         model: &state.default_model,
@@ -108,7 +103,25 @@ pub async fn run_default<E: Engine>(
         InferenceType::Generate => false,
         InferenceType::GenerateStream => true,
     };
-    match pipeline.generate(request, stream).await {
+    generated(state, pipeline.generate(request, stream).await).await
+}
+
+/// The pipeline a request of `state`'s server runs on, with `plugins`.
+fn pipeline<E: Engine>(state: &AppState<E>, plugins: Option<Arc<PluginHost>>) -> Pipeline<'_, E> {
+    Pipeline {
+        engine: &state.engine,
+        plugins,
+        metrics: &state.metrics,
+        sessions: state.sessions.is_some(),
+    }
+}
+
+/// A generate answer, or its failure as generate maps failures to statuses.
+async fn generated<E: Engine>(
+    state: &AppState<E>,
+    result: Result<Answer, Failure>,
+) -> Result<Invoked, Refused> {
+    match result {
         Ok(answer) => Ok(Invoked {
             variant: None,
             answer,
@@ -142,12 +155,7 @@ pub async fn openai_chat<E: Engine>(
              endpoint has none"
         )));
     }
-    let pipeline = Pipeline {
-        engine: &state.engine,
-        plugins,
-        metrics: &state.metrics,
-        sessions: state.sessions.is_some(),
-    };
+    let pipeline = pipeline(state, plugins);
     let request = Request {
         route: path,
         model: &state.default_model,
@@ -156,14 +164,8 @@ pub async fn openai_chat<E: Engine>(
         body,
         session: None,
     };
-    let invoked = match pipeline.generate_with(request, selection, false).await {
-        Ok(answer) => Ok(Invoked {
-            variant: None,
-            answer,
-        }),
-        Err(failure) => Err(refused(state, Statuses::Generate, failure).await),
-    };
-    framed(state, invoked)
+    let answer = pipeline.generate_with(request, selection, false).await;
+    framed(state, generated(state, answer).await)
 }
 
 /// One KServe v2 inference on `model` over HTTP, through the payload plugins `plugins` routes
@@ -181,12 +183,7 @@ pub async fn infer<E: Engine>(
         Step::Answered(response) => return Ok(response),
         Step::Run(session) => session,
     };
-    let pipeline = Pipeline {
-        engine: &state.engine,
-        plugins,
-        metrics: &state.metrics,
-        sessions: state.sessions.is_some(),
-    };
+    let pipeline = pipeline(state, plugins);
     let request = Request {
         route: route.path(),
         model,
