@@ -8,7 +8,8 @@
 //! - a crash loop: trident exits 1 with a clear line, leaving no process behind;
 //! - python stubs killed under traffic on a multi-model endpoint: the model serves again,
 //!   brought back by the engine or, when the python backend aborts the process (it does when
-//!   a stub dies holding a lock of their shared memory), by a restart.
+//!   a stub dies holding a lock of their shared memory), by a restart;
+//! - stateful sessions end with a replaced serving process, and say so.
 
 mod common;
 
@@ -678,4 +679,52 @@ fn a_reload_that_never_returns_is_bounded_by_a_restart() {
         started.elapsed(),
         killed.len()
     );
+}
+
+/// Sessions live in the serving process, so a restart ends them: a client's old session id is
+/// refused with a clear 400 that says so (never a 500, never another session's state), and a
+/// new session works at once.
+#[test]
+fn sessions_end_with_a_replaced_serving_process_and_say_so() {
+    let mut command = trident();
+    command.env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true");
+    let (running, addr) = serve_ready_with(command, examples(), &[]);
+    let session = |id: &str, body: &[u8]| {
+        request(
+            addr,
+            "POST",
+            "/invocations",
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Amzn-SageMaker-Session-Id", id),
+            ],
+            body,
+        )
+    };
+    let open = || {
+        let opened = session("NEW_SESSION", br#"{"requestType":"NEW_SESSION"}"#);
+        assert_eq!(opened.status, 200, "{}", opened.text());
+        let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
+        header.split_once(';').unwrap().0.to_owned()
+    };
+    let inference =
+        br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}"#;
+    let old = open();
+    assert_eq!(session(&old, inference).status, 200);
+    let supervisor = running.0.id();
+    let serving = serving_process(supervisor);
+    crash(serving, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while current_serving_process(supervisor).is_none_or(|pid| pid == serving)
+        || affine(addr) != Ok(200)
+    {
+        assert!(Instant::now() < deadline, "not serving again within 90 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let refused = session(&old, inference);
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.error().contains("restarted"), "{}", refused.text());
+    let new = open();
+    assert_ne!(new, old);
+    assert_eq!(session(&new, inference).status, 200);
 }
