@@ -459,3 +459,54 @@ fn a_message_fragmented_across_frames_is_one_request() {
     let answer: Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(answer["outputs"][0]["data"], json!([1.0, 1.0, 1.0]));
 }
+
+/// What a client sets for its stream reaches plugins on every message: the handshake's query
+/// string (as SageMaker's `X-Amzn-SageMaker-Model-Query-String`) and SageMaker's invocation path
+/// header, unlisted in the manifest. The hostile guest's `echo` mode refuses each request with
+/// the headers it saw, which closes the session with 4400 and that text as the reason. A session
+/// header on the handshake is refused: the stream serves no stateful sessions.
+#[test]
+fn the_query_string_and_invocation_path_reach_plugins() {
+    use common::plugins::{digest, guest};
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("plugins.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[plugins.echo]\npath = \"{}\"\nsha256 = \"{}\"\nconfig = {{ mode = \"echo\" }}\n\n\
+             [models.\"*\"]\nrequest = \"echo\"\n",
+            guest("hostile").display(),
+            digest("hostile"),
+        ),
+    )
+    .unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models");
+    let (_running, addr) = start(
+        &examples,
+        &[
+            ("SAGEMAKER_TRITON_PLUGINS", manifest.to_str().unwrap()),
+            ("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true"),
+        ],
+    );
+    let outcome = python_client(
+        "ws_session.py",
+        &format!("ws://{addr}{PATH}?lang=en&n=2"),
+        &json!({
+            "headers": {"X-Amzn-SageMaker-Model-Invocation-Path": "/v2/chat"},
+            "steps": [{"text": affine([1.0, 2.0, 3.0])}, {"until_close": true}],
+        }),
+    );
+    let reason = closed_with(&outcome, 4400);
+    assert!(
+        reason.starts_with(
+            "echo: headers=x-amzn-sagemaker-model-query-string=lang=en&n=2;\
+             x-amzn-sagemaker-model-invocation-path=/v2/chat"
+        ),
+        "{reason}"
+    );
+    let refused = session(
+        addr,
+        json!({"headers": {"X-Amzn-SageMaker-Session-Id": "NEW_SESSION"}, "steps": []}),
+    );
+    assert_eq!(refused["refused"], 400, "{refused}");
+}

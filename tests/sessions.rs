@@ -50,6 +50,7 @@ fn main() -> std::process::ExitCode {
     let checks: &[Check<Fixture>] = checks![
         interleaved_sessions_keep_separate_sums,
         closing_a_session_ends_its_sequence_in_the_model,
+        expiry_ends_the_sequence_in_the_model_with_no_traffic,
         bad_session_requests_are_4xx_and_the_endpoint_serves,
         the_session_bound_holds,
         sessions_are_off_unless_enabled,
@@ -60,12 +61,19 @@ fn main() -> std::process::ExitCode {
 }
 
 fn start() -> Fixture {
+    // A second sequence model, so sessions that expire quickly have a model of their own.
+    let models_root = tempfile::tempdir().unwrap();
+    let repository = models_root.path().join("repository");
+    copy_model("native_sequence_sum", &repository, "sequence_expiring");
     let engine = common::start_engine(
-        vec![models_dir()],
-        &["native_sequence_sum", "native_identity_fp32"],
+        vec![models_dir(), repository],
+        &[
+            "native_sequence_sum",
+            "native_identity_fp32",
+            "sequence_expiring",
+        ],
     );
     let runtime = common::runtime();
-    let models_root = tempfile::tempdir().unwrap();
     let with_sessions = |config: Config, settings: SessionSettings| Config {
         sessions: Some(settings),
         ..config
@@ -83,6 +91,18 @@ fn start() -> Fixture {
             ),
         ),
         ("probe", configs::single_model("native_sequence_sum")),
+        (
+            "expiring",
+            with_sessions(
+                configs::single_model("sequence_expiring"),
+                SessionSettings {
+                    expiration: Duration::from_secs(1),
+                    max_sessions: 4,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
+        ("probe_expiring", configs::single_model("sequence_expiring")),
         (
             "mme",
             with_sessions(
@@ -205,16 +225,15 @@ fn step(at: SocketAddr, path: &str, id: &str, value: i32) -> Result<i64, Failed>
 /// Continues sequence `id` directly in the core, with no start flag, through the deployment
 /// without sessions: 200 while the sequence is open in the model, 400 naming START once it ended.
 fn probe(f: &Fixture, id: u64) -> HttpResponse {
+    probe_at(f.at("probe"), id)
+}
+
+fn probe_at(at: SocketAddr, id: u64) -> HttpResponse {
     let body = json!({
         "parameters": {"sequence_id": id},
         "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [0]}],
     });
-    post(
-        f.at("probe"),
-        "/invocations",
-        None,
-        body.to_string().as_bytes(),
-    )
+    post(at, "/invocations", None, body.to_string().as_bytes())
 }
 
 /// A request outside any session on the single-model deployment succeeds (the endpoint serves).
@@ -680,5 +699,50 @@ fn a_python_plugin_keeps_each_sessions_history_in_its_store(f: &Fixture) -> Resu
         "a new session: {turns} {values:?}"
     );
     ensure!(close(at, "/invocations", &c).status == 200, "close c");
+    Ok(())
+}
+
+/// An idle session expires with no traffic at all, and its sequence ends in the model: the core
+/// then refuses to continue it without a start (seen from a deployment of the same model
+/// without sessions).
+fn expiry_ends_the_sequence_in_the_model_with_no_traffic(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("expiring");
+    let id = open(at, "/invocations")?;
+    ensure!(step(at, "/invocations", &id, 9)? == 9, "first step");
+    // The deployment's first session has the first sequence id.
+    let open_probe = probe_at(f.at("probe_expiring"), FIRST_SEQUENCE_ID);
+    ensure!(
+        open_probe.status == 200 && open_probe.json()["outputs"][0]["data"][0] == 9,
+        "{} {}",
+        open_probe.status,
+        open_probe.text()
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while metric(at, "trident_sessions_expired_total")? == 0 {
+        ensure!(Instant::now() < deadline, "the session did not expire");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The end is sent after the session leaves the table: wait for the core to take it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ended = probe_at(f.at("probe_expiring"), FIRST_SEQUENCE_ID);
+        if ended.status == 400 && ended.error().contains("START") {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the expired session's sequence is still open: {} {}",
+            ended.status,
+            ended.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let expired = post(at, "/invocations", Some(&id), add(1).to_string().as_bytes());
+    ensure!(
+        expired.status == 400 && expired.error().contains("not open"),
+        "{} {}",
+        expired.status,
+        expired.text()
+    );
     Ok(())
 }

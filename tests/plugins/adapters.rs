@@ -317,7 +317,7 @@ fn plugins_see_sagemaker_headers_and_only_allowed_others(f: &Fixture) -> Result<
         "id=Some(\"id-7\")",
         // SageMaker's query string and invocation path reach every plugin, unlisted.
         "headers=x-amzn-sagemaker-model-query-string=lang=en&n=2;\
-         x-amzn-sagemaker-model-invocation-path=/v2/chat;x-tenant=acme",
+         x-amzn-sagemaker-model-invocation-path=/v2/chat;x-tenant=acme ",
     ] {
         ensure!(echo.contains(expected), "{expected} missing from {echo}");
     }

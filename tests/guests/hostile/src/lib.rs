@@ -155,14 +155,15 @@ impl RequestAdapter for Plugin {
         }
         if config("mode").as_deref() == Some("echo") {
             let headers: Vec<String> = invocation.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect();
+            // Headers first: a WebSocket close reason (123 bytes) keeps them.
             return Err(PluginError::BadRequest(format!(
-                "echo: route={} model={} custom={:?} variant={:?} id={:?} headers={}",
+                "echo: headers={} route={} model={} custom={:?} variant={:?} id={:?}",
+                headers.join(";"),
                 invocation.route,
                 invocation.model,
                 invocation.custom_attributes,
                 invocation.target_variant,
                 invocation.inference_id,
-                headers.join(";")
             )));
         }
         misbehave()?;
