@@ -31,8 +31,9 @@ const FIRST_SEQUENCE_ID: u64 = 1 << 63;
 const MAX_SESSIONS: usize = 4;
 /// The session-history deployment's bound on one session's plugin store.
 const HISTORY_STORE_BYTES: usize = 512;
-/// The multi-model deployment's idle expiration.
-const MME_EXPIRATION: Duration = Duration::from_secs(1);
+/// The idle expiration of the deployments whose sessions are left to expire: long enough that
+/// a loaded machine's stall between two requests of a check does not expire a session early.
+const MME_EXPIRATION: Duration = Duration::from_secs(2);
 
 struct Fixture {
     _runtime: tokio::runtime::Runtime,
@@ -96,7 +97,7 @@ fn start() -> Fixture {
             with_sessions(
                 configs::single_model("sequence_expiring"),
                 SessionSettings {
-                    expiration: Duration::from_secs(1),
+                    expiration: MME_EXPIRATION,
                     max_sessions: 4,
                     store_bytes: 1024,
                 },
@@ -717,7 +718,7 @@ fn expiry_ends_the_sequence_in_the_model_with_no_traffic(f: &Fixture) -> Result<
         open_probe.status,
         open_probe.text()
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + MME_EXPIRATION * 10;
     while metric(at, "trident_sessions_expired_total")? == 0 {
         ensure!(Instant::now() < deadline, "the session did not expire");
         std::thread::sleep(Duration::from_millis(100));
