@@ -33,7 +33,7 @@ const MAX_SESSIONS: usize = 4;
 const HISTORY_STORE_BYTES: usize = 512;
 /// The idle expiration of the deployments whose sessions are left to expire: long enough that
 /// a loaded machine's stall between two requests of a check does not expire a session early.
-const MME_EXPIRATION: Duration = Duration::from_secs(2);
+const SHORT_EXPIRATION: Duration = Duration::from_secs(2);
 
 struct Fixture {
     _runtime: tokio::runtime::Runtime,
@@ -97,7 +97,7 @@ fn start() -> Fixture {
             with_sessions(
                 configs::single_model("sequence_expiring"),
                 SessionSettings {
-                    expiration: MME_EXPIRATION,
+                    expiration: SHORT_EXPIRATION,
                     max_sessions: 4,
                     store_bytes: 1024,
                 },
@@ -109,7 +109,7 @@ fn start() -> Fixture {
             with_sessions(
                 configs::multi_model(models_root.path()),
                 SessionSettings {
-                    expiration: MME_EXPIRATION,
+                    expiration: SHORT_EXPIRATION,
                     max_sessions: 64,
                     store_bytes: 1024,
                 },
@@ -554,7 +554,7 @@ fn multi_model_sessions_are_per_model_and_expire(f: &Fixture) -> Result<(), Fail
         response.text()
     );
     // Left idle, both expire with no traffic; the stateful one's sequence ends in the model.
-    let deadline = Instant::now() + MME_EXPIRATION * 10;
+    let deadline = Instant::now() + SHORT_EXPIRATION * 10;
     while metric(at, "trident_sessions_open")? > 0 {
         ensure!(Instant::now() < deadline, "sessions did not expire");
         std::thread::sleep(Duration::from_millis(100));
@@ -718,7 +718,7 @@ fn expiry_ends_the_sequence_in_the_model_with_no_traffic(f: &Fixture) -> Result<
         open_probe.status,
         open_probe.text()
     );
-    let deadline = Instant::now() + MME_EXPIRATION * 10;
+    let deadline = Instant::now() + SHORT_EXPIRATION * 10;
     while metric(at, "trident_sessions_expired_total")? == 0 {
         ensure!(Instant::now() < deadline, "the session did not expire");
         std::thread::sleep(Duration::from_millis(100));
