@@ -60,17 +60,10 @@ pub fn classify<'h>(
     body: &[u8],
 ) -> Result<SessionControl<'h>, SessionError> {
     let request_type = control_request(body);
-    if let Some(kind) = request_type.as_deref()
-        && kind != NEW_SESSION
-        && kind != CLOSE
-    {
-        return Err(SessionError::Invalid(format!(
-            "unknown requestType '{}': a session's request types are NEW_SESSION and CLOSE",
-            kind.escape_debug()
-        )));
-    }
     let Some(value) = headers.get(SESSION_HEADER) else {
-        return match request_type {
+        // Without the header only the convention's own bodies are claimed: a model's payload
+        // that happens to be `{"requestType": "<other>"}` runs as it is.
+        return match request_type.filter(|kind| kind == NEW_SESSION || kind == CLOSE) {
             Some(kind) => Err(SessionError::Invalid(format!(
                 "a {kind} request needs the X-Amzn-SageMaker-Session-Id header ({})",
                 if kind == NEW_SESSION {
@@ -83,6 +76,15 @@ pub fn classify<'h>(
         };
     };
     let id = session_id(value.as_bytes())?;
+    if let Some(kind) = request_type.as_deref()
+        && kind != NEW_SESSION
+        && kind != CLOSE
+    {
+        return Err(SessionError::Invalid(format!(
+            "unknown requestType '{}': a session's request types are NEW_SESSION and CLOSE",
+            kind.escape_debug()
+        )));
+    }
     match (id, request_type.as_deref()) {
         (NEW_SESSION, Some(NEW_SESSION)) => Ok(SessionControl::Create),
         (NEW_SESSION, None) if body.trim_ascii().is_empty() => Ok(SessionControl::Create),
@@ -133,6 +135,10 @@ mod tests {
         assert_eq!(ask(None, "{}"), Ok(SessionControl::None));
         assert_eq!(
             ask(None, r#"{"requestType":"x","inputs":[]}"#),
+            Ok(SessionControl::None)
+        );
+        assert_eq!(
+            ask(None, r#"{"requestType":"x"}"#),
             Ok(SessionControl::None)
         );
         assert_eq!(ask(Some(b"NEW_SESSION"), new), Ok(SessionControl::Create));
