@@ -1,13 +1,36 @@
 //! Properties of the KServe v2 codec (no Triton needed): what trident encodes, as JSON `data` or
 //! as binary outputs, it decodes to the same tensor bytes; shapes and byte sizes that disagree
-//! are always refused, and no declared size or offset makes the decoder read out of bounds.
+//! are always refused, and no declared size or offset makes the decoder read out of bounds; the
+//! RapidJSON-faithful scanner behind Triton's parse-error wording takes every document serde takes.
 
 use bytes::Bytes;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use trident::engine::{DataType, InferResponse, OutputTensor};
+use trident::protocol::json_syntax::syntax_error;
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
+
+/// JSON documents of every kind of value, nested, as serde writes them.
+fn json_text() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        "[a-z\u{e9}\u{1F600}\\\"\n\t ]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(("[a-z]{1,4}", inner), 0..4)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+    .prop_map(|value| value.to_string())
+}
 
 /// A shape with at most 24 elements (one dimension may be 0).
 fn shape() -> impl Strategy<Value = Vec<i64>> {
@@ -174,6 +197,31 @@ proptest! {
         // may panic or read past the body.
         let decoded = decode_infer_request("m", &Bytes::from(body), Some(header.len()));
         prop_assert!(decoded.is_err(), "binary_data_size {} for {} bytes was accepted", declared, data.len());
+    }
+
+    /// Triton's wording for a body that is not JSON: every document serde takes, the
+    /// RapidJSON-faithful scanner takes too (so a good body is never answered with a parse
+    /// error), and for any bytes its offset lies within the body.
+    #[test]
+    fn the_rapidjson_scanner_agrees_with_serde(
+        json in json_text(),
+        cut in 0usize..64,
+        noise in prop::collection::vec(prop::sample::select(b"{}[]\",:0-.eE\\u tnfx\x01".to_vec()), 0..6),
+    ) {
+        prop_assert_eq!(syntax_error(json.as_bytes()), None, "{}", json);
+        // Damaged: cut short and with noise spliced in.
+        let mut damaged = json.into_bytes();
+        damaged.truncate(damaged.len().saturating_sub(cut));
+        let at = damaged.len() / 2;
+        damaged.splice(at..at, noise);
+        let serde_ok = serde_json::from_slice::<Value>(&damaged).is_ok();
+        match syntax_error(&damaged) {
+            Some(error) => {
+                prop_assert!(!serde_ok, "serde took what the scanner refused");
+                prop_assert!(error.offset <= damaged.len());
+            }
+            None => prop_assert!(serde_ok || damaged.contains(&0), "scanner took {:?}", String::from_utf8_lossy(&damaged)),
+        }
     }
 
     #[test]
