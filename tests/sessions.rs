@@ -16,6 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use libtest_mimic::Failed;
 use serde_json::{Value, json};
 use trident::config::Config;
+use trident::engine::Engine;
+use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
 use trident::sessions::SessionSettings;
 
@@ -37,6 +39,7 @@ const SHORT_EXPIRATION: Duration = Duration::from_secs(2);
 
 struct Fixture {
     _runtime: tokio::runtime::Runtime,
+    engine: TritonEngine,
     servers: HashMap<&'static str, SocketAddr>,
     models_root: tempfile::TempDir,
 }
@@ -49,6 +52,7 @@ impl Fixture {
 
 fn main() -> std::process::ExitCode {
     let checks: &[Check<Fixture>] = checks![
+        the_core_says_which_models_have_a_sequence_batcher,
         interleaved_sessions_keep_separate_sums,
         closing_a_session_ends_its_sequence_in_the_model,
         expiry_ends_the_sequence_in_the_model_with_no_traffic,
@@ -152,6 +156,7 @@ fn start() -> Fixture {
     servers.insert("history", common::serve(&runtime, Arc::new(state)));
     Fixture {
         _runtime: runtime,
+        engine,
         servers,
         models_root,
     }
@@ -744,6 +749,23 @@ fn expiry_ends_the_sequence_in_the_model_with_no_traffic(f: &Fixture) -> Result<
         "{} {}",
         expired.status,
         expired.text()
+    );
+    Ok(())
+}
+
+/// Whether a session is a sequence is read off the model's configuration in the core.
+fn the_core_says_which_models_have_a_sequence_batcher(f: &Fixture) -> Result<(), Failed> {
+    ensure!(
+        f.engine.has_sequence_batching("native_sequence_sum")?,
+        "the sequence model has no sequence batcher"
+    );
+    ensure!(
+        !f.engine.has_sequence_batching("native_identity_fp32")?,
+        "the identity model has a sequence batcher"
+    );
+    ensure!(
+        f.engine.has_sequence_batching("no_such_model").is_err(),
+        "an unknown model has a configuration"
     );
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! its turn and runs as a request of the session's sequence. With sessions off, nothing here
 //! runs and the session header is ignored.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -65,10 +65,23 @@ pub async fn step<E: Engine>(
             Ok(Step::Answered(answer(NEW_SESSION_HEADER, &value, body)))
         }
         SessionControl::Close(id) => {
-            let ended = sessions.close(id, model).await?;
-            if ended.needs_end() {
-                end_sequence(&state.engine, &ended.session).await;
-            }
+            // As for unloads: the close, and the END it sends the model, finish even if the
+            // client goes away meanwhile (the session has left the table by then).
+            let (sessions, engine) = (Arc::clone(sessions), state.engine.clone());
+            let (owned_id, owned_model) = (id.to_owned(), model.to_owned());
+            let closing = tokio::spawn(async move {
+                let ended = sessions.close(&owned_id, &owned_model).await?;
+                if ended.needs_end() {
+                    end_sequence(&engine, &ended.session).await;
+                }
+                Ok::<_, SessionError>(())
+            });
+            closing.await.map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the session's close failed: {e}"),
+                )
+            })??;
             tracing::info!(model, "session closed");
             let body = serde_json::json!({ "closed_session_id": id });
             Ok(Step::Answered(answer(CLOSED_SESSION_HEADER, id, body)))

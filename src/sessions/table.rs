@@ -130,6 +130,13 @@ pub struct SessionTurn {
     _turn: OwnedMutexGuard<()>,
 }
 
+/// A session is idle from the end of its last request, not its start.
+impl Drop for SessionTurn {
+    fn drop(&mut self) {
+        self.session.touch();
+    }
+}
+
 impl SessionTurn {
     /// The session.
     pub fn session(&self) -> &Session {
