@@ -201,7 +201,7 @@ proptest! {
 
     /// Triton's wording for a body that is not JSON: every document serde takes, the
     /// RapidJSON-faithful scanner takes too (so a good body is never answered with a parse
-    /// error), and for any bytes its offset lies within the body.
+    /// error), and on damaged bodies it refuses only what serde refuses, within the body.
     #[test]
     fn the_rapidjson_scanner_agrees_with_serde(
         json in json_text(),
@@ -214,13 +214,16 @@ proptest! {
         damaged.truncate(damaged.len().saturating_sub(cut));
         let at = damaged.len() / 2;
         damaged.splice(at..at, noise);
-        let serde_ok = serde_json::from_slice::<Value>(&damaged).is_ok();
-        match syntax_error(&damaged) {
-            Some(error) => {
-                prop_assert!(!serde_ok, "serde took what the scanner refused");
-                prop_assert!(error.offset <= damaged.len());
-            }
-            None => prop_assert!(serde_ok || damaged.contains(&0), "scanner took {:?}", String::from_utf8_lossy(&damaged)),
+        // RapidJSON is the more lenient (it takes invalid UTF-8 and lone low surrogates in
+        // strings, and reads a NUL as the end), so only this direction holds: what the scanner
+        // refuses, serde refuses too, at an offset within the body.
+        if let Some(error) = syntax_error(&damaged) {
+            prop_assert!(
+                serde_json::from_slice::<Value>(&damaged).is_err(),
+                "serde took what the scanner refused: {:?}",
+                String::from_utf8_lossy(&damaged)
+            );
+            prop_assert!(error.offset <= damaged.len());
         }
     }
 
