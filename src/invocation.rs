@@ -4,6 +4,11 @@
 
 use http::HeaderMap;
 
+/// `X-Amzn-SageMaker-Model-Query-String`: the query string a client set for its invocation.
+pub const QUERY_STRING_HEADER: &str = "x-amzn-sagemaker-model-query-string";
+/// `X-Amzn-SageMaker-Model-Invocation-Path`: the invocation path a client set.
+pub const INVOCATION_PATH_HEADER: &str = "x-amzn-sagemaker-model-invocation-path";
+
 /// SageMaker's per-invocation headers. Unknown headers are ignored, as SageMaker expects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Invocation {

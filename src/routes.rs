@@ -67,6 +67,20 @@ pub struct Endpoint {
     pub reads_body: bool,
     /// The route's name in metrics.
     pub label: &'static str,
+    /// What a stateful session's header (`X-Amzn-SageMaker-Session-Id`) means here.
+    pub sessions: SessionHeader,
+}
+
+/// What an endpoint does with a stateful session's header (when sessions are on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionHeader {
+    /// The request runs in its session (the inference routes).
+    Serves,
+    /// The request is refused (400): the route changes something, and a session cannot be
+    /// part of it.
+    Refuses,
+    /// The header means nothing here and is ignored (reads such as `/ping`).
+    Ignores,
 }
 
 /// What answers an endpoint; one per row of the table.
@@ -109,6 +123,14 @@ const fn endpoint(
         category,
         reads_body,
         label,
+        sessions: SessionHeader::Ignores,
+    }
+}
+
+impl Endpoint {
+    const fn sessions(mut self, sessions: SessionHeader) -> Endpoint {
+        self.sessions = sessions;
+        self
     }
 }
 
@@ -131,7 +153,8 @@ const INVOCATIONS: (&[Endpoint], &str) = (
         Some(Inference),
         true,
         "invocations",
-    )],
+    )
+    .sessions(SessionHeader::Serves)],
     "POST",
 );
 const BIDI_STREAM: (&[Endpoint], &str) = (
@@ -141,7 +164,8 @@ const BIDI_STREAM: (&[Endpoint], &str) = (
         Some(Inference),
         false,
         "bidirectional_stream",
-    )],
+    )
+    .sessions(SessionHeader::Refuses)],
     "GET",
 );
 /// Batch transform asks for it before any inference; like Triton's own SageMaker routes outside
@@ -171,7 +195,8 @@ const MODELS: (&[Endpoint], &str) = (
             Some(ModelRepository),
             true,
             "model_load",
-        ),
+        )
+        .sessions(SessionHeader::Refuses),
     ],
     "GET, POST",
 );
@@ -190,7 +215,8 @@ const MODEL: (&[Endpoint], &str) = (
             Some(ModelRepository),
             false,
             "model_unload",
-        ),
+        )
+        .sessions(SessionHeader::Refuses),
     ],
     "GET, DELETE",
 );
@@ -201,7 +227,8 @@ const INVOKE: (&[Endpoint], &str) = (
         Some(Inference),
         true,
         "model_invoke",
-    )],
+    )
+    .sessions(SessionHeader::Serves)],
     "POST",
 );
 const PLUGIN_RELOAD: (&[Endpoint], &str) = (
@@ -211,7 +238,8 @@ const PLUGIN_RELOAD: (&[Endpoint], &str) = (
         Some(ModelRepository),
         false,
         "plugin_reload",
-    )],
+    )
+    .sessions(SessionHeader::Refuses)],
     "POST",
 );
 
@@ -222,7 +250,8 @@ const OPENAI_CHAT: (&[Endpoint], &str) = (
         Some(Inference),
         true,
         "openai_chat",
-    )],
+    )
+    .sessions(SessionHeader::Refuses)],
     "POST",
 );
 
@@ -351,5 +380,24 @@ mod tests {
         assert_eq!(Route::Models.label(&Method::PUT), "model_list");
         assert_eq!(Route::Model("m").label(&Method::DELETE), "model_unload");
         assert_eq!(Route::Model("m").endpoint(&Method::POST), None);
+        // Sessions are served where inferences run, and refused where a request changes
+        // something or opens a stream of its own; other reads ignore the header.
+        for route in routes {
+            for e in route.row().0 {
+                let expected = match e.handler {
+                    Handler::Invoke | Handler::ModelInvoke => SessionHeader::Serves,
+                    Handler::ModelLoad
+                    | Handler::ModelUnload
+                    | Handler::PluginReload
+                    | Handler::BidiStream
+                    | Handler::OpenAiChat => SessionHeader::Refuses,
+                    Handler::Ping
+                    | Handler::ExecutionParameters
+                    | Handler::ModelList
+                    | Handler::ModelGet => SessionHeader::Ignores,
+                };
+                assert_eq!(e.sessions, expected, "{route:?} {}", e.method);
+            }
+        }
     }
 }

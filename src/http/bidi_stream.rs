@@ -44,7 +44,7 @@ use super::body::ResponseBody;
 use super::error::ApiError;
 use super::plugin_reply::reply_response;
 use crate::engine::Engine;
-use crate::invocation::Invocation;
+use crate::invocation::{Invocation, QUERY_STRING_HEADER};
 use crate::pipeline::{Answer, StreamEvent};
 
 /// The route's path.
@@ -163,10 +163,6 @@ fn accept_key(headers: &HeaderMap) -> Result<HeaderValue, ApiError> {
     HeaderValue::from_str(&derive_accept_key(key))
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "accept key"))
 }
-
-/// The handshake's query string, when the client set one and SageMaker's
-/// `X-Amzn-SageMaker-Model-Query-String` does not already carry it: plugins read it there.
-const QUERY_STRING_HEADER: &str = "x-amzn-sagemaker-model-query-string";
 
 /// The handshake's headers every message's request carries, with its `query` as SageMaker's
 /// query-string header when that is absent.

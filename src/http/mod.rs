@@ -38,7 +38,7 @@ pub use self::state::AppState;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
 use crate::metrics::PluginRow;
-use crate::routes::{Handler, Route};
+use crate::routes::{Handler, Route, SessionHeader};
 
 /// The 403 of a restricted API.
 fn restricted_error(header: &str) -> ApiError {
@@ -125,14 +125,7 @@ async fn dispatch<E: Engine>(
         Bytes::new()
     };
     let invocation = || Invocation::from_headers(headers);
-    if matches!(
-        endpoint.handler,
-        Handler::ModelLoad
-            | Handler::ModelUnload
-            | Handler::PluginReload
-            | Handler::BidiStream
-            | Handler::OpenAiChat
-    ) {
+    if endpoint.sessions == SessionHeader::Refuses {
         sessions::refuse_elsewhere(state, headers)?;
     }
     match (endpoint.handler, route) {

@@ -266,7 +266,8 @@ fn write_model(out: &mut Vec<u8>, model: &LoadedModel) {
     out.push(b'}');
 }
 
-fn json_response(json: Vec<u8>) -> Response<ResponseBody> {
+/// A 200 with `json` as its `application/json` body.
+pub(super) fn json_response(json: Vec<u8>) -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::full(json));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use super::AppState;
 use super::body::ResponseBody;
@@ -129,15 +129,10 @@ pub fn refuse_elsewhere<E>(state: &AppState<E>, headers: &HeaderMap) -> Result<(
 }
 
 fn answer(name: &'static str, value: &str, body: serde_json::Value) -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody::full(body.to_string()));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let mut response = super::models::json_response(body.to_string().into_bytes());
     // Session ids are visible ASCII (checked, or trident's own hex), and so is the timestamp.
     if let Ok(value) = HeaderValue::from_str(value) {
-        headers.insert(name, value);
+        response.headers_mut().insert(name, value);
     }
     response
 }

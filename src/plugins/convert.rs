@@ -59,9 +59,9 @@ pub fn output_to_wit(tensor: &OutputTensor) -> Tensor {
 /// and the query string and invocation path a client set (SageMaker forwards them; on the
 /// bidirectional stream the handshake's query string counts as the query string).
 pub const SAGEMAKER_PLUGIN_HEADERS: [&str; 3] = [
-    "x-amzn-sagemaker-session-id",
-    "x-amzn-sagemaker-model-query-string",
-    "x-amzn-sagemaker-model-invocation-path",
+    crate::sessions::SESSION_HEADER,
+    crate::invocation::QUERY_STRING_HEADER,
+    crate::invocation::INVOCATION_PATH_HEADER,
 ];
 
 /// The invocation a plugin sees: SageMaker's headers, plus the request headers named in
