@@ -29,6 +29,16 @@ pub enum ResponseBody {
     },
 }
 
+/// A 200 with `json` as its `application/json` body.
+pub fn json_response(json: Vec<u8>) -> http::Response<ResponseBody> {
+    let mut response = http::Response::new(ResponseBody::full(json));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 impl ResponseBody {
     /// A body of no bytes (`Content-Length: 0`).
     pub fn empty() -> ResponseBody {

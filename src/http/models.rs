@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, header};
+use http::Response;
 
 use super::AppState;
-use super::body::ResponseBody;
+use super::body::{ResponseBody, json_response};
 use super::error::ApiError;
 use super::invocations::{InferRoute, infer};
 use crate::engine::Engine;
@@ -264,14 +264,4 @@ fn write_model(out: &mut Vec<u8>, model: &LoadedModel) {
     out.extend_from_slice(b",\"modelUrl\":");
     write_json_string(out, &model.repository.to_string_lossy());
     out.push(b'}');
-}
-
-/// A 200 with `json` as its `application/json` body.
-pub(super) fn json_response(json: Vec<u8>) -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody::full(json));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use super::AppState;
-use super::body::ResponseBody;
+use super::body::{ResponseBody, json_response};
 use super::error::ApiError;
 use crate::engine::Engine;
 use crate::sessions::{
@@ -129,7 +129,7 @@ pub fn refuse_elsewhere<E>(state: &AppState<E>, headers: &HeaderMap) -> Result<(
 }
 
 fn answer(name: &'static str, value: &str, body: serde_json::Value) -> Response<ResponseBody> {
-    let mut response = super::models::json_response(body.to_string().into_bytes());
+    let mut response = json_response(body.to_string().into_bytes());
     // Session ids are visible ASCII (checked, or trident's own hex), and so is the timestamp.
     if let Ok(value) = HeaderValue::from_str(value) {
         response.headers_mut().insert(name, value);
