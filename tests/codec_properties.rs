@@ -214,12 +214,14 @@ proptest! {
         damaged.truncate(damaged.len().saturating_sub(cut));
         let at = damaged.len() / 2;
         damaged.splice(at..at, noise);
-        // RapidJSON is the more lenient (it takes invalid UTF-8 and lone low surrogates in
-        // strings, and reads a NUL as the end), so only this direction holds: what the scanner
-        // refuses, serde refuses too, at an offset within the body.
+        // RapidJSON is the more lenient in strings (it takes invalid UTF-8 and lone low
+        // surrogates, and reads a NUL as the end), so only this direction holds: what the
+        // scanner refuses, serde refuses too, at an offset within the body; except numbers past
+        // RapidJSON's exponent bound that serde reads as zero (`0.0e400`), which Triton refuses.
         if let Some(error) = syntax_error(&damaged) {
             prop_assert!(
-                serde_json::from_slice::<Value>(&damaged).is_err(),
+                serde_json::from_slice::<Value>(&damaged).is_err()
+                    || error.message == "Number too big to be stored in double.",
                 "serde took what the scanner refused: {:?}",
                 String::from_utf8_lossy(&damaged)
             );

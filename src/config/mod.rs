@@ -465,11 +465,7 @@ impl ServeArgs {
             metrics_path,
             bidi_messages_per_second: self.bidi_messages_per_second.max(1),
             plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
-            sessions: flag(&self.stateful_sessions).then(|| SessionSettings {
-                expiration: Duration::from_secs(self.sessions_expiration.max(1)),
-                max_sessions: self.max_sessions.max(1),
-                store_bytes: self.session_store_bytes,
-            }),
+            sessions: self.session_settings()?,
             mode,
             ping_mode,
             inference_type,
@@ -492,6 +488,32 @@ impl ServeArgs {
             model_namespacing: flag(&self.disable_model_namespacing),
             triton_home: self.triton_home,
         })
+    }
+
+    /// Stateful sessions' bounds when they are on, each checked: a setting out of range stops the
+    /// start naming it (a session's `Expires` is a date, so the expiration has a ceiling).
+    fn session_settings(&self) -> Result<Option<SessionSettings>, ConfigError> {
+        use crate::sessions::table::MAX_EXPIRATION_SECS;
+        if !flag(&self.stateful_sessions) {
+            return Ok(None);
+        }
+        if !(1..=MAX_EXPIRATION_SECS).contains(&self.sessions_expiration) {
+            return Err(ConfigError(format!(
+                "ERROR: SAGEMAKER_SESSIONS_EXPIRATION must be 1 to {MAX_EXPIRATION_SECS} seconds \
+                 (30 days), got {}",
+                self.sessions_expiration
+            )));
+        }
+        if self.max_sessions == 0 {
+            return Err(ConfigError(
+                "ERROR: TRIDENT_MAX_SESSIONS must be at least 1 when sessions are on".into(),
+            ));
+        }
+        Ok(Some(SessionSettings {
+            expiration: Duration::from_secs(self.sessions_expiration),
+            max_sessions: self.max_sessions,
+            store_bytes: self.session_store_bytes,
+        }))
     }
 
     /// The supervisor unless told otherwise; the serving process when a supervisor started it.
@@ -835,5 +857,48 @@ mod tests {
         )));
         assert_eq!(config.backend_config.len(), 2);
         assert_eq!(config.core_logging.verbose, 2);
+    }
+
+    #[test]
+    fn session_settings_out_of_range_stop_the_start() {
+        let dir = repo(&["a"]);
+        let on = |extra: &[&str]| {
+            let mut all = vec!["--stateful-sessions", "true"];
+            all.extend_from_slice(extra);
+            args(dir.path(), &all).resolve()
+        };
+        let settings = on(&[]).unwrap().sessions.unwrap();
+        assert_eq!(settings.expiration, Duration::from_secs(1200));
+        let longest = crate::sessions::table::MAX_EXPIRATION_SECS.to_string();
+        assert!(on(&["--sessions-expiration", &longest]).is_ok());
+        for (flag, value, named) in [
+            (
+                "--sessions-expiration",
+                "0",
+                "SAGEMAKER_SESSIONS_EXPIRATION",
+            ),
+            (
+                "--sessions-expiration",
+                "18446744073709551615",
+                "SAGEMAKER_SESSIONS_EXPIRATION",
+            ),
+            (
+                "--sessions-expiration",
+                "2592001",
+                "SAGEMAKER_SESSIONS_EXPIRATION",
+            ),
+            ("--max-sessions", "0", "TRIDENT_MAX_SESSIONS"),
+        ] {
+            let error = on(&[flag, value]).unwrap_err().0;
+            assert!(error.contains(named), "{flag} {value}: {error}");
+        }
+        // Off, the settings are not read.
+        assert!(
+            args(dir.path(), &["--sessions-expiration", "0"])
+                .resolve()
+                .unwrap()
+                .sessions
+                .is_none()
+        );
     }
 }

@@ -155,6 +155,23 @@ pub async fn openai_chat<E: Engine>(
              endpoint has none"
         )));
     }
+    // The chat plugin is the route: a body it does not take never runs on the model as it is.
+    if let Some(plugin) = &selection.request
+        && !plugin.accepts_content_type(invocation.content_type.as_deref())
+    {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "{path} takes {} (the content_types of plugin '{}'), not {}",
+                plugin.content_types().join(", "),
+                plugin.name,
+                invocation.content_type.as_deref().map_or(
+                    "a body without Content-Type".into(),
+                    |t| format!("'{}'", t.escape_debug())
+                ),
+            ),
+        ));
+    }
     let pipeline = pipeline(state, plugins);
     let request = Request {
         route: path,

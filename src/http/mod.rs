@@ -71,11 +71,16 @@ pub async fn handle<E: Engine>(
     } else {
         route.map_or("unknown", |r| r.label(request.method()))
     };
-    let model = match route {
-        Some(Route::Invocations) => state.default_model.clone(),
-        Some(Route::Model(name) | Route::Invoke(name)) => name.to_owned(),
-        _ => String::new(),
+    // The model label names only models the endpoint has (loaded before or after the
+    // request): a client inventing names in urls adds no series.
+    let default_model = matches!(route, Some(Route::Invocations));
+    let url_model = match route {
+        Some(Route::Model(name) | Route::Invoke(name)) => Some(name.to_owned()),
+        _ => None,
     };
+    let loaded_before = url_model
+        .as_deref()
+        .is_some_and(|name| state.registry.contains(name));
     // Every line logged while the request is handled names SageMaker's id for it.
     let span = match crate::invocation::log_id(request.headers()) {
         Some(id) => tracing::info_span!("request", inference_id = %id),
@@ -88,6 +93,13 @@ pub async fn handle<E: Engine>(
     }
     .instrument(span)
     .await;
+    let model = if default_model {
+        state.default_model.clone()
+    } else {
+        url_model
+            .filter(|name| loaded_before || state.registry.contains(name))
+            .unwrap_or_default()
+    };
     state
         .metrics
         .observe(label, &model, response.status().as_u16(), started.elapsed());

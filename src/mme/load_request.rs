@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::protocol::json_syntax::refusal;
+use crate::protocol::json_syntax::{rapidjson_message, refusal};
 
 /// A parsed load request; both fields are non-empty strings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,10 @@ pub struct LoadRequest {
 /// Parses a load request body; the error is the message for a 400. Other keys are ignored, as
 /// Triton's frontend ignores them.
 pub fn parse_load_request(body: &[u8]) -> Result<LoadRequest, String> {
+    // Numbers serde takes and RapidJSON refuses (`0e400`) are refused as Triton refuses them.
+    if let Some(message) = rapidjson_message(body) {
+        return Err(message);
+    }
     let json: Value = serde_json::from_slice(body)
         .map_err(|e| refusal(body, &e, "failed to parse the request JSON buffer"))?;
     if !json.is_object() {

@@ -157,6 +157,11 @@ impl ModelRegistry {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a model is loaded, loading or unloading under `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.slots().contains_key(name)
+    }
+
     /// The loaded model called `name`.
     pub fn get(&self, name: &str) -> Option<LoadedModel> {
         match self.slots().get(name) {

@@ -70,6 +70,11 @@ fn media_matches(list: &[String], value: Option<&str>) -> bool {
 }
 
 impl LoadedPlugin {
+    /// The manifest's `content_types` for this plugin (empty: every type).
+    pub fn content_types(&self) -> &[String] {
+        &self.content_types
+    }
+
     /// Whether the manifest's `content_types` for this plugin include `content_type` (every
     /// type when it lists none).
     pub fn accepts_content_type(&self, content_type: Option<&str>) -> bool {

@@ -4,9 +4,12 @@
 //! through serde's visitor per element (about half the time of a 1 MB JSON request went there).
 //!
 //! It gives exactly the bytes the general path gives, or nothing: anything it does not take as
-//! is (a string, `null`, an object, bad grammar, very deep nesting) returns `None`, and the
-//! caller uses the general parser, which also words the error.
+//! is (a string, `null`, an object, bad grammar, very deep nesting, a number RapidJSON refuses)
+//! returns `None`, and the caller uses the general parser, which also words the error. One
+//! difference is Triton's: a number past the double range that RapidJSON still takes (`9e308`)
+//! is infinity, as Triton's frontend reads it, where serde refuses it.
 
+use super::json_syntax::number_too_big;
 use crate::engine::DataType;
 
 /// Arrays nested deeper than this go to the general parser (serde's own limit is 128).
@@ -98,7 +101,8 @@ const EXACT_POWERS: [f64; 23] = [
 
 /// The JSON number starting at `start` (`-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`):
 /// where it ends and its value as the general path reads it; `None` if the text there is not a
-/// JSON number, or is beyond the double range (serde refuses those).
+/// JSON number, or one RapidJSON refuses (`number_too_big`: Triton's frontend refuses the
+/// body).
 ///
 /// The value: an integer of at most 19 digits is that integer widened to a double (as serde
 /// reads integers; `-0` is `-0.0` either way); a decimal whose digits fit 2^53 with a power of
@@ -183,7 +187,10 @@ fn number(text: &str, start: usize) -> Option<(usize, f64)> {
             _ => text[start..at].parse::<f64>().ok(),
         }
     };
-    value.filter(|v| v.is_finite()).map(|v| (at, v))
+    if number_too_big(&bytes[start..at]) {
+        return None;
+    }
+    value.map(|v| (at, v))
 }
 
 fn push(out: &mut Vec<u8>, dtype: DataType, value: f64) {
@@ -216,6 +223,11 @@ mod tests {
             Some((7f64.to_le_bytes().to_vec(), 1))
         );
         assert_eq!(decode("[]", DataType::Fp64), Some((Vec::new(), 0)));
+        // Past the double range but within RapidJSON's bound: infinity, as Triton reads it.
+        assert_eq!(
+            decode("[9e308]", DataType::Fp64),
+            Some((f64::INFINITY.to_le_bytes().to_vec(), 1))
+        );
     }
 
     #[test]
@@ -246,6 +258,7 @@ mod tests {
             "[1] x",
             "[1e400]",
             "[-1e400]",
+            "[0e400]",
         ] {
             assert_eq!(decode(raw, DataType::Fp32), None, "{raw}");
         }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::ProtocolError;
-use super::json_syntax::refusal;
-use super::tensor_data::{decode_json_data, write_json_data, write_json_string};
+use super::json_syntax::{rapidjson_message, refusal};
+use super::tensor_data::{DataError, decode_json_data, write_json_data, write_json_string};
 use super::v2_request::{element_count, parameter_value};
 use super::v2_response::write_parameter_value;
 use crate::engine::{DataType, InferRequest, InferResponse, InputTensor};
@@ -67,6 +67,11 @@ pub fn decode_generate_request(
     body: &[u8],
     inputs: &[InputSpec],
 ) -> Result<InferRequest, ProtocolError> {
+    // The body is small and read into values, which keep no number's text: RapidJSON's rules
+    // are checked on it first (serde takes numbers RapidJSON refuses, such as `0e400`).
+    if let Some(message) = rapidjson_message(body) {
+        return Err(bad(message));
+    }
     let object: Map<String, Value> = serde_json::from_slice(body)
         .map_err(|e| bad(refusal(body, &e, "failed to parse the request JSON buffer")))?;
     let mut request = InferRequest::new(model);
@@ -120,8 +125,11 @@ fn add_entry(
         return Ok(());
     };
     let raw = value.to_string();
-    let (data, count) = decode_json_data(&raw, spec.datatype)
-        .map_err(|e| bad(format!("Unable to parse 'data' of input '{key}': {e}")))?;
+    let (data, count) = decode_json_data(&raw, spec.datatype).map_err(|e| match e {
+        // Not reached: the body passed RapidJSON's rules, and serde wrote `raw` again.
+        DataError::Syntax(_) => bad(e.message(&key, 0)),
+        DataError::Invalid(why) => bad(format!("Unable to parse 'data' of input '{key}': {why}")),
+    })?;
     let shape = fill_shape(&key, &spec.shape, count)?;
     request.inputs.push(InputTensor {
         name: key,

@@ -30,14 +30,11 @@ const NUMBER_TOO_BIG: &str = "Number too big to be stored in double.";
 const MISS_FRACTION: &str = "Miss fraction part in number.";
 const MISS_EXPONENT: &str = "Miss exponent in number.";
 
-/// Why serde refused `body`, in Triton's words when the body is not JSON at all; otherwise (the
-/// JSON does not have the expected shape) `prefix: <serde's message>`.
+/// Why serde refused `body`: in Triton's words whenever RapidJSON would refuse the body too
+/// (whatever serde's first complaint was: `[1,2` fails serde's types before its syntax);
+/// otherwise (the JSON does not have the expected shape) `prefix: <serde's message>`.
 pub fn refusal(body: &[u8], error: &serde_json::Error, prefix: &str) -> String {
-    let syntax = error.is_syntax() || error.is_eof();
-    syntax
-        .then(|| rapidjson_message(body))
-        .flatten()
-        .unwrap_or_else(|| format!("{prefix}: {error}"))
+    rapidjson_message(body).unwrap_or_else(|| format!("{prefix}: {error}"))
 }
 
 /// `failed to parse the request JSON buffer: <message> at <offset>` when `body` is not JSON
@@ -213,8 +210,7 @@ impl Scanner<'_> {
             }
             self.digits();
         }
-        let text = std::str::from_utf8(&self.input[start..self.at]).unwrap_or("0");
-        if text.parse::<f64>().is_ok_and(f64::is_infinite) {
+        if number_too_big(&self.input[start..self.at]) {
             return self.fail_at(NUMBER_TOO_BIG, start);
         }
         Ok(())
@@ -279,6 +275,131 @@ impl Scanner<'_> {
     }
 }
 
+/// Whether RapidJSON 1.1 (default flags, 64-bit) refuses the well-formed JSON number `token`
+/// as "Number too big to be stored in double.". Its rule is not the double range: it refuses an
+/// integer part once the double it accumulates reaches `DBL_MAX / 10` before the next digit, and
+/// a positive exponent above `308` plus the fraction digits it counted (so `0e400` is refused
+/// though it is zero), and it takes `9e308` (read as infinity). Seen on Triton 2.51's frontend.
+pub fn number_too_big(token: &[u8]) -> bool {
+    let (minus, rest) = match token.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, token),
+    };
+    let int_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let (int, mut rest) = rest.split_at(int_len);
+    let Some(integer) = Significand::of_integer(int, minus) else {
+        return true;
+    };
+    let mut exp_frac: i64 = 0;
+    if let Some((b'.', fraction)) = rest.split_first() {
+        let digits = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
+        exp_frac = integer.fraction_exponent(&fraction[..digits]);
+        rest = &fraction[digits..];
+    }
+    let Some((b'e' | b'E', exponent)) = rest.split_first() else {
+        return false;
+    };
+    let exponent = match exponent.split_first() {
+        Some((b'-', _)) => return false,
+        Some((b'+', digits)) => digits,
+        _ => exponent,
+    };
+    let max = 308 - exp_frac;
+    let mut value: i64 = 0;
+    for (index, digit) in exponent
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .enumerate()
+    {
+        value = value * 10 + i64::from(digit - b'0');
+        // RapidJSON checks from the second digit on; the first cannot exceed 308.
+        if index > 0 && value > max {
+            return true;
+        }
+    }
+    false
+}
+
+/// RapidJSON's integer part: as `u32`, then `u64`, then a double; and how many significant
+/// digits it counted (which decides how many fraction digits move the exponent).
+struct Significand {
+    /// The integer while it fits `u64` (`None` once RapidJSON went on in a double).
+    exact: Option<u64>,
+    digits: u32,
+}
+
+impl Significand {
+    /// The integer part's digits; `None` when RapidJSON refuses them as too big.
+    fn of_integer(int: &[u8], minus: bool) -> Option<Significand> {
+        let (limit32, last32, limit64, last64) = if minus {
+            (214_748_364, b'8', 0x0CCC_CCCC_CCCC_CCCC, b'8')
+        } else {
+            (429_496_729, b'5', 0x1999_9999_9999_9999, b'5')
+        };
+        let Some((&first, rest)) = int.split_first() else {
+            return Some(Significand {
+                exact: Some(0),
+                digits: 0,
+            });
+        };
+        let mut value = u64::from(first - b'0');
+        let (mut digits, mut wide, mut double) = (0u32, false, None::<f64>);
+        for &c in rest {
+            let digit = u64::from(c - b'0');
+            if !wide && value >= limit32 && (value != limit32 || c > last32) {
+                wide = true;
+            }
+            if wide && double.is_none() && value >= limit64 && (value != limit64 || c > last64) {
+                double = Some(value as f64);
+            }
+            match &mut double {
+                Some(d) => {
+                    if *d >= 1.797_693_134_862_315_7e307 {
+                        return None;
+                    }
+                    *d = *d * 10.0 + digit as f64;
+                }
+                None => {
+                    value = value * 10 + digit;
+                    digits += 1;
+                }
+            }
+        }
+        Some(Significand {
+            exact: double.is_none().then_some(value),
+            digits,
+        })
+    }
+
+    /// The (negative) exponent RapidJSON gives the fraction `digits`: one less per digit while
+    /// it keeps them (up to 2^53 in a `u64`, then 17 significant digits in a double).
+    fn fraction_exponent(&self, fraction: &[u8]) -> i64 {
+        let (mut exp_frac, mut significant) = (0i64, self.digits);
+        let mut rest = fraction;
+        let mut nonzero = self.exact != Some(0);
+        if let Some(mut value) = self.exact {
+            while let Some((&c, tail)) = rest.split_first() {
+                if value > (1 << 53) - 1 {
+                    break;
+                }
+                value = value * 10 + u64::from(c - b'0');
+                exp_frac -= 1;
+                significant += u32::from(value != 0);
+                rest = tail;
+            }
+            nonzero = value != 0;
+        }
+        for &c in rest {
+            if significant < 17 {
+                exp_frac -= 1;
+                nonzero |= c != b'0';
+                significant += u32::from(nonzero);
+            }
+        }
+        exp_frac
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +442,7 @@ mod tests {
         assert_eq!(error("1."), Some((MISS_FRACTION, 2)));
         assert_eq!(error("1e+"), Some((MISS_EXPONENT, 3)));
         assert_eq!(error("[1e400]"), Some((NUMBER_TOO_BIG, 1)));
+        assert_eq!(error("[-0e400]"), Some((NUMBER_TOO_BIG, 1)));
         assert_eq!(error(r#"["\uABCG"]"#), Some((INVALID_HEX, 2)));
         assert_eq!(error(r#"["\uD800X"]"#), Some((SURROGATE_INVALID, 2)));
         assert_eq!(error(r#"["\uD800\uFFFF"]"#), Some((SURROGATE_INVALID, 2)));
@@ -337,5 +459,43 @@ mod tests {
             rapidjson_message(b"AAAA").as_deref(),
             Some("failed to parse the request JSON buffer: Invalid value. at 0")
         );
+    }
+
+    /// RapidJSON 1.1's bound on numbers, as Triton 2.51's frontend answered each (`true`:
+    /// "Number too big to be stored in double.").
+    #[test]
+    fn numbers_too_big_are_rapidjsons() {
+        let too_big = |text: &str| number_too_big(text.as_bytes());
+        for (number, refused) in [
+            ("0", false),
+            ("0e308", false),
+            ("0e309", true),
+            ("0e400", true),
+            ("-0e400", true),
+            ("1e308", false),
+            ("9e308", false),
+            ("1.5e308", false),
+            ("1.0e309", false),
+            ("0.1e309", false),
+            ("0.1e310", true),
+            ("0.01e310", false),
+            ("0.00e310", false),
+            ("1e-400", false),
+            ("1e-99999999999", false),
+            ("17976931348623157e292", false),
+            ("0.00000000000000000001e328", false),
+            ("0.000000000000000000001e329", false),
+            ("1.7976931348623157e308", false),
+            ("18446744073709551615", false),
+            ("-9223372036854775809", false),
+        ] {
+            assert_eq!(too_big(number), refused, "{number}");
+        }
+        let digits = |head: &str, zeros: usize| format!("{head}{}", "0".repeat(zeros));
+        assert!(!too_big(&digits("1", 308)));
+        assert!(too_big(&digits("1", 309)));
+        assert!(too_big(&digits("2", 308)));
+        assert!(!too_big(&digits("111111111111111111", 291)));
+        assert!(too_big(&digits("-2", 308)));
     }
 }

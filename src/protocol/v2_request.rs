@@ -8,8 +8,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ProtocolError;
-use super::json_syntax::refusal;
-use super::tensor_data::decode_json_data;
+use super::json_syntax::{refusal, syntax_error};
+use super::tensor_data::{DataError, decode_json_data};
 use std::time::Duration;
 
 use crate::engine::{DataType, InferRequest, InputTensor, ParameterValue, SequenceId};
@@ -38,16 +38,18 @@ impl OutputEncoding {
     }
 }
 
+// `parameters` objects are captured as text and read once checked by RapidJSON's rules
+// (`parameters`): serde takes numbers RapidJSON refuses (`0e400`).
 #[derive(Deserialize)]
 struct RequestJson<'a> {
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
     #[serde(borrow)]
     inputs: Vec<InputJson<'a>>,
-    #[serde(default)]
-    outputs: Vec<OutputJson>,
+    #[serde(borrow, default)]
+    outputs: Vec<OutputJson<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -55,17 +57,17 @@ struct InputJson<'a> {
     name: String,
     datatype: String,
     shape: Vec<i64>,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
     data: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
-struct OutputJson {
+struct OutputJson<'a> {
     name: String,
-    #[serde(default)]
-    parameters: Option<Map<String, Value>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
 }
 
 // Unknown keys are ignored, as Triton's own frontend does, so clients that send extra fields
@@ -88,7 +90,7 @@ pub fn decode_infer_request(
     let mut request = InferRequest::new(model_name);
     request.id = json.id.filter(|id| !id.is_empty());
     let mut encoding = OutputEncoding::default();
-    if let Some(parameters) = json.parameters {
+    if let Some(parameters) = parameters(json_bytes, json.parameters)? {
         apply_parameters(&mut request, &mut encoding, parameters)?;
     }
     let mut binary = BinaryData {
@@ -96,7 +98,9 @@ pub fn decode_infer_request(
         offset: json_len,
     };
     for input in json.inputs {
-        request.inputs.push(decode_input(input, &mut binary)?);
+        request
+            .inputs
+            .push(decode_input(json_bytes, input, &mut binary)?);
     }
     if binary.offset != body.len() {
         return Err(bad(format!(
@@ -106,7 +110,7 @@ pub fn decode_infer_request(
     }
     for output in json.outputs {
         // A listed output is JSON unless it asks for binary itself, whatever the default says.
-        let binary = output_is_binary(&output)?;
+        let binary = output_is_binary(json_bytes, &output)?;
         encoding.per_output.push((output.name.clone(), binary));
         request.requested_outputs.push(output.name);
     }
@@ -173,13 +177,18 @@ impl BinaryData<'_> {
 }
 
 /// One input: its data from JSON or from the binary part, checked against its shape.
-fn decode_input(input: InputJson, binary: &mut BinaryData) -> Result<InputTensor, ProtocolError> {
+fn decode_input(
+    json: &[u8],
+    input: InputJson,
+    binary: &mut BinaryData,
+) -> Result<InputTensor, ProtocolError> {
     let datatype: DataType = input
         .datatype
         .parse()
         .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
     let elements = element_count(&input.name, &input.shape)?;
-    let binary_size = binary_data_size(&input.name, input.parameters.as_ref())?;
+    let input_parameters = parameters(json, input.parameters)?;
+    let binary_size = binary_data_size(&input.name, input_parameters.as_ref())?;
     let data = match (binary_size, input.data) {
         (Some(_), Some(_)) => {
             return Err(bad(format!(
@@ -200,7 +209,7 @@ fn decode_input(input: InputJson, binary: &mut BinaryData) -> Result<InputTensor
         }
         (None, Some(raw)) => {
             let (data, count) = decode_json_data(raw.get(), datatype)
-                .map_err(|e| bad(format!("input '{}': {e}", input.name)))?;
+                .map_err(|e| bad(e.message(&input.name, offset_in(json, raw.get()))))?;
             if count != elements {
                 return Err(bad(format!(
                     "input '{}' has shape {:?}, {elements} elements, but its data has {count}",
@@ -219,9 +228,9 @@ fn decode_input(input: InputJson, binary: &mut BinaryData) -> Result<InputTensor
 }
 
 /// Whether a requested output asks for binary data; classification outputs are refused.
-fn output_is_binary(output: &OutputJson) -> Result<bool, ProtocolError> {
+fn output_is_binary(json: &[u8], output: &OutputJson) -> Result<bool, ProtocolError> {
     let mut binary = false;
-    for (key, value) in output.parameters.iter().flatten() {
+    for (key, value) in parameters(json, output.parameters)?.iter().flatten() {
         match key.as_str() {
             "binary_data" => binary = expect_bool(key, value)?,
             "classification" => {
@@ -279,6 +288,30 @@ fn check_binary_size(
         }
     }
     Ok(())
+}
+
+/// Where `part` (a slice of `json`) starts in it.
+fn offset_in(json: &[u8], part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(json.as_ptr() as usize)
+}
+
+/// A `parameters` object of the request (`raw`, within `json`): refused in Triton's words when
+/// RapidJSON refuses it, else read.
+fn parameters(
+    json: &[u8],
+    raw: Option<&RawValue>,
+) -> Result<Option<Map<String, Value>>, ProtocolError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    if let Some(error) = syntax_error(raw.get().as_bytes()) {
+        return Err(bad(
+            DataError::Syntax(error).message("parameters", offset_in(json, raw.get()))
+        ));
+    }
+    serde_json::from_str(raw.get())
+        .map(Some)
+        .map_err(|e| bad(format!("'parameters' must be a JSON object: {e}")))
 }
 
 /// The element count a shape implies, by the engine's one rule for shapes
@@ -421,6 +454,36 @@ mod tests {
         assert!(request.parameters.is_empty());
         assert!(!encoding.is_binary("X"));
         assert!(encoding.is_binary("Y"));
+    }
+
+    /// Bodies RapidJSON refuses get Triton 2.51's answers, word for word, wherever serde
+    /// stumbles first (its types, `[1,2`) or takes what RapidJSON refuses (`0e400`).
+    #[test]
+    fn rapidjsons_refusals_are_tritons_answers() {
+        let at = |message: &str, offset: usize| {
+            format!("failed to parse the request JSON buffer: {message} at {offset}")
+        };
+        let too_big = "Number too big to be stored in double.";
+        let one = |data: &str, shape: &str| {
+            format!(
+                r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{shape},"data":{data}}}]}}"#
+            )
+        };
+        for (body, expected) in [
+            ("[1,2".to_owned(), at("Missing a comma or ']' after an array element.", 4)),
+            (one("[1e309]", "[1,1]"), at(too_big, 68)),
+            (one("[0e400]", "[1,1]"), at(too_big, 68)),
+            (one("[1]", "[1,0e400]"), at(too_big, 57)),
+            (
+                r#"{"parameters":{"x":0e400},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}]}"#.to_owned(),
+                at(too_big, 19),
+            ),
+        ] {
+            match decode(body.as_bytes(), None) {
+                Err(ProtocolError::BadRequest(message)) => assert_eq!(message, expected, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
     }
 
     #[test]

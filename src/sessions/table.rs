@@ -13,6 +13,8 @@ use crate::engine::{Sequence, SequenceId};
 
 /// Default for `SAGEMAKER_SESSIONS_EXPIRATION`: idle seconds before a session expires.
 pub const DEFAULT_EXPIRATION_SECS: u64 = 1200;
+/// The longest `SAGEMAKER_SESSIONS_EXPIRATION` taken: 30 days.
+pub const MAX_EXPIRATION_SECS: u64 = 30 * 24 * 3600;
 /// Default for `TRIDENT_MAX_SESSIONS`.
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 

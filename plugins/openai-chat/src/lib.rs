@@ -80,6 +80,11 @@ fn content_text(content: &Value, index: usize) -> Result<String, PluginError> {
     }
 }
 
+/// A member of the body; `null` counts as absent, as OpenAI's API reads it.
+fn field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    body.get(key).filter(|value| !value.is_null())
+}
+
 fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
     if let Some(content_type) = &invocation.content_type
         && !content_type.starts_with("application/json")
@@ -93,7 +98,7 @@ fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
     let Value::Object(body) = body else {
         return Err(bad("the body must be a JSON object"));
     };
-    let messages = match body.get("messages") {
+    let messages = match field(&body, "messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(bad("'messages' must be a non-empty list")),
     };
@@ -122,8 +127,8 @@ fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
     }
     prompt.push_str(&setting("prompt_suffix", "assistant:"));
     let limit = number_setting("max_max_tokens", 4096).map_err(PluginError::Internal)?;
-    let max_tokens = match body.get("max_completion_tokens").or(body.get("max_tokens")) {
-        None | Some(Value::Null) => {
+    let max_tokens = match field(&body, "max_completion_tokens").or(field(&body, "max_tokens")) {
+        None => {
             number_setting("default_max_tokens", 256).map_err(PluginError::Internal)?
         }
         Some(value) => value
@@ -131,8 +136,8 @@ fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
             .filter(|n| (1..=limit).contains(n))
             .ok_or_else(|| bad(format!("max_tokens must be an integer from 1 to {limit}")))?,
     };
-    let temperature = match body.get("temperature") {
-        None | Some(Value::Null) => None,
+    let temperature = match field(&body, "temperature") {
+        None => None,
         Some(value) => Some(
             value
                 .as_f64()
@@ -140,13 +145,13 @@ fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
                 .ok_or_else(|| bad("temperature must be a number from 0 to 2"))?,
         ),
     };
-    let stream = match body.get("stream") {
-        None | Some(Value::Null) => false,
+    let stream = match field(&body, "stream") {
+        None => false,
         Some(Value::Bool(stream)) => *stream,
         Some(_) => return Err(bad("stream must be true or false")),
     };
-    let model = match body.get("model") {
-        None | Some(Value::Null) => None,
+    let model = match field(&body, "model") {
+        None => None,
         Some(Value::String(model)) => Some(model.clone()),
         Some(_) => return Err(bad("model must be a string")),
     };
