@@ -109,6 +109,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         state = state.hiding(folder, "<triton>");
     }
     let state = Arc::new(state);
+    if let (Some(sessions), Mode::SingleModel { repository, default_model }) =
+        (&state.sessions, &state.config.mode)
+    {
+        sessions
+            .model_loaded(default_model, &repository.join(default_model))
+            .await;
+    }
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
     }
@@ -139,6 +146,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             "the core cannot bring a model back: exiting for the supervisor to start a new serving process"
         );
         std::process::exit(i32::from(supervisor::RESTART_EXIT_CODE));
+    }
+    // Open sessions end first: the core would wait for each open sequence as for a request.
+    if let Some(sessions) = &state.sessions {
+        sessions.shutdown().await;
     }
     // Stopping the core waits for its own in-flight work; keep it off the async workers.
     tokio::task::spawn_blocking(move || drop(state)).await?;

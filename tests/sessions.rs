@@ -753,18 +753,20 @@ fn expiry_ends_the_sequence_in_the_model_with_no_traffic(f: &Fixture) -> Result<
     Ok(())
 }
 
-/// Whether a session is a sequence is read off the model's configuration in the core.
+/// Whether a session is a sequence, and its idle limit, are read off the model's configuration
+/// in the core.
 fn the_core_says_which_models_have_a_sequence_batcher(f: &Fixture) -> Result<(), Failed> {
+    let batching = f.engine.sequence_batching("native_sequence_sum")?;
     ensure!(
-        f.engine.has_sequence_batching("native_sequence_sum")?,
-        "the sequence model has no sequence batcher"
+        batching.map(|b| b.idle_limit) == Some(Duration::from_secs(60)),
+        "the sequence model's batcher: {batching:?}"
     );
     ensure!(
-        !f.engine.has_sequence_batching("native_identity_fp32")?,
+        f.engine.sequence_batching("native_identity_fp32")?.is_none(),
         "the identity model has a sequence batcher"
     );
     ensure!(
-        f.engine.has_sequence_batching("no_such_model").is_err(),
+        f.engine.sequence_batching("no_such_model").is_err(),
         "an unknown model has a configuration"
     );
     Ok(())

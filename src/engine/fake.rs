@@ -35,6 +35,9 @@ pub struct FakeModel {
     pub delay: Duration,
     /// Whether it has sequence batching.
     pub stateful: bool,
+    /// Its configuration as the core would give it; `None`: one made of its metadata (every
+    /// input required) and `stateful` (Triton's default idle limit).
+    pub config: Option<serde_json::Value>,
 }
 
 impl FakeModel {
@@ -52,6 +55,7 @@ impl FakeModel {
             answer: Arc::new(answer),
             delay: Duration::ZERO,
             stateful: false,
+            config: None,
         }
     }
 
@@ -159,8 +163,22 @@ impl Engine for FakeEngine {
         Ok(self.model(model)?.metadata)
     }
 
-    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError> {
-        Ok(self.model(model)?.stateful)
+    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError> {
+        let model = self.model(model)?;
+        if let Some(config) = model.config {
+            return Ok(config);
+        }
+        let inputs: Vec<serde_json::Value> = model.metadata["inputs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|input| serde_json::json!({"name": input["name"], "optional": false}))
+            .collect();
+        let mut config = serde_json::json!({ "input": inputs });
+        if model.stateful {
+            config["sequence_batching"] = serde_json::json!({});
+        }
+        Ok(config)
     }
 
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {
@@ -209,6 +227,18 @@ impl Engine for FakeEngine {
         };
         self.state().states.insert(model.to_owned(), now);
         outcome
+    }
+
+    async fn reload_with_config(&self, model: &str, config: String) -> Result<(), EngineError> {
+        let config: serde_json::Value = serde_json::from_str(&config)
+            .map_err(|e| EngineError::new(ErrorCode::InvalidArg, e.to_string()))?;
+        let mut state = self.state();
+        state.calls.push(format!("reload {model}"));
+        let served = state.models.get_mut(model).ok_or_else(|| {
+            EngineError::new(ErrorCode::NotFound, format!("model '{model}' is not loaded"))
+        })?;
+        served.config = Some(config);
+        Ok(())
     }
 
     async fn unload_model(&self, model: &str) -> Result<(), EngineError> {

@@ -20,5 +20,7 @@ pub use dtype::DataType;
 pub use error::{EngineError, ErrorCode};
 pub use request::{InferRequest, InputTensor, ParameterValue, Sequence, SequenceId};
 pub use response::{InferResponse, OutputTensor};
-pub use service::{Engine, HealthCheck, InFlight, ModelState};
+pub use service::{
+    DEFAULT_SEQUENCE_IDLE, Engine, HealthCheck, InFlight, ModelState, SequenceBatching,
+};
 pub use settings::{BackendSetting, CoreLogging};

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::path::Path;
+use std::time::Duration;
 
 use futures_core::Stream;
 
@@ -40,6 +41,32 @@ impl ModelState {
     }
 }
 
+/// A stateful model's sequence batcher, as its configuration sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceBatching {
+    /// How long a sequence may stay idle before the core drops it
+    /// (`max_sequence_idle_microseconds`; Triton fills in [`DEFAULT_SEQUENCE_IDLE`] when the
+    /// configuration says nothing).
+    pub idle_limit: Duration,
+}
+
+/// Triton's `max_sequence_idle_microseconds` when a model's configuration sets none: 1 s.
+pub const DEFAULT_SEQUENCE_IDLE: Duration = Duration::from_secs(1);
+
+impl SequenceBatching {
+    /// The sequence batcher of a model configuration (Triton's JSON form), if it has one.
+    pub fn of_config(config: &serde_json::Value) -> Option<SequenceBatching> {
+        let batching = config.get("sequence_batching").filter(|b| b.is_object())?;
+        let micros = batching["max_sequence_idle_microseconds"]
+            .as_u64()
+            .or_else(|| batching["max_sequence_idle_microseconds"].as_str()?.parse().ok())
+            .filter(|&micros| micros > 0);
+        Some(SequenceBatching {
+            idle_limit: micros.map_or(DEFAULT_SEQUENCE_IDLE, Duration::from_micros),
+        })
+    }
+}
+
 /// What the engine holds on the server's behalf right now; both are zero when idle.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InFlight {
@@ -74,9 +101,13 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
     /// The model's metadata (inputs and outputs with datatypes and shapes).
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError>;
-    /// Whether the model has Triton's sequence batcher (a stateful model: requests carry a
+    /// The model's configuration, in Triton's JSON form (with what the core filled in).
+    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
+    /// The model's sequence batcher, if it has one (a stateful model: requests carry a
     /// correlation id and start and end flags).
-    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError>;
+    fn sequence_batching(&self, model: &str) -> Result<Option<SequenceBatching>, EngineError> {
+        Ok(SequenceBatching::of_config(&self.model_config(model)?))
+    }
     /// The model's state in the index, `None` when the engine has never heard of it.
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;
 
@@ -89,6 +120,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
 
     /// Loads a model by name; resolves once it is loaded or the load has failed.
     fn load_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Loads a loaded model again with `config` (its configuration in Triton's JSON form) in
+    /// place of its own; resolves once the new instances serve, or the reload failed (the old
+    /// ones then serve on).
+    fn reload_with_config(
+        &self,
+        model: &str,
+        config: String,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Starts unloading a model and the models that depend on it.
     fn unload_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Adds a repository in which `folder` is served as `model`.
@@ -123,6 +162,30 @@ mod tests {
         assert_eq!(
             ModelState::from_index("RETIRING", "x"),
             ModelState::Unavailable("RETIRING: x".into())
+        );
+    }
+
+    #[test]
+    fn a_sequence_batcher_is_read_off_the_configuration() {
+        use serde_json::json;
+        let idle = |config: serde_json::Value| SequenceBatching::of_config(&config);
+        assert_eq!(idle(json!({"name": "m"})), None);
+        assert_eq!(idle(json!({"sequence_batching": null})), None);
+        assert_eq!(
+            idle(json!({"sequence_batching": {}})).unwrap().idle_limit,
+            DEFAULT_SEQUENCE_IDLE
+        );
+        assert_eq!(
+            idle(json!({"sequence_batching": {"max_sequence_idle_microseconds": "60000000"}}))
+                .unwrap()
+                .idle_limit,
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            idle(json!({"sequence_batching": {"max_sequence_idle_microseconds": 2500}}))
+                .unwrap()
+                .idle_limit,
+            Duration::from_micros(2500)
         );
     }
 }

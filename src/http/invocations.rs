@@ -74,7 +74,7 @@ pub async fn invoke_default<E: Engine>(
         Step::Answered(response) => return Ok(response),
         Step::Run(session) => session,
     };
-    let invoked = run_default(state, invocation, headers, body, session.as_ref()).await;
+    let invoked = run_default(state, invocation, headers, body, session).await;
     framed(state, invoked)
 }
 
@@ -86,7 +86,7 @@ pub async fn run_default<E: Engine>(
     invocation: &Invocation,
     headers: &http::HeaderMap,
     body: Bytes,
-    session: Option<&SessionTurn>,
+    session: Option<SessionTurn>,
 ) -> Result<Invoked, Refused> {
     let route = InferRoute::Invocations;
     let pipeline = pipeline(state, state.plugins.load_full());
@@ -207,7 +207,7 @@ pub async fn infer<E: Engine>(
         invocation,
         headers,
         body,
-        session: session.as_ref(),
+        session,
     };
     framed(state, run_infer(state, route, &pipeline, request).await)
 }
@@ -251,6 +251,7 @@ async fn refused<E: Engine>(state: &AppState<E>, statuses: Statuses, failure: Fa
         }
         (_, Failure::PluginRefused { plugin, error }) => ApiError::from_plugin(&plugin, error),
         (_, Failure::PluginFailed(failure)) => ApiError::from_call_failure(failure),
+        (_, Failure::SessionEnded(error)) => ApiError::from(error),
         (_, failure @ Failure::NoResponse) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, failure.message())
         }

@@ -213,7 +213,11 @@ pub async fn serve<E: Engine>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
-    tokio::spawn(sessions::expire_idle(Arc::downgrade(&state)));
+    if let Some(sessions) = &state.sessions {
+        tokio::spawn(crate::sessions::Sessions::expire_idle(Arc::downgrade(
+            sessions,
+        )));
+    }
     let answer = |state: Arc<AppState<E>>, request| async move { handle(&state, request).await };
     listener::run(Serves::Routes, listener, state, answer, shutdown, grace).await;
 }

@@ -41,6 +41,7 @@ pub async fn load<E: Engine>(
     let loaded = mme::load::load(
         &state.registry,
         &state.engine,
+        state.sessions.as_ref(),
         plan,
         &policy(state),
         state.config.model_load_timeout,
@@ -103,6 +104,7 @@ pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
                 let loaded = mme::load::load(
                     &state.registry,
                     &state.engine,
+                    state.sessions.as_ref(),
                     plan,
                     &policy(&state),
                     state.config.model_load_timeout,
@@ -197,27 +199,14 @@ pub async fn unload<E: Engine>(
     if let Some(model) = &loaded {
         check_target(model, invocation)?;
     }
-    let target = loaded.map(|model| model.target.clone());
-    // As for loads: the unload finishes even if the client goes away.
-    let (registry, engine, owned) = (
-        Arc::clone(&state.registry),
-        state.engine.clone(),
-        name.to_owned(),
-    );
-    let unloaded = tokio::spawn(async move { registry.unload(&engine, &owned).await })
-        .await
-        .unwrap_or_else(|e| Err(MmeError::Internal(format!("the unload task failed: {e}"))));
+    let unloaded = mme::load::unload(
+        &state.registry,
+        &state.engine,
+        state.sessions.as_ref(),
+        name,
+    )
+    .await;
     state.metrics.model_unloaded(outcome(&unloaded));
-    // The model's sessions end with it (also when the unload failed after the model left the
-    // registry).
-    if let (Some(sessions), Some(target)) = (&state.sessions, target)
-        && state.registry.get(name).is_none()
-    {
-        let ended = sessions.end_model(&target);
-        if ended > 0 {
-            tracing::info!(model = %target, sessions = ended, "the unloaded model's sessions ended");
-        }
-    }
     unloaded?;
     Ok(Response::new(ResponseBody::empty()))
 }

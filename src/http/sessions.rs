@@ -1,10 +1,8 @@
-//! Stateful sessions on the inference routes (`/invocations`, `/models/{name}/invoke`): a
-//! `NEW_SESSION` or `CLOSE` request is answered here; any other request in a session waits for
-//! its turn and runs as a request of the session's sequence. With sessions off, nothing here
-//! runs and the session header is ignored.
-
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+//! Stateful sessions on the inference routes (`/invocations`, `/models/{name}/invoke`), framed
+//! for HTTP: a `NEW_SESSION` or `CLOSE` request is answered here; any other request in a session
+//! waits for its turn and runs as a request of the session's sequence. What a session does lives
+//! in [`crate::sessions`]. With sessions off, nothing here runs and the session header is
+//! ignored.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -15,7 +13,7 @@ use super::error::ApiError;
 use crate::engine::Engine;
 use crate::sessions::{
     CLOSED_SESSION_HEADER, NEW_SESSION_HEADER, SESSION_HEADER, SessionControl, SessionError,
-    SessionTurn, classify, end_sequence, format_utc,
+    SessionTurn, classify, format_utc,
 };
 
 /// What an inference request does next, sessions considered.
@@ -28,12 +26,14 @@ pub enum Step {
 
 impl From<SessionError> for ApiError {
     fn from(error: SessionError) -> ApiError {
-        let status = match error {
+        let status = match &error {
             SessionError::Full(_) => StatusCode::TOO_MANY_REQUESTS,
             SessionError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            SessionError::Invalid(_) | SessionError::Unknown(_) | SessionError::WrongModel(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            SessionError::Model(engine) => return ApiError::from_engine(engine.clone()),
+            SessionError::Invalid(_)
+            | SessionError::Unknown(_)
+            | SessionError::WrongModel(_)
+            | SessionError::Lost(_) => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.message())
     }
@@ -53,66 +53,16 @@ pub async fn step<E: Engine>(
         SessionControl::None => Ok(Step::Run(None)),
         SessionControl::Use(id) => Ok(Step::Run(Some(sessions.turn(id, model).await?))),
         SessionControl::Create => {
-            let stateful = state
-                .engine
-                .has_sequence_batching(model)
-                .map_err(ApiError::from_engine)?;
-            let (session, expires) = sessions.create(model, stateful)?;
-            tracing::info!(model, stateful, "session opened");
+            let (session, expires) = sessions.open(model)?;
             let expires = format_utc(expires);
             let value = format!("{}; Expires={expires}", session.id);
             let body = serde_json::json!({ "session_id": session.id, "expires": expires });
             Ok(Step::Answered(answer(NEW_SESSION_HEADER, &value, body)))
         }
         SessionControl::Close(id) => {
-            // As for unloads: the close, and the END it sends the model, finish even if the
-            // client goes away meanwhile (the session has left the table by then).
-            let (sessions, engine) = (Arc::clone(sessions), state.engine.clone());
-            let (owned_id, owned_model) = (id.to_owned(), model.to_owned());
-            let closing = tokio::spawn(async move {
-                let ended = sessions.close(&owned_id, &owned_model).await?;
-                if ended.needs_end() {
-                    end_sequence(&engine, &ended.session).await;
-                }
-                Ok::<_, SessionError>(())
-            });
-            closing.await.map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the session's close failed: {e}"),
-                )
-            })??;
-            tracing::info!(model, "session closed");
+            sessions.close(id, model).await?;
             let body = serde_json::json!({ "closed_session_id": id });
             Ok(Step::Answered(answer(CLOSED_SESSION_HEADER, id, body)))
-        }
-    }
-}
-
-/// Expires idle sessions until the server's state is dropped: every second (or twice per
-/// expiration when that is shorter), with or without traffic. A stateful model is sent the end
-/// of each expired session's sequence.
-pub async fn expire_idle<E: Engine>(state: Weak<AppState<E>>) {
-    let Some(period) = state.upgrade().and_then(|state| {
-        let settings = state.sessions.as_ref()?.settings();
-        Some((settings.expiration / 2).clamp(Duration::from_millis(50), Duration::from_secs(1)))
-    }) else {
-        return;
-    };
-    let mut ticks = tokio::time::interval(period);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let Some(state) = state.upgrade() else { return };
-        let Some(sessions) = &state.sessions else {
-            return;
-        };
-        for ended in sessions.expire_idle(Instant::now()) {
-            tracing::info!(model = %ended.session.model, "session expired");
-            if ended.needs_end() {
-                let engine = state.engine.clone();
-                tokio::spawn(async move { end_sequence(&engine, &ended.session).await });
-            }
         }
     }
 }

@@ -35,12 +35,12 @@ pub struct AppState<E> {
     /// Open `/invocations-bidirectional-stream` sessions (as many as `max_connections`).
     pub bidi_sessions: Arc<tokio::sync::Semaphore>,
     /// Open stateful sessions; `None` when sessions are off.
-    pub sessions: Option<Arc<Sessions>>,
+    pub sessions: Option<Arc<Sessions<E>>>,
     /// Turns `true` when the server starts shutting down: open sessions close (1001).
     pub shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
-impl<E> AppState<E> {
+impl<E: crate::engine::Engine> AppState<E> {
     /// Loads the manifest again and swaps the plugin set in. On any error the old set stays and
     /// the error is returned. Returns how many plugins are now loaded.
     pub async fn reload_plugins(&self) -> Result<usize, String> {
@@ -94,6 +94,9 @@ impl<E> AppState<E> {
                 (UNSPECIFIED_MODEL.to_owned(), models_root.clone())
             }
         };
+        let sessions = config
+            .sessions
+            .map(|settings| Arc::new(Sessions::new(settings, engine.clone())));
         AppState {
             engine,
             registry: Arc::new(ModelRegistry::new(models_root, UnloadTiming::default())),
@@ -105,9 +108,7 @@ impl<E> AppState<E> {
                 config.client_limits.max_connections,
             )),
             shutting_down: tokio::sync::watch::Sender::new(false),
-            sessions: config
-                .sessions
-                .map(|settings| Arc::new(Sessions::new(settings))),
+            sessions,
             config,
         }
     }

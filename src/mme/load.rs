@@ -1,4 +1,4 @@
-//! A multi-model load from start to end, for `POST /models` and for the models a restarted
+//! A multi-model load from start to end (and an unload, which ends the model's sessions first), for `POST /models` and for the models a restarted
 //! serving process loads again: the artifact resolved once, off the serving threads (the url
 //! checked, its model found); the plugins it brings read from that same folder; the registry's
 //! load run to the end in a task of its own (a client that leaves does not cut it short, which
@@ -14,6 +14,7 @@ use super::registry::{Artifact, MmeError, ModelRegistry};
 use crate::engine::Engine;
 use crate::plugins::PluginHost;
 use crate::plugins::model_plugins::{self, ModelPluginPolicy};
+use crate::sessions::Sessions;
 
 /// What a load that outlasts the load time-out becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,7 @@ pub struct LoadPlan {
 pub async fn load<E: Engine>(
     registry: &Arc<ModelRegistry>,
     engine: &E,
+    sessions: Option<&Arc<Sessions<E>>>,
     plan: LoadPlan,
     policy: &ModelPluginPolicy,
     timeout: Duration,
@@ -70,9 +72,17 @@ pub async fn load<E: Engine>(
     let LoadPlan { name, target, .. } = plan;
     let mut loading = {
         let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
+        let sessions = sessions.cloned();
         tokio::spawn(async move {
             registry
-                .load(&engine, &name, &artifact, target.as_deref(), plugins)
+                .load(
+                    &engine,
+                    sessions.as_deref(),
+                    &name,
+                    &artifact,
+                    target.as_deref(),
+                    plugins,
+                )
                 .await
         })
     };
@@ -90,6 +100,22 @@ pub async fn load<E: Engine>(
     }
 }
 
+/// Unloads `name` with `registry` from `engine`, its sessions ending first, in a task of its
+/// own: a client that leaves does not cut it short (which would leave the name unloading, or
+/// the model's sessions open for the next load of the name).
+pub async fn unload<E: Engine>(
+    registry: &Arc<ModelRegistry>,
+    engine: &E,
+    sessions: Option<&Arc<Sessions<E>>>,
+    name: &str,
+) -> Result<(), MmeError> {
+    let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.to_owned());
+    let sessions = sessions.cloned();
+    tokio::spawn(async move { registry.unload(&engine, sessions.as_deref(), &name).await })
+        .await
+        .unwrap_or_else(|e| Err(MmeError::Internal(format!("the unload task failed: {e}"))))
+}
+
 /// After a load timed out: waits for the load task and unloads the model if the load succeeded
 /// after all, so the endpoint ends as the client was told (not loaded).
 fn undo_when_loaded<E: Engine>(
@@ -100,7 +126,8 @@ fn undo_when_loaded<E: Engine>(
 ) {
     tokio::spawn(async move {
         if let Ok(Ok(())) = loading.await {
-            match registry.unload(&engine, &name).await {
+            // Nothing served it, so it has no sessions.
+            match registry.unload(&engine, None, &name).await {
                 Ok(()) => {
                     tracing::warn!(model = name, "undid a load that finished after its timeout")
                 }
@@ -187,6 +214,7 @@ mod tests {
         let undone = load(
             &registry,
             &engine,
+            None,
             plan("u", &urls[0]),
             &policy,
             short,
@@ -200,6 +228,7 @@ mod tests {
         let kept = load(
             &registry,
             &engine,
+            None,
             plan("k", &urls[1]),
             &policy,
             short,
@@ -214,6 +243,7 @@ mod tests {
         let outside = load(
             &registry,
             &engine,
+            None,
             plan("x", "/etc/model"),
             &policy,
             short,

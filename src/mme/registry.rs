@@ -14,6 +14,7 @@ use super::layout::{Layout, find_model};
 use super::url::validate;
 use crate::engine::{Engine, EngineError};
 use crate::plugins::PluginHost;
+use crate::sessions::Sessions;
 
 /// A loaded model.
 #[derive(Debug, Clone)]
@@ -205,10 +206,12 @@ impl ModelRegistry {
     }
 
     /// Loads `artifact` as `name`, served by the engine as `target` (or `name`), with the
-    /// plugins it brought.
+    /// plugins it brought; before it serves, `sessions` learn of it (an earlier load's sessions
+    /// of the name end; its idle limit is aligned).
     pub async fn load<E: Engine>(
         &self,
         engine: &E,
+        sessions: Option<&Sessions<E>>,
         name: &str,
         artifact: &Artifact,
         target: Option<&str>,
@@ -243,6 +246,11 @@ impl ModelRegistry {
             );
         }
         let outcome = self.load_reserved(engine, &artifact.layout, &target).await;
+        if let (Ok(_), Some(sessions)) = (&outcome, sessions) {
+            sessions
+                .model_loaded(&target, &artifact.model_folder())
+                .await;
+        }
         let mut slots = self.slots();
         match outcome {
             Ok(repository) => {
@@ -293,8 +301,14 @@ impl ModelRegistry {
     }
 
     /// Unloads `name` and its dependents, waits until the engine reports it unloaded, and
-    /// unregisters its repository.
-    pub async fn unload<E: Engine>(&self, engine: &E, name: &str) -> Result<(), MmeError> {
+    /// unregisters its repository. Its sessions end first (no new request reaches it once it
+    /// is unloading; the ENDs do).
+    pub async fn unload<E: Engine>(
+        &self,
+        engine: &E,
+        sessions: Option<&Sessions<E>>,
+        name: &str,
+    ) -> Result<(), MmeError> {
         let model = {
             let mut slots = self.slots();
             match slots.get(name) {
@@ -306,6 +320,9 @@ impl ModelRegistry {
                 _ => return Err(not_loaded(name)),
             }
         };
+        if let Some(sessions) = sessions {
+            sessions.end_model(&model.target).await;
+        }
         if let Err(error) = engine.unload_model(&model.target).await {
             self.slots().insert(name.to_owned(), Slot::Ready(model));
             return Err(MmeError::BadRequest(error.message));
@@ -436,10 +453,10 @@ mod tests {
         let engine = FakeEngine::new().on_load("m", script, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let resolved = registry.resolve(&url).unwrap();
-        let (first, ()) = tokio::join!(registry.load(&engine, "m", &resolved, None, None), async {
+        let (first, ()) = tokio::join!(registry.load(&engine, None, "m", &resolved, None, None), async {
             until_called(&engine, "load m").await;
             let again = registry
-                .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+                .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
                 .await;
             assert!(
                 matches!(&again, Err(MmeError::Conflict(m)) if m.contains("being loaded")),
@@ -448,6 +465,7 @@ mod tests {
             let same_target = registry
                 .load(
                     &engine,
+                    None,
                     "n",
                     &registry.resolve(&other).unwrap(),
                     Some("m"),
@@ -464,7 +482,7 @@ mod tests {
         first.unwrap();
         assert_eq!(registry.get("m").unwrap().target, "m");
         let loaded = registry
-            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
             .await;
         assert!(
             matches!(&loaded, Err(MmeError::Conflict(m)) if m.contains("already loaded")),
@@ -484,7 +502,7 @@ mod tests {
         let engine = FakeEngine::new().on_load("m", failing, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let failed = registry
-            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
             .await;
         assert!(
             matches!(&failed, Err(MmeError::Engine(e)) if e.message == "out of memory"),
@@ -498,7 +516,7 @@ mod tests {
         assert!(registry.list(None, 10).0.is_empty());
         let engine = engine.on_load("m", LoadScript::default(), None);
         registry
-            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
             .await
             .unwrap();
         assert!(registry.get("m").is_some());
@@ -515,7 +533,7 @@ mod tests {
             .unwrap();
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let refused = registry
-            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
             .await;
         assert!(
             matches!(&refused, Err(MmeError::Engine(e)) if e.code == ErrorCode::AlreadyExists),
@@ -540,10 +558,10 @@ mod tests {
         };
         let registry = ModelRegistry::new(root.path(), timing);
         registry
-            .load(&engine, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
             .await
             .unwrap();
-        let unloaded = registry.unload(&engine, "m").await;
+        let unloaded = registry.unload(&engine, None, "m").await;
         assert!(
             matches!(&unloaded, Err(MmeError::Internal(m)) if m.contains("did not unload")),
             "{unloaded:?}"
@@ -554,7 +572,7 @@ mod tests {
             ["register m", "load m", "unload m", "unregister m"]
         );
         assert!(matches!(
-            registry.unload(&engine, "m").await,
+            registry.unload(&engine, None, "m").await,
             Err(MmeError::NotFound(_))
         ));
     }

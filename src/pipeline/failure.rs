@@ -4,6 +4,7 @@
 use crate::engine::EngineError;
 use crate::plugins::{CallFailure, Refusal};
 use crate::protocol::ProtocolError;
+use crate::sessions::SessionError;
 
 /// Why an inference did not produce an answer.
 #[derive(Debug, Clone)]
@@ -32,6 +33,9 @@ pub enum Failure {
     NoResponse,
     /// The model's answer could not be encoded.
     Encode(ProtocolError),
+    /// The request's session has ended: the model refused it because it no longer holds the
+    /// session's sequence (it dropped it, or was loaded again).
+    SessionEnded(SessionError),
 }
 
 impl Failure {
@@ -48,6 +52,7 @@ impl Failure {
                 e.message.clone()
             }
             Failure::NoResponse => "the model completed the request without a response".into(),
+            Failure::SessionEnded(e) => e.message(),
         }
     }
 }

@@ -27,7 +27,7 @@ use tracing::Instrument;
 
 use super::events::{self, StreamEvent};
 use super::stream_adapter::StreamAdapter;
-use super::{Answer, Failure, Pipeline, Request, plugin_result};
+use super::{Answer, Failure, Pipeline, Request, plugin_result, session_ended};
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest};
 use crate::plugins::host::LoadedPlugin;
 use crate::plugins::{GenerateInputs, PluginHost, Selection};
@@ -123,7 +123,8 @@ impl<E: Engine> Pipeline<'_, E> {
     ) -> Result<Answer, Failure> {
         let (mut collected, mut bytes) = (Vec::new(), 0usize);
         while let Some(item) = responses.next().await {
-            let response = item.map_err(Failure::Model)?;
+            let response =
+                item.map_err(|e| session_ended(request, e).unwrap_or_else(Failure::Model))?;
             let json = encode_generate_response(&response).map_err(Failure::Encode)?;
             bytes += json.len();
             if bytes > MAX_COLLECTED_BYTES {
@@ -169,7 +170,9 @@ impl<E: Engine> Pipeline<'_, E> {
             Some(Ok(response)) => {
                 Some(encode_generate_response(&response).map_err(Failure::Encode)?)
             }
-            Some(Err(error)) => return Err(Failure::FirstResponse(error)),
+            Some(Err(error)) => {
+                return Err(session_ended(request, error).unwrap_or_else(Failure::FirstResponse));
+            }
             None => None,
         };
         let adapter = adapter.map(|(plugins, plugin)| {
@@ -178,10 +181,13 @@ impl<E: Engine> Pipeline<'_, E> {
         });
         let (sender, receiver) = events::channel();
         // The stream outlives the request's future; it keeps the request's span, so what its
-        // adapter logs names the request.
+        // adapter logs names the request, and its session's turn to its last event (the
+        // session's next request, a close or its expiry wait for it).
         let span = tracing::Span::current();
+        let turn = request.session.clone();
         tokio::spawn(
             async move {
+                let _turn = turn;
                 let mut index = 0;
                 let mut next = first;
                 while let Some(json) = next.take() {

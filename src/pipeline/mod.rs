@@ -101,8 +101,8 @@ pub struct Request<'a> {
     /// The request body, read whole.
     pub body: Bytes,
     /// The request's turn in its stateful session, if it has one: its inference is then a
-    /// request of the session's sequence.
-    pub session: Option<&'a SessionTurn>,
+    /// request of the session's sequence. A stream keeps the turn to its last event.
+    pub session: Option<SessionTurn>,
 }
 
 impl<E: Engine> Pipeline<'_, E> {
@@ -178,7 +178,7 @@ impl<E: Engine> Pipeline<'_, E> {
         let mut responses = self.submit(request, infer)?;
         match responses.next().await {
             Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => Err(Failure::Model(error)),
+            Some(Err(error)) => Err(session_ended(request, error).unwrap_or_else(Failure::Model)),
             None => Err(Failure::NoResponse),
         }
     }
@@ -190,7 +190,7 @@ impl<E: Engine> Pipeline<'_, E> {
         request: &Request<'_>,
         mut infer: InferRequest,
     ) -> Result<E::Responses, Failure> {
-        let Some(turn) = request.session else {
+        let Some(turn) = &request.session else {
             if self.sessions
                 && let Some(SequenceId::Number(id)) = infer.sequence.id
                 && id >= FIRST_SESSION_SEQUENCE_ID
@@ -208,7 +208,10 @@ impl<E: Engine> Pipeline<'_, E> {
         if let Some(sequence) = turn.sequence() {
             infer.sequence = sequence;
         }
-        let responses = self.engine.infer(infer).map_err(Failure::Refused)?;
+        let responses = self
+            .engine
+            .infer(infer)
+            .map_err(|error| session_ended(request, error).unwrap_or_else(Failure::Refused))?;
         turn.submitted();
         Ok(responses)
     }
@@ -247,6 +250,7 @@ impl<E: Engine> Pipeline<'_, E> {
             &request.body,
             request
                 .session
+                .as_ref()
                 .map(|turn| Arc::clone(turn.session().store())),
         )
     }
@@ -268,6 +272,28 @@ impl<E: Engine> Pipeline<'_, E> {
         };
         self.metrics
             .observe_plugin(&plugin.name, hook, variant, outcome, started.elapsed());
+    }
+}
+
+/// How Triton's sequence batcher refuses a request of a sequence it does not hold (dropped
+/// after its idle limit, or lost with a reload of the model): it asks for a start.
+const SEQUENCE_GONE: &str = "must specify the START flag";
+
+/// The request's session ends when the engine refused it for a sequence it no longer holds:
+/// the failure the client is told, in SageMaker's terms and without the correlation id; `Err`
+/// gives the error back for any other refusal (or a request outside a session).
+fn session_ended(request: &Request<'_>, error: EngineError) -> Result<Failure, EngineError> {
+    match &request.session {
+        Some(turn) if turn.sequence().is_some() && error.message.contains(SEQUENCE_GONE) => {
+            let lost = turn.lost();
+            tracing::warn!(
+                model = request.model,
+                error = %error.message,
+                "the model no longer holds a session's sequence; the session ended"
+            );
+            Ok(Failure::SessionEnded(lost))
+        }
+        _ => Err(error),
     }
 }
 

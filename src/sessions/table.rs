@@ -1,15 +1,17 @@
-//! The open sessions: created with a random id and a correlation id of their own, looked up by
-//! id and model, closed, expired when idle, ended with their model.
+//! The open sessions, with no engine in sight: created with a random id and a correlation id of
+//! their own, looked up by id and model, taken out when they close, expire, lose their state or
+//! their model goes. What taking a session out means for its model (the END request) is
+//! `lifecycle.rs`'s.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::OwnedMutexGuard;
 
-use super::SessionStore;
-use crate::engine::{Sequence, SequenceId};
+use super::{SessionError, SessionStore};
+use crate::engine::{Sequence, SequenceBatching, SequenceId};
 
 /// Default for `SAGEMAKER_SESSIONS_EXPIRATION`: idle seconds before a session expires.
 pub const DEFAULT_EXPIRATION_SECS: u64 = 1200;
@@ -44,42 +46,6 @@ impl Default for SessionSettings {
     }
 }
 
-/// Why a session request is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionError {
-    /// The header or body does not fit the convention (400).
-    Invalid(String),
-    /// No open session has the id: never opened, closed, expired, or opened before a restart
-    /// (400).
-    Unknown(String),
-    /// The session was opened on another model (400).
-    WrongModel(String),
-    /// As many sessions are open as the endpoint allows (429).
-    Full(usize),
-    /// The session could not be opened (500).
-    Internal(String),
-}
-
-impl SessionError {
-    /// The message a client reads.
-    pub fn message(&self) -> String {
-        match self {
-            SessionError::Invalid(message) | SessionError::Internal(message) => message.clone(),
-            SessionError::Unknown(id) => format!(
-                "session '{id}' is not open: it was closed, it expired, or the endpoint \
-                 restarted; open a new one with X-Amzn-SageMaker-Session-Id: NEW_SESSION"
-            ),
-            SessionError::WrongModel(id) => {
-                format!("session '{id}' was opened on another model")
-            }
-            SessionError::Full(limit) => format!(
-                "the endpoint holds its limit of {limit} open sessions; close one, or retry \
-                 when one expires"
-            ),
-        }
-    }
-}
-
 /// One open session.
 #[derive(Debug)]
 pub struct Session {
@@ -89,11 +55,13 @@ pub struct Session {
     pub model: String,
     /// Whether the model has sequence batching: the session is then a sequence of the model.
     pub stateful: bool,
+    /// How long it may stay idle: the endpoint's expiration, or the model's sequence idle limit
+    /// when that is shorter (the model would drop the sequence first).
+    pub expiration: Duration,
     correlation: u64,
     /// Set once a request of the session reached the model (the next ones carry no start flag).
     started: AtomicBool,
-    /// Set when the session closes, expires or its model goes: requests waiting for their turn
-    /// are refused.
+    /// Set when the session leaves the table: requests waiting for their turn are refused.
     ended: AtomicBool,
     last_used: Mutex<Instant>,
     turn: Arc<tokio::sync::Mutex<()>>,
@@ -126,14 +94,19 @@ impl Session {
 }
 
 /// A request's turn in its session: held from before its inference is submitted until its
-/// answer is ready, so the session's requests reach the model one at a time, in order.
-pub struct SessionTurn {
+/// answer is complete (a stream's last event), so the session's requests reach the model one
+/// at a time, in order. Clones share the turn; it passes on when the last one is dropped.
+#[derive(Clone)]
+pub struct SessionTurn(Arc<Turn>);
+
+struct Turn {
     session: Arc<Session>,
-    _turn: OwnedMutexGuard<()>,
+    table: Weak<SessionTable>,
+    _guard: OwnedMutexGuard<()>,
 }
 
 /// A session is idle from the end of its last request, not its start.
-impl Drop for SessionTurn {
+impl Drop for Turn {
     fn drop(&mut self) {
         self.session.touch();
     }
@@ -142,27 +115,39 @@ impl Drop for SessionTurn {
 impl SessionTurn {
     /// The session.
     pub fn session(&self) -> &Session {
-        &self.session
+        &self.0.session
     }
 
     /// Where the request stands in the model's sequence: `None` when the model has no sequence
     /// batching.
     pub fn sequence(&self) -> Option<Sequence> {
-        self.session.stateful.then(|| Sequence {
-            id: Some(self.session.sequence_id()),
-            start: !self.session.started(),
+        let session = &self.0.session;
+        session.stateful.then(|| Sequence {
+            id: Some(session.sequence_id()),
+            start: !session.started(),
             end: false,
         })
     }
 
     /// The request was taken by the engine: the session's next ones carry no start flag.
     pub fn submitted(&self) {
-        self.session.started.store(true, Ordering::Relaxed);
+        self.0.session.started.store(true, Ordering::Relaxed);
+    }
+
+    /// The model refused the request because it no longer holds the session's sequence: the
+    /// session ends here (it leaves the table; nothing is sent to the model). Returns what the
+    /// client is told.
+    pub fn lost(&self) -> SessionError {
+        let session = &self.0.session;
+        if let Some(table) = self.0.table.upgrade() {
+            table.remove_lost(session);
+        }
+        SessionError::Lost(session.id.clone())
     }
 }
 
-/// A session taken out of the table (closed or expired), with its turn: no request of it runs
-/// any more, and the end of its sequence may be sent.
+/// A session out of the table, with its turn: no request of it runs any more, and the end of
+/// its sequence may be sent.
 pub struct Ended {
     /// The session.
     pub session: Arc<Session>,
@@ -170,6 +155,16 @@ pub struct Ended {
 }
 
 impl Ended {
+    /// Waits for the turn of `session` (taken out of the table): the request running in it
+    /// finishes first, and the ones queued behind find it ended.
+    pub async fn after_turn(session: Arc<Session>) -> Ended {
+        let turn = Arc::clone(&session.turn).lock_owned().await;
+        Ended {
+            session,
+            _turn: turn,
+        }
+    }
+
     /// Whether the model must be told that the sequence ended: it has sequence batching and saw
     /// a request of the session.
     pub fn needs_end(&self) -> bool {
@@ -184,38 +179,50 @@ pub struct SessionCounts {
     pub open: u64,
     /// Sessions opened.
     pub created: u64,
-    /// Sessions closed by their client, or ended with their model's unload.
+    /// Sessions closed by their client, or ended with their model's unload or the server.
     pub closed: u64,
     /// Sessions that expired.
     pub expired: u64,
+    /// Sessions that ended because their model no longer held their state.
+    pub lost: u64,
     /// Bytes the open sessions' plugin stores hold.
     pub store_bytes: u64,
 }
 
 /// The open sessions of the endpoint.
-pub struct Sessions {
+pub struct SessionTable {
     settings: SessionSettings,
     open: Mutex<HashMap<String, Arc<Session>>>,
     next_correlation: AtomicU64,
+    /// The shortest expiration of a session opened so far, in milliseconds: how often idle
+    /// sessions are looked for.
+    shortest_expiration_ms: AtomicU64,
     created: AtomicU64,
     closed: AtomicU64,
     expired: AtomicU64,
+    lost: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Sessions {
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl SessionTable {
     /// An empty table kept within `settings`.
-    pub fn new(settings: SessionSettings) -> Sessions {
-        Sessions {
+    pub fn new(settings: SessionSettings) -> SessionTable {
+        SessionTable {
             settings,
             open: Mutex::new(HashMap::new()),
             next_correlation: AtomicU64::new(FIRST_SESSION_SEQUENCE_ID),
+            shortest_expiration_ms: AtomicU64::new(millis(settings.expiration)),
             created: AtomicU64::new(0),
             closed: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
         }
     }
 
@@ -224,13 +231,23 @@ impl Sessions {
         self.settings
     }
 
-    /// Opens a session on `model`; returns it and when it expires if left idle.
+    /// The shortest expiration of any session opened so far.
+    pub fn shortest_expiration(&self) -> Duration {
+        Duration::from_millis(self.shortest_expiration_ms.load(Ordering::Relaxed))
+    }
+
+    /// Opens a session on `model`, a sequence of it when it has a sequence batcher; returns it
+    /// and when it expires if left idle (the endpoint's expiration, or the model's idle limit
+    /// when that is shorter).
     pub fn create(
         &self,
         model: &str,
-        stateful: bool,
+        batching: Option<SequenceBatching>,
     ) -> Result<(Arc<Session>, SystemTime), SessionError> {
         let id = random_id()?;
+        let expiration = batching.map_or(self.settings.expiration, |b| {
+            self.settings.expiration.min(b.idle_limit)
+        });
         let session = {
             let mut open = lock(&self.open);
             if open.len() >= self.settings.max_sessions {
@@ -239,7 +256,8 @@ impl Sessions {
             let session = Arc::new(Session {
                 id: id.clone(),
                 model: model.to_owned(),
-                stateful,
+                stateful: batching.is_some(),
+                expiration,
                 correlation: self.next_correlation.fetch_add(1, Ordering::Relaxed),
                 started: AtomicBool::new(false),
                 ended: AtomicBool::new(false),
@@ -250,8 +268,11 @@ impl Sessions {
             open.insert(id, Arc::clone(&session));
             session
         };
+        self.shortest_expiration_ms
+            .fetch_min(millis(expiration), Ordering::Relaxed);
         self.created.fetch_add(1, Ordering::Relaxed);
-        Ok((session, SystemTime::now() + self.settings.expiration))
+        let now = SystemTime::now();
+        Ok((session, now.checked_add(expiration).unwrap_or(now)))
     }
 
     fn find(&self, id: &str, model: &str) -> Result<Arc<Session>, SessionError> {
@@ -267,42 +288,69 @@ impl Sessions {
     }
 
     /// Waits for the turn of a request in session `id` on `model`.
-    pub async fn turn(&self, id: &str, model: &str) -> Result<SessionTurn, SessionError> {
+    pub async fn turn(
+        self: &Arc<Self>,
+        id: &str,
+        model: &str,
+    ) -> Result<SessionTurn, SessionError> {
         let session = self.find(id, model)?;
-        let turn = Arc::clone(&session.turn).lock_owned().await;
+        let guard = Arc::clone(&session.turn).lock_owned().await;
         if session.ended.load(Ordering::Relaxed) {
             return Err(SessionError::Unknown(id.to_owned()));
         }
         session.touch();
-        Ok(SessionTurn {
+        Ok(SessionTurn(Arc::new(Turn {
             session,
-            _turn: turn,
-        })
+            table: Arc::downgrade(self),
+            _guard: guard,
+        })))
     }
 
-    /// Closes session `id` on `model`, once the requests before the close have had their turn.
-    pub async fn close(&self, id: &str, model: &str) -> Result<Ended, SessionError> {
-        let session = self.find(id, model)?;
-        if lock(&self.open).remove(id).is_none() {
+    /// Takes session `id` on `model` out of the table for its close: requests waiting for its
+    /// turn are refused from now on.
+    pub fn take(&self, id: &str, model: &str) -> Result<Arc<Session>, SessionError> {
+        self.find(id, model)?;
+        let session = lock(&self.open)
+            .remove(id)
             // Closed or expired meanwhile.
-            return Err(SessionError::Unknown(id.to_owned()));
-        }
+            .ok_or_else(|| SessionError::Unknown(id.to_owned()))?;
         session.ended.store(true, Ordering::Relaxed);
         self.closed.fetch_add(1, Ordering::Relaxed);
-        let turn = Arc::clone(&session.turn).lock_owned().await;
-        Ok(Ended {
-            session,
-            _turn: turn,
-        })
+        Ok(session)
     }
 
-    /// Takes out every session idle for longer than the expiration at `now`. A session whose
-    /// request is running is not idle.
+    /// Takes every session of `model` out of the table (its unload, or a new load of its name).
+    pub fn take_model(&self, model: &str) -> Vec<Arc<Session>> {
+        self.take_where(|session| session.model == model)
+    }
+
+    /// Takes every session out of the table (the server stops).
+    pub fn take_all(&self) -> Vec<Arc<Session>> {
+        self.take_where(|_| true)
+    }
+
+    fn take_where(&self, leaves: impl Fn(&Session) -> bool) -> Vec<Arc<Session>> {
+        let mut taken = Vec::new();
+        lock(&self.open).retain(|_, session| {
+            if !leaves(session) {
+                return true;
+            }
+            session.ended.store(true, Ordering::Relaxed);
+            taken.push(Arc::clone(session));
+            false
+        });
+        self.closed
+            .fetch_add(taken.len() as u64, Ordering::Relaxed);
+        taken
+    }
+
+    /// Takes out every session idle for longer than its expiration at `now`. A session whose
+    /// request is running (a stream to its last event) is not idle.
     pub fn expire_idle(&self, now: Instant) -> Vec<Ended> {
         let mut open = lock(&self.open);
         let idle: Vec<(String, OwnedMutexGuard<()>)> = open
             .iter()
-            .filter(|(_, s)| s.idle_for(now) > self.settings.expiration)
+            .filter(|(_, s)| s.idle_for(now) > s.expiration)
             .filter_map(|(id, s)| Some((id.clone(), Arc::clone(&s.turn).try_lock_owned().ok()?)))
             .collect();
         let ended: Vec<Ended> = idle
@@ -321,20 +369,17 @@ impl Sessions {
         ended
     }
 
-    /// Ends every session of `model` (it was unloaded); returns how many there were.
-    pub fn end_model(&self, model: &str) -> usize {
+    /// Takes `session` out of the table because its model no longer holds its state.
+    fn remove_lost(&self, session: &Arc<Session>) {
+        session.ended.store(true, Ordering::Relaxed);
         let mut open = lock(&self.open);
-        let before = open.len();
-        open.retain(|_, session| {
-            let keep = session.model != model;
-            if !keep {
-                session.ended.store(true, Ordering::Relaxed);
-            }
-            keep
-        });
-        let ended = before - open.len();
-        self.closed.fetch_add(ended as u64, Ordering::Relaxed);
-        ended
+        if open
+            .get(&session.id)
+            .is_some_and(|current| Arc::ptr_eq(current, session))
+        {
+            open.remove(&session.id);
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Sessions open now, and the counts since the start.
@@ -350,6 +395,7 @@ impl Sessions {
             created: self.created.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
             expired: self.expired.load(Ordering::Relaxed),
+            lost: self.lost.load(Ordering::Relaxed),
         }
     }
 }
@@ -370,19 +416,23 @@ fn random_id() -> Result<String, SessionError> {
 mod tests {
     use super::*;
 
-    fn table(expiration: Duration, max_sessions: usize) -> Sessions {
-        Sessions::new(SessionSettings {
+    const STATEFUL: Option<SequenceBatching> = Some(SequenceBatching {
+        idle_limit: Duration::from_secs(3600),
+    });
+
+    fn table(expiration: Duration, max_sessions: usize) -> Arc<SessionTable> {
+        Arc::new(SessionTable::new(SessionSettings {
             expiration,
             max_sessions,
             store_bytes: 100,
-        })
+        }))
     }
 
     #[tokio::test]
     async fn sessions_are_sequences_of_their_model() {
         let sessions = table(Duration::from_secs(60), 4);
-        let (a, _) = sessions.create("m", true).unwrap();
-        let (b, _) = sessions.create("m", false).unwrap();
+        let (a, _) = sessions.create("m", STATEFUL).unwrap();
+        let (b, _) = sessions.create("m", None).unwrap();
         assert_ne!(a.id, b.id);
         assert_eq!(a.id.len(), 32);
         assert_ne!(a.sequence_id(), b.sequence_id());
@@ -406,13 +456,15 @@ mod tests {
             sessions.turn(&a.id, "other").await.err(),
             Some(SessionError::WrongModel(a.id.clone()))
         );
-        assert!(sessions.close(&a.id, "m").await.unwrap().needs_end());
-        assert!(!sessions.close(&b.id, "m").await.unwrap().needs_end());
+        let closed = Ended::after_turn(sessions.take(&a.id, "m").unwrap()).await;
+        assert!(closed.needs_end());
+        let closed = Ended::after_turn(sessions.take(&b.id, "m").unwrap()).await;
+        assert!(!closed.needs_end());
         assert_eq!(
             sessions.turn(&a.id, "m").await.err(),
             Some(SessionError::Unknown(a.id.clone()))
         );
-        assert!(sessions.close(&a.id, "m").await.is_err());
+        assert!(sessions.take(&a.id, "m").is_err());
         let counts = sessions.counts();
         assert_eq!((counts.open, counts.created, counts.closed), (0, 2, 2));
     }
@@ -420,10 +472,10 @@ mod tests {
     #[tokio::test]
     async fn the_bound_holds_and_idle_sessions_expire() {
         let sessions = table(Duration::from_millis(10), 2);
-        let (a, _) = sessions.create("m", true).unwrap();
-        let (b, _) = sessions.create("m", true).unwrap();
+        let (a, _) = sessions.create("m", STATEFUL).unwrap();
+        let (b, _) = sessions.create("m", STATEFUL).unwrap();
         assert_eq!(
-            sessions.create("m", true).err(),
+            sessions.create("m", STATEFUL).err(),
             Some(SessionError::Full(2))
         );
         // A session whose request is running does not expire.
@@ -433,29 +485,68 @@ mod tests {
         assert_eq!(ended.len(), 1);
         assert_eq!(ended[0].session.id, a.id);
         drop(busy);
-        assert_eq!(sessions.end_model("m"), 1);
+        assert_eq!(sessions.take_model("m").len(), 1);
         assert!(sessions.turn(&b.id, "m").await.is_err());
         let counts = sessions.counts();
         assert_eq!((counts.open, counts.expired, counts.closed), (0, 1, 1));
-        sessions.create("m", true).unwrap();
+        sessions.create("m", STATEFUL).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_model_with_a_shorter_idle_limit_shortens_its_sessions() {
+        let sessions = table(Duration::from_secs(1200), 8);
+        let short = Some(SequenceBatching {
+            idle_limit: Duration::from_secs(1),
+        });
+        let (a, expires) = sessions.create("m", short).unwrap();
+        assert_eq!(a.expiration, Duration::from_secs(1));
+        let in_secs = expires.duration_since(SystemTime::now()).unwrap_or_default();
+        assert!(in_secs <= Duration::from_secs(1), "{in_secs:?}");
+        assert_eq!(sessions.shortest_expiration(), Duration::from_secs(1));
+        let (b, _) = sessions.create("n", STATEFUL).unwrap();
+        assert_eq!(b.expiration, Duration::from_secs(1200));
+        let later = Instant::now() + Duration::from_secs(2);
+        let ended = sessions.expire_idle(later);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0].session.id, a.id);
+    }
+
+    #[tokio::test]
+    async fn a_lost_session_leaves_the_table() {
+        let sessions = table(Duration::from_secs(60), 4);
+        let (a, _) = sessions.create("m", STATEFUL).unwrap();
+        let turn = sessions.turn(&a.id, "m").await.unwrap();
+        assert_eq!(turn.lost(), SessionError::Lost(a.id.clone()));
+        drop(turn);
+        assert_eq!(
+            sessions.turn(&a.id, "m").await.err(),
+            Some(SessionError::Unknown(a.id.clone()))
+        );
+        let counts = sessions.counts();
+        assert_eq!((counts.open, counts.lost), (0, 1));
     }
 
     #[tokio::test]
     async fn a_close_waits_for_the_running_request_and_refuses_the_queued_ones() {
-        let sessions = Arc::new(table(Duration::from_secs(60), 4));
-        let (a, _) = sessions.create("m", true).unwrap();
+        let sessions = table(Duration::from_secs(60), 4);
+        let (a, _) = sessions.create("m", STATEFUL).unwrap();
         let running = sessions.turn(&a.id, "m").await.unwrap();
+        // A clone (a stream's) holds the turn too.
+        let stream = running.clone();
         let queued = tokio::spawn({
             let (sessions, id) = (Arc::clone(&sessions), a.id.clone());
             async move { sessions.turn(&id, "m").await.err() }
         });
         let close = tokio::spawn({
             let (sessions, id) = (Arc::clone(&sessions), a.id.clone());
-            async move { sessions.close(&id, "m").await.is_ok() }
+            async move { Ended::after_turn(sessions.take(&id, "m").unwrap()).await }
         });
         tokio::task::yield_now().await;
         drop(running);
-        assert!(close.await.unwrap());
+        tokio::task::yield_now().await;
+        assert!(!close.is_finished(), "the close went before the stream ended");
+        drop(stream);
+        close.await.unwrap();
         assert_eq!(
             queued.await.unwrap(),
             Some(SessionError::Unknown(a.id.clone()))

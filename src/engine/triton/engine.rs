@@ -123,11 +123,8 @@ impl Engine for TritonEngine {
         self.server.model_metadata(model, None)
     }
 
-    fn has_sequence_batching(&self, model: &str) -> Result<bool, EngineError> {
-        let config = self.server.model_config(model, None)?;
-        Ok(config
-            .get("sequence_batching")
-            .is_some_and(|batching| !batching.is_null()))
+    fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError> {
+        self.server.model_config(model, None)
     }
 
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {
@@ -167,6 +164,21 @@ impl Engine for TritonEngine {
             let loaded = s.load_model(&model);
             recovery.scan_now();
             loaded
+        })
+        .await
+    }
+
+    async fn reload_with_config(&self, model: &str, config: String) -> Result<(), EngineError> {
+        self.forget(model);
+        let (model, recovery) = (model.to_owned(), Arc::clone(&self.recovery));
+        self.blocking(move |s| {
+            // Not while a recovery of the same model runs; the new instances are wanted.
+            let model_lock = recovery.model_lock(&model);
+            let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
+            recovery.loaded_on_purpose(&model);
+            let reloaded = s.reload_model_with_config(&model, &config);
+            recovery.scan_now();
+            reloaded
         })
         .await
     }
