@@ -68,13 +68,18 @@ fn render_sessions(out: &mut String, sessions: SessionCounts) {
         ("created", "Stateful sessions opened.", sessions.created),
         (
             "closed",
-            "Stateful sessions closed by their client or ended with their model.",
+            "Stateful sessions closed by their client, or ended with their model or the server.",
             sessions.closed,
         ),
         (
             "expired",
             "Stateful sessions that expired while idle.",
             sessions.expired,
+        ),
+        (
+            "lost",
+            "Stateful sessions that ended because their model no longer held their sequence.",
+            sessions.lost,
         ),
     ] {
         let _ = writeln!(

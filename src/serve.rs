@@ -31,7 +31,7 @@ pub fn core_config(config: &Config) -> ServerConfig {
         model_repositories: vec![repository],
         model_control: ModelControl::Explicit { startup_models },
         logging: config.core_logging.clone(),
-        backend_config: config.backend_config.clone(),
+        backend_config: backend_config(config),
         model_namespacing: config.model_namespacing,
         buffer_manager_threads: config.buffer_manager_threads,
         model_load_gpu_limits: config
@@ -40,6 +40,32 @@ pub fn core_config(config: &Config) -> ServerConfig {
             .unwrap_or_default(),
         ..ServerConfig::default()
     }
+}
+
+/// The python backend's setting that names its shared memory regions.
+const SHM_PREFIX_SETTING: &str = "shm-region-prefix-name";
+
+/// The backends' settings: the configuration's, and for a supervised serving process the
+/// prefix of its shared memory regions ([`Supervision::shm_region_prefix`]), which its
+/// supervisor removes when it dies (a prefix of the user's own is replaced, with a warning).
+fn backend_config(config: &Config) -> Vec<crate::engine::BackendSetting> {
+    let mut settings = config.backend_config.clone();
+    if let ProcessRole::Supervised(supervision) = &config.process {
+        let before = settings.len();
+        settings.retain(|s| !(s.backend == "python" && s.setting == SHM_PREFIX_SETTING));
+        if settings.len() != before {
+            tracing::warn!(
+                "--backend-config=python,{SHM_PREFIX_SETTING} is trident's own under its \
+                 supervisor (it removes a dead serving process's regions by it); yours is not used"
+            );
+        }
+        settings.push(crate::engine::BackendSetting::new(
+            "python",
+            SHM_PREFIX_SETTING,
+            supervision.shm_region_prefix(),
+        ));
+    }
+    settings
 }
 
 /// The GPUs of this machine, by their `/dev/nvidia<N>` device files.
@@ -78,6 +104,13 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     if let Some(supervision) = &supervision {
         supervisor::follow_supervisor(supervision)?;
     }
+    // Listened for before the slow start: a SIGHUP while the models load is held and reloads
+    // the plugins once serving, instead of ending the process.
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .inspect_err(|error| {
+            tracing::warn!(%error, "cannot listen for SIGHUP; plugin reload only through POST /plugins/reload");
+        })
+        .ok();
     let plugins = match &config.plugins {
         Some(path) => {
             let manifest = Manifest::load(path)?;
@@ -91,7 +124,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let listener = listener(&config, supervision.as_ref()).await?;
     let triton = triton::library::load(config.triton_home.as_deref())?;
     if let Mode::MultiModel { repository, .. } = &config.mode {
-        std::fs::create_dir_all(repository)?;
+        std::fs::create_dir_all(repository).map_err(|e| {
+            format!(
+                "cannot make the multi-model repository {} (--multi-model-repository): {e}",
+                repository.display()
+            )
+        })?;
     }
     let core = core_config(&config);
     // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
@@ -109,23 +147,25 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         state = state.hiding(folder, "<triton>");
     }
     let state = Arc::new(state);
-    if let (Some(sessions), Mode::SingleModel { repository, default_model }) =
-        (&state.sessions, &state.config.mode)
-    {
-        sessions
-            .model_loaded(default_model, &repository.join(default_model))
-            .await;
-    }
+    state.prepare_sessions().await;
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
     }
-    tokio::spawn(reload_on_sighup(Arc::clone(&state)));
+    if let Some(hangup) = hangup {
+        tokio::spawn(reload_on_sighup(Arc::clone(&state), hangup));
+    }
     if let Some(port) = metrics_port {
-        let listener = TcpListener::bind((state.config.listen.ip(), port)).await?;
+        let address = std::net::SocketAddr::new(state.config.listen.ip(), port);
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen for metrics on {address}: {e}"))?;
         tracing::info!(address = %listener.local_addr()?, "serving metrics");
         tokio::spawn(http::serve_metrics(listener, Arc::clone(&state)));
     }
     tracing::info!("serving");
+    if let Some(supervision) = &supervision {
+        supervisor::say_serving(supervision);
+    }
     let replace = Arc::new(OnceLock::new());
     let stop = {
         let (engine, replace) = (state.engine.clone(), Arc::clone(&replace));
@@ -170,7 +210,9 @@ async fn listener(
         );
         return Ok(listener);
     }
-    let listener = TcpListener::bind(config.listen).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     Ok(listener)
 }
@@ -202,12 +244,10 @@ async fn unrecoverable(engine: &TritonEngine) -> String {
 }
 
 /// SIGHUP reloads the plugin manifest; a manifest that fails to load leaves the old plugins.
-async fn reload_on_sighup(state: Arc<AppState<TritonEngine>>) {
-    let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-    else {
-        tracing::warn!("cannot listen for SIGHUP; plugin reload only through POST /plugins/reload");
-        return;
-    };
+async fn reload_on_sighup(
+    state: Arc<AppState<TritonEngine>>,
+    mut hangup: tokio::signal::unix::Signal,
+) {
     while hangup.recv().await.is_some() {
         if let Err(error) = state.reload_plugins().await {
             tracing::error!(%error, "plugin reload failed; the previous plugins stay in service");

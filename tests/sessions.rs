@@ -15,7 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use libtest_mimic::Failed;
 use serde_json::{Value, json};
-use trident::config::Config;
+use std::path::Path;
+
+use trident::config::{Config, InferenceType};
 use trident::engine::Engine;
 use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
@@ -36,12 +38,16 @@ const HISTORY_STORE_BYTES: usize = 512;
 /// The idle expiration of the deployments whose sessions are left to expire: long enough that
 /// a loaded machine's stall between two requests of a check does not expire a session early.
 const SHORT_EXPIRATION: Duration = Duration::from_secs(2);
+/// The idle expiration of deployments whose sessions must outlive a test's pauses.
+const LONG_EXPIRATION: Duration = Duration::from_secs(600);
 
 struct Fixture {
     _runtime: tokio::runtime::Runtime,
     engine: TritonEngine,
     servers: HashMap<&'static str, SocketAddr>,
     models_root: tempfile::TempDir,
+    /// What the stateful streaming model got, a line each (see its config.pbtxt).
+    stream_log: std::path::PathBuf,
 }
 
 impl Fixture {
@@ -61,21 +67,72 @@ fn main() -> std::process::ExitCode {
         sessions_are_off_unless_enabled,
         multi_model_sessions_are_per_model_and_expire,
         a_python_plugin_keeps_each_sessions_history_in_its_store,
+        a_session_outlives_a_pause_past_tritons_default_idle_limit,
+        a_models_shorter_idle_limit_shortens_its_sessions,
+        a_session_whose_sequence_the_model_dropped_ends_with_a_clear_400,
+        a_stream_holds_its_sessions_turn_to_its_last_event,
+        a_close_waits_for_a_running_stream_and_its_end_follows_it,
+        a_streaming_session_does_not_expire_mid_stream,
+        a_stream_whose_client_leaves_gives_its_turn_back,
+        generate_answers_run_in_the_sessions_sequence,
+        an_abandoned_unload_ends_the_models_sessions_and_a_new_load_never_sees_them,
     ];
     common::run_checks(start(), checks)
 }
 
+/// The sequence-sum model's configuration with Triton's default idle limit (none set).
+fn with_default_idle(config: String) -> String {
+    let set = "sequence_batching { max_sequence_idle_microseconds: 60000000 }";
+    assert!(
+        config.contains(set),
+        "the sequence model's configuration changed"
+    );
+    config.replace(set, "sequence_batching { }")
+}
+
+/// Copies test model `model` to `repository/folder`, its configuration changed by `edit`.
+fn copy_edited(model: &str, repository: &Path, folder: &str, edit: impl Fn(String) -> String) {
+    copy_model(model, repository, folder);
+    let config = repository.join(folder).join("config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, edit(text)).unwrap();
+}
+
 fn start() -> Fixture {
-    // A second sequence model, so sessions that expire quickly have a model of their own.
+    // A second sequence model, so sessions that expire quickly have a model of their own; one
+    // with Triton's default idle limit; the stateful streaming model, logging what it gets.
     let models_root = tempfile::tempdir().unwrap();
     let repository = models_root.path().join("repository");
     copy_model("native_sequence_sum", &repository, "sequence_expiring");
+    copy_edited(
+        "native_sequence_sum",
+        &repository,
+        "sequence_default",
+        with_default_idle,
+    );
+    let stream_log = models_root.path().join("stream.log");
+    copy_edited(
+        "stateful_stream",
+        &repository,
+        "stream_stateful",
+        |config| {
+            config.replace(
+                r#"{ key: "log" value: { string_value: "" } }"#,
+                &format!(
+                    r#"{{ key: "log" value: {{ string_value: "{}" }} }}"#,
+                    stream_log.display()
+                ),
+            )
+        },
+    );
     let engine = common::start_engine(
-        vec![models_dir(), repository],
+        vec![models_dir(), repository.clone()],
         &[
             "native_sequence_sum",
             "native_identity_fp32",
             "sequence_expiring",
+            "sequence_default",
+            "stream_stateful",
         ],
     );
     let runtime = common::runtime();
@@ -109,6 +166,56 @@ fn start() -> Fixture {
         ),
         ("probe_expiring", configs::single_model("sequence_expiring")),
         (
+            "default_idle",
+            with_sessions(
+                configs::single_model_in(repository.clone(), "sequence_default"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 4,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
+        (
+            "streams",
+            Config {
+                inference_type: InferenceType::GenerateStream,
+                ..with_sessions(
+                    configs::single_model_in(repository.clone(), "stream_stateful"),
+                    SessionSettings {
+                        expiration: SHORT_EXPIRATION,
+                        max_sessions: 4,
+                        store_bytes: 1024,
+                    },
+                )
+            },
+        ),
+        (
+            "generate",
+            Config {
+                inference_type: InferenceType::Generate,
+                ..with_sessions(
+                    configs::single_model("native_sequence_sum"),
+                    SessionSettings {
+                        expiration: LONG_EXPIRATION,
+                        max_sessions: 4,
+                        store_bytes: 1024,
+                    },
+                )
+            },
+        ),
+        (
+            "mme_long",
+            with_sessions(
+                configs::multi_model(models_root.path()),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 64,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
+        (
             "mme",
             with_sessions(
                 configs::multi_model(models_root.path()),
@@ -123,6 +230,8 @@ fn start() -> Fixture {
     let mut servers = HashMap::new();
     for (name, config) in deployments {
         let state = Arc::new(AppState::new(engine.clone(), config));
+        // As `trident serve` does before it serves: the model's idle limit meets the sessions'.
+        runtime.block_on(state.prepare_sessions());
         servers.insert(name, common::serve(&runtime, state));
     }
     // The session-history plugin (Python, `trident:session`) on an identity model.
@@ -159,6 +268,7 @@ fn start() -> Fixture {
         engine,
         servers,
         models_root,
+        stream_log,
     }
 }
 
@@ -762,12 +872,427 @@ fn the_core_says_which_models_have_a_sequence_batcher(f: &Fixture) -> Result<(),
         "the sequence model's batcher: {batching:?}"
     );
     ensure!(
-        f.engine.sequence_batching("native_identity_fp32")?.is_none(),
+        f.engine
+            .sequence_batching("native_identity_fp32")?
+            .is_none(),
         "the identity model has a sequence batcher"
     );
     ensure!(
         f.engine.sequence_batching("no_such_model").is_err(),
         "an unknown model has a configuration"
     );
+    Ok(())
+}
+
+/// Loads test model `model` on the long-expiring multi-model deployment as `name`, its
+/// configuration changed by `edit`.
+fn load_edited(
+    f: &Fixture,
+    name: &str,
+    model: &str,
+    edit: impl Fn(String) -> String,
+) -> Result<(), Failed> {
+    let parent = f.models_root.path().join(name);
+    copy_edited(model, &parent, "model", edit);
+    let url = parent.join("model").display().to_string();
+    let body = json!({"model_name": name, "url": url}).to_string();
+    let loaded = request(f.at("mme_long"), "POST", "/models", &[], body.as_bytes());
+    ensure!(
+        loaded.status == 200,
+        "load {name}: {} {}",
+        loaded.status,
+        loaded.text()
+    );
+    Ok(())
+}
+
+/// Triton drops a sequence idle for 1 s when the model sets no limit; a session of such a model
+/// (Triton's defaults, as the README's example) keeps its state across a 3 s pause, on a
+/// single-model endpoint and through a multi-model load, because the model's limit follows the
+/// session expiration.
+fn a_session_outlives_a_pause_past_tritons_default_idle_limit(f: &Fixture) -> Result<(), Failed> {
+    load_edited(f, "idle_default", "native_sequence_sum", with_default_idle)?;
+    let cases = [
+        (f.at("default_idle"), "/invocations", "sequence_default"),
+        (
+            f.at("mme_long"),
+            "/models/idle_default/invoke",
+            "idle_default",
+        ),
+    ];
+    let ids: Vec<String> = cases
+        .iter()
+        .map(|&(at, path, _)| open(at, path))
+        .collect::<Result<_, _>>()?;
+    for ((at, path, _), id) in cases.iter().zip(&ids) {
+        ensure!(step(*at, path, id, 2)? == 2, "{path}: first step");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    for ((at, path, model), id) in cases.iter().zip(&ids) {
+        let sum = step(*at, path, id, 5)?;
+        ensure!(
+            sum == 7,
+            "{path}: after a 3 s pause the sum is {sum}, not 7"
+        );
+        let limit = f.engine.sequence_batching(model)?.map(|b| b.idle_limit);
+        ensure!(
+            limit == Some(LONG_EXPIRATION + trident::sessions::idle::MARGIN),
+            "{model}'s idle limit {limit:?}"
+        );
+        ensure!(close(*at, path, id).status == 200, "{path}: close");
+    }
+    let unloaded = request(f.at("mme_long"), "DELETE", "/models/idle_default", &[], b"");
+    ensure!(unloaded.status == 200, "unload: {}", unloaded.text());
+    Ok(())
+}
+
+/// The `Expires=` of a `NEW_SESSION` answer, as seconds from now.
+fn expires_in(at: SocketAddr, path: &str) -> Result<(String, i64), Failed> {
+    let response = post(
+        at,
+        path,
+        Some("NEW_SESSION"),
+        br#"{"requestType": "NEW_SESSION"}"#,
+    );
+    let header = response
+        .header("x-amzn-sagemaker-new-session-id")
+        .ok_or("no new session header")?;
+    let (id, expires) = header.split_once("; Expires=").ok_or("no Expires")?;
+    let body = response.json();
+    ensure!(
+        body["expires"] == expires,
+        "the body's expiry {}",
+        body["expires"]
+    );
+    let parse = |range: std::ops::Range<usize>| expires[range].parse::<i64>().unwrap_or(-1);
+    let (year, month, day) = (parse(0..4), parse(5..7), parse(8..10));
+    let seconds = parse(11..13) * 3600 + parse(14..16) * 60 + parse(17..19);
+    // Days from the civil date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() as i64;
+    Ok((id.to_owned(), days * 86_400 + seconds - now))
+}
+
+/// A model whose configuration sets an idle limit shorter than the expiration keeps it: its
+/// sessions' `Expires` (and idle expiry) follow the model's 60 s, not the endpoint's 600 s.
+fn a_models_shorter_idle_limit_shortens_its_sessions(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let (id, seconds) = expires_in(at, "/invocations")?;
+    ensure!(
+        (55..=61).contains(&seconds),
+        "a session of a model with a 60 s idle limit expires in {seconds} s"
+    );
+    ensure!(close(at, "/invocations", &id).status == 200, "close");
+    // Without such a limit (raised to follow the expiration), the endpoint's expiration.
+    let (id, seconds) = expires_in(f.at("default_idle"), "/invocations")?;
+    ensure!(
+        (595..=601).contains(&seconds),
+        "the default-idle model's session expires in {seconds} s"
+    );
+    ensure!(
+        close(f.at("default_idle"), "/invocations", &id).status == 200,
+        "close"
+    );
+    Ok(())
+}
+
+/// When the core refuses a session's request because the sequence is gone (here the model was
+/// sent the sequence's end behind the session's back), the session ends: the client reads a 400
+/// saying so in SageMaker's terms, without the internal correlation id, and the id is closed.
+fn a_session_whose_sequence_the_model_dropped_ends_with_a_clear_400(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let at = f.at("sessions");
+    let sequence = FIRST_SEQUENCE_ID + metric(at, "trident_sessions_created_total")?;
+    let lost_before = metric(at, "trident_sessions_lost_total")?;
+    let id = open(at, "/invocations")?;
+    ensure!(step(at, "/invocations", &id, 4)? == 4, "first step");
+    let body = json!({
+        "parameters": {"sequence_id": sequence, "sequence_end": true},
+        "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [0]}],
+    });
+    let ended = post(
+        f.at("probe"),
+        "/invocations",
+        None,
+        body.to_string().as_bytes(),
+    );
+    ensure!(
+        ended.status == 200 && ended.json()["outputs"][0]["data"][0] == 4,
+        "ending the sequence directly: {} {}",
+        ended.status,
+        ended.text()
+    );
+    let refused = post(at, "/invocations", Some(&id), add(1).to_string().as_bytes());
+    let message = refused.error();
+    ensure!(
+        refused.status == 400
+            && message.contains("has ended")
+            && message.contains("NEW_SESSION")
+            && !message.contains(&sequence.to_string())
+            && !message.contains("START"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    ensure!(
+        metric(at, "trident_sessions_lost_total")? == lost_before + 1,
+        "the lost count"
+    );
+    let again = post(at, "/invocations", Some(&id), add(1).to_string().as_bytes());
+    ensure!(
+        again.status == 400 && again.error().contains("not open"),
+        "{} {}",
+        again.status,
+        again.text()
+    );
+    still_serves(f)
+}
+
+/// Streams `{"TAG": tag, "N": n}` in session `id` on the streaming deployment; the `[TAG, i]`
+/// pairs of its events, in order.
+fn stream(f: &Fixture, id: &str, tag: i32, n: i32) -> Result<Vec<(i64, i64)>, String> {
+    let body = json!({"TAG": tag, "N": n}).to_string();
+    let response = post(f.at("streams"), "/invocations", Some(id), body.as_bytes());
+    if response.status != 200 {
+        return Err(format!(
+            "stream {tag}: {} {}",
+            response.status,
+            response.text()
+        ));
+    }
+    response
+        .text()
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| {
+            let event: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+            match event["OUT"].as_array().map(Vec::as_slice) {
+                Some([tag, i]) => Ok((tag.as_i64().unwrap_or(-1), i.as_i64().unwrap_or(-1))),
+                _ => Err(format!("an event without OUT: {data}")),
+            }
+        })
+        .collect()
+}
+
+/// The streaming model's log, a line's fields after its time each: `<correlation id> <flags>
+/// <TAG> <N>` for a request, `done <TAG>` for a stream's end.
+fn stream_log(f: &Fixture) -> Vec<Vec<String>> {
+    std::fs::read_to_string(&f.stream_log)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| line.split_whitespace().skip(1).map(str::to_owned).collect())
+        .collect()
+}
+
+/// Where in the log the stream of `tag` ended, and where a request with `tag` arrived.
+fn done_at(log: &[Vec<String>], tag: i32) -> Option<usize> {
+    log.iter().position(|fields| {
+        fields.first().is_some_and(|k| k == "done") && fields[1] == tag.to_string()
+    })
+}
+
+fn request_at(log: &[Vec<String>], tag: i32, end: bool) -> Option<usize> {
+    log.iter().position(|fields| {
+        let flags: u32 = fields.get(1).and_then(|f| f.parse().ok()).unwrap_or(0);
+        fields[0] != "done" && fields.get(2) == Some(&tag.to_string()) && (flags & 2 != 0) == end
+    })
+}
+
+fn expect_events(events: &[(i64, i64)], tag: i64, n: i64) -> Result<(), Failed> {
+    let expected: Vec<(i64, i64)> = (0..n).map(|i| (tag, i)).collect();
+    ensure!(events == expected, "stream {tag}: {events:?}");
+    Ok(())
+}
+
+/// Two streaming requests of one session, on a model that streams from a thread of its own:
+/// the second reaches the model only after the first's last event (not at its first).
+fn a_stream_holds_its_sessions_turn_to_its_last_event(f: &Fixture) -> Result<(), Failed> {
+    let id = open(f.at("streams"), "/invocations")?;
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| stream(f, &id, 11, 5));
+        std::thread::sleep(Duration::from_millis(250));
+        let b = scope.spawn(|| stream(f, &id, 12, 5));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    expect_events(&a?, 11, 5)?;
+    expect_events(&b?, 12, 5)?;
+    let log = stream_log(f);
+    let (done, second) = (done_at(&log, 11), request_at(&log, 12, false));
+    ensure!(
+        done.is_some() && second.is_some() && done < second,
+        "the second request reached the model before the first stream ended: {log:?}"
+    );
+    ensure!(
+        close(f.at("streams"), "/invocations", &id).status == 200,
+        "close"
+    );
+    Ok(())
+}
+
+/// A close during a stream answers once the stream has ended, and the END reaches the model
+/// after the stream's last response.
+fn a_close_waits_for_a_running_stream_and_its_end_follows_it(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("streams");
+    let id = open(at, "/invocations")?;
+    let started = Instant::now();
+    let (events, closed, closed_after) = std::thread::scope(|scope| {
+        let streaming = scope.spawn(|| stream(f, &id, 21, 10));
+        std::thread::sleep(Duration::from_millis(300));
+        let closed = close(at, "/invocations", &id);
+        let closed_after = started.elapsed();
+        (streaming.join().unwrap(), closed, closed_after)
+    });
+    expect_events(&events?, 21, 10)?;
+    ensure!(
+        closed.status == 200,
+        "close: {} {}",
+        closed.status,
+        closed.text()
+    );
+    // Ten responses 100 ms apart: the close cannot answer before about 1 s.
+    ensure!(
+        closed_after >= Duration::from_millis(900),
+        "the close answered {closed_after:?} into a 1 s stream"
+    );
+    let log = stream_log(f);
+    // The END of this stream's session: the END request with its correlation id.
+    let sequence = request_at(&log, 21, false).map(|at| log[at][0].clone());
+    let end = log.iter().position(|fields| {
+        Some(&fields[0]) == sequence.as_ref()
+            && fields
+                .get(1)
+                .and_then(|f| f.parse::<u32>().ok())
+                .is_some_and(|f| f & 2 != 0)
+    });
+    let done = done_at(&log, 21);
+    ensure!(
+        done.is_some() && end.is_some() && done < end,
+        "the END reached the model before the stream ended: {log:?}"
+    );
+    Ok(())
+}
+
+/// A session whose stream outlasts its 2 s expiration is not idle while it streams: the next
+/// request of the session, right after the stream, is served.
+fn a_streaming_session_does_not_expire_mid_stream(f: &Fixture) -> Result<(), Failed> {
+    let id = open(f.at("streams"), "/invocations")?;
+    // Thirty responses 100 ms apart: 3 s, past the 2 s expiration.
+    expect_events(&stream(f, &id, 31, 30)?, 31, 30)?;
+    expect_events(&stream(f, &id, 32, 1)?, 32, 1)?;
+    ensure!(
+        close(f.at("streams"), "/invocations", &id).status == 200,
+        "close"
+    );
+    Ok(())
+}
+
+/// A client that leaves mid-stream gives the session's turn back at once (its stream is
+/// cancelled), and the session goes on.
+fn a_stream_whose_client_leaves_gives_its_turn_back(f: &Fixture) -> Result<(), Failed> {
+    use std::io::{Read, Write};
+    let at = f.at("streams");
+    let id = open(at, "/invocations")?;
+    let body = json!({"TAG": 41, "N": 100}).to_string();
+    let mut socket = std::net::TcpStream::connect(at)?;
+    write!(
+        socket,
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         {SESSION}: {id}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut first = [0u8; 256];
+    let read = socket.read(&mut first)?;
+    ensure!(
+        String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first[..read])
+    );
+    drop(socket);
+    let next = Instant::now();
+    expect_events(&stream(f, &id, 42, 1)?, 42, 1)?;
+    ensure!(
+        next.elapsed() < Duration::from_secs(5),
+        "the next request waited {:?} for a stream nobody reads (100 responses: 10 s)",
+        next.elapsed()
+    );
+    ensure!(close(at, "/invocations", &id).status == 200, "close");
+    Ok(())
+}
+
+/// Generate (one answer) in a session is a request of the session's sequence too.
+fn generate_answers_run_in_the_sessions_sequence(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("generate");
+    let id = open(at, "/invocations")?;
+    for (value, expected) in [(3, 3), (4, 7)] {
+        let body = json!({"INPUT": value}).to_string();
+        let response = post(at, "/invocations", Some(&id), body.as_bytes());
+        ensure!(
+            response.status == 200 && response.json()["OUTPUT"] == json!(expected),
+            "{} {}",
+            response.status,
+            response.text()
+        );
+    }
+    ensure!(close(at, "/invocations", &id).status == 200, "close");
+    Ok(())
+}
+
+/// An unload whose client leaves at once still ends the model's sessions, and a different
+/// artifact loaded later under the same name never accepts an earlier load's session id.
+fn an_abandoned_unload_ends_the_models_sessions_and_a_new_load_never_sees_them(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    use std::io::Write;
+    let at = f.at("mme_long");
+    load_edited(f, "tenant", "native_sequence_sum", with_default_idle)?;
+    let id = open(at, "/models/tenant/invoke")?;
+    ensure!(
+        step(at, "/models/tenant/invoke", &id, 3)? == 3,
+        "first step"
+    );
+    let open_before = metric(at, "trident_sessions_open")?;
+    {
+        let mut socket = std::net::TcpStream::connect(at)?;
+        socket
+            .write_all(b"DELETE /models/tenant HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")?;
+        // The client leaves 0.2 s later, before the answer (the unload waits for the model).
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(at, "/models/tenant").status != 404 {
+        ensure!(
+            Instant::now() < deadline,
+            "the abandoned unload never finished"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ensure!(
+        metric(at, "trident_sessions_open")? == open_before - 1,
+        "the unloaded model's session is still open"
+    );
+    // Another tenant's artifact under the same name: the old id is refused, stateful or not.
+    for model in ["native_sequence_sum", "native_add_sub"] {
+        let _ = std::fs::remove_dir_all(f.models_root.path().join("tenant"));
+        load_edited(f, "tenant", model, |config| config)?;
+        let old = post(
+            at,
+            "/models/tenant/invoke",
+            Some(&id),
+            add(1).to_string().as_bytes(),
+        );
+        ensure!(
+            old.status == 400 && old.error().contains("not open"),
+            "{model}: {} {}",
+            old.status,
+            old.text()
+        );
+        let unloaded = request(at, "DELETE", "/models/tenant", &[], b"");
+        ensure!(unloaded.status == 200, "{}", unloaded.text());
+    }
     Ok(())
 }

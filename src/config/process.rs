@@ -52,3 +52,27 @@ pub struct Supervision {
     /// How many serving processes before this one ended abnormally and were restarted.
     pub restarts: u32,
 }
+
+impl Supervision {
+    /// The start of the name of every shared memory region this serving process's python
+    /// stubs get (the python backend's `shm-region-prefix-name`): the backend's own prefix,
+    /// the supervisor's state folder (unique to the supervisor) and the restart count, so the
+    /// supervisor removes exactly this process's regions when it dies, whatever their age, and
+    /// never another server's.
+    pub fn shm_region_prefix(&self) -> String {
+        let folder = self
+            .state_dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let plain: String = folder
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        format!(
+            "{}{plain}-{}-",
+            crate::engine::processes::SHM_REGION_PREFIX,
+            self.restarts
+        )
+    }
+}

@@ -235,7 +235,10 @@ impl Engine for FakeEngine {
         let mut state = self.state();
         state.calls.push(format!("reload {model}"));
         let served = state.models.get_mut(model).ok_or_else(|| {
-            EngineError::new(ErrorCode::NotFound, format!("model '{model}' is not loaded"))
+            EngineError::new(
+                ErrorCode::NotFound,
+                format!("model '{model}' is not loaded"),
+            )
         })?;
         served.config = Some(config);
         Ok(())

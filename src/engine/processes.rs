@@ -17,8 +17,10 @@ pub struct StubProcess {
     pub shm_region: Option<String>,
 }
 
-/// How the python backend names a stub's shared memory region; a UUID follows.
-const SHM_REGION_PREFIX: &str = "triton_python_backend_shm_region_";
+/// How the python backend names a stub's shared memory region by default; a UUID follows. A
+/// supervised serving process extends it with a prefix of its own
+/// (`shm-region-prefix-name`), so its supervisor can remove every region it made.
+pub const SHM_REGION_PREFIX: &str = "triton_python_backend_shm_region_";
 
 /// Where POSIX shared memory regions live as files on Linux.
 const SHM_FOLDER: &str = "/dev/shm";
@@ -49,6 +51,29 @@ pub fn remove_shm_region(name: &str) -> std::io::Result<bool> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// Removes the name of every region in `/dev/shm` whose name starts with `prefix` (itself a
+/// region name's start: [`SHM_REGION_PREFIX`] and then letters, digits, `-` and `_`); returns
+/// how many. For a dead serving process's regions, however young its stubs were.
+pub fn remove_regions_named(prefix: &str) -> std::io::Result<usize> {
+    if shm_region(prefix).is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a python backend region prefix: {prefix:?}"),
+        ));
+    }
+    let mut removed = 0;
+    for entry in std::fs::read_dir(SHM_FOLDER)?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| n.starts_with(prefix)) else {
+            continue;
+        };
+        if remove_shm_region(name)? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// The model an instance belongs to: Triton names instances `<model>_<group>_<index>`.
@@ -160,6 +185,24 @@ mod tests {
         assert!(remove_shm_region("../etc/passwd").is_err());
         let missing = "triton_python_backend_shm_region_trident-test-never-made";
         assert!(matches!(remove_shm_region(missing), Ok(false)));
+    }
+
+    #[test]
+    fn regions_are_removed_by_their_prefix_only() {
+        let prefix = format!("{SHM_REGION_PREFIX}unit-{}-", std::process::id());
+        let (mine, other) = (
+            format!("{prefix}a1"),
+            format!("{SHM_REGION_PREFIX}other-{}", std::process::id()),
+        );
+        for name in [&mine, &other] {
+            std::fs::write(Path::new(SHM_FOLDER).join(name), b"x").unwrap();
+        }
+        assert_eq!(remove_regions_named(&prefix).unwrap(), 1);
+        assert!(!Path::new(SHM_FOLDER).join(&mine).exists());
+        assert!(Path::new(SHM_FOLDER).join(&other).exists());
+        std::fs::remove_file(Path::new(SHM_FOLDER).join(&other)).unwrap();
+        assert!(remove_regions_named("").is_err());
+        assert!(remove_regions_named("../").is_err());
     }
 
     #[test]

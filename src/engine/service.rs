@@ -59,7 +59,12 @@ impl SequenceBatching {
         let batching = config.get("sequence_batching").filter(|b| b.is_object())?;
         let micros = batching["max_sequence_idle_microseconds"]
             .as_u64()
-            .or_else(|| batching["max_sequence_idle_microseconds"].as_str()?.parse().ok())
+            .or_else(|| {
+                batching["max_sequence_idle_microseconds"]
+                    .as_str()?
+                    .parse()
+                    .ok()
+            })
             .filter(|&micros| micros > 0);
         Some(SequenceBatching {
             idle_limit: micros.map_or(DEFAULT_SEQUENCE_IDLE, Duration::from_micros),

@@ -59,6 +59,24 @@ impl<E: crate::engine::Engine> AppState<E> {
         Ok(count)
     }
 
+    /// Before a single-model endpoint serves: its model's sessions learn of it (its sequence
+    /// idle limit aligned with the session expiration, `sessions::idle`). Multi-model loads do
+    /// the same for each model as it loads.
+    pub async fn prepare_sessions(&self) {
+        if let (
+            Some(sessions),
+            Mode::SingleModel {
+                repository,
+                default_model,
+            },
+        ) = (&self.sessions, &self.config.mode)
+        {
+            sessions
+                .model_loaded(default_model, &repository.join(default_model))
+                .await;
+        }
+    }
+
     /// Whether an engine error message means out-of-memory: the OOM plugin's verdict when one
     /// is configured (and answers), else the built-in list.
     pub async fn is_out_of_memory(&self, message: &str) -> bool {

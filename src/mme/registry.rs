@@ -453,36 +453,53 @@ mod tests {
         let engine = FakeEngine::new().on_load("m", script, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let resolved = registry.resolve(&url).unwrap();
-        let (first, ()) = tokio::join!(registry.load(&engine, None, "m", &resolved, None, None), async {
-            until_called(&engine, "load m").await;
-            let again = registry
-                .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
-                .await;
-            assert!(
-                matches!(&again, Err(MmeError::Conflict(m)) if m.contains("being loaded")),
-                "{again:?}"
-            );
-            let same_target = registry
-                .load(
-                    &engine,
-                    None,
-                    "n",
-                    &registry.resolve(&other).unwrap(),
-                    Some("m"),
-                    None,
-                )
-                .await;
-            assert!(
-                matches!(&same_target, Err(MmeError::Conflict(m)) if m.contains("another name")),
-                "{same_target:?}"
-            );
-            assert!(registry.get("m").is_none(), "listed while it loads");
-            gate.notify_one();
-        });
+        let (first, ()) = tokio::join!(
+            registry.load(&engine, None, "m", &resolved, None, None),
+            async {
+                until_called(&engine, "load m").await;
+                let again = registry
+                    .load(
+                        &engine,
+                        None,
+                        "m",
+                        &registry.resolve(&url).unwrap(),
+                        None,
+                        None,
+                    )
+                    .await;
+                assert!(
+                    matches!(&again, Err(MmeError::Conflict(m)) if m.contains("being loaded")),
+                    "{again:?}"
+                );
+                let same_target = registry
+                    .load(
+                        &engine,
+                        None,
+                        "n",
+                        &registry.resolve(&other).unwrap(),
+                        Some("m"),
+                        None,
+                    )
+                    .await;
+                assert!(
+                    matches!(&same_target, Err(MmeError::Conflict(m)) if m.contains("another name")),
+                    "{same_target:?}"
+                );
+                assert!(registry.get("m").is_none(), "listed while it loads");
+                gate.notify_one();
+            }
+        );
         first.unwrap();
         assert_eq!(registry.get("m").unwrap().target, "m");
         let loaded = registry
-            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(
+                &engine,
+                None,
+                "m",
+                &registry.resolve(&url).unwrap(),
+                None,
+                None,
+            )
             .await;
         assert!(
             matches!(&loaded, Err(MmeError::Conflict(m)) if m.contains("already loaded")),
@@ -502,7 +519,14 @@ mod tests {
         let engine = FakeEngine::new().on_load("m", failing, None);
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let failed = registry
-            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(
+                &engine,
+                None,
+                "m",
+                &registry.resolve(&url).unwrap(),
+                None,
+                None,
+            )
             .await;
         assert!(
             matches!(&failed, Err(MmeError::Engine(e)) if e.message == "out of memory"),
@@ -516,7 +540,14 @@ mod tests {
         assert!(registry.list(None, 10).0.is_empty());
         let engine = engine.on_load("m", LoadScript::default(), None);
         registry
-            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(
+                &engine,
+                None,
+                "m",
+                &registry.resolve(&url).unwrap(),
+                None,
+                None,
+            )
             .await
             .unwrap();
         assert!(registry.get("m").is_some());
@@ -533,7 +564,14 @@ mod tests {
             .unwrap();
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());
         let refused = registry
-            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(
+                &engine,
+                None,
+                "m",
+                &registry.resolve(&url).unwrap(),
+                None,
+                None,
+            )
             .await;
         assert!(
             matches!(&refused, Err(MmeError::Engine(e)) if e.code == ErrorCode::AlreadyExists),
@@ -558,7 +596,14 @@ mod tests {
         };
         let registry = ModelRegistry::new(root.path(), timing);
         registry
-            .load(&engine, None, "m", &registry.resolve(&url).unwrap(), None, None)
+            .load(
+                &engine,
+                None,
+                "m",
+                &registry.resolve(&url).unwrap(),
+                None,
+                None,
+            )
             .await
             .unwrap();
         let unloaded = registry.unload(&engine, None, "m").await;

@@ -60,9 +60,7 @@ fn end_request<E: Engine>(engine: &E, session: &Session) -> Result<InferRequest,
     let metadata = engine
         .model_metadata(&session.model)
         .map_err(|e| e.message)?;
-    let config = engine
-        .model_config(&session.model)
-        .map_err(|e| e.message)?;
+    let config = engine.model_config(&session.model).map_err(|e| e.message)?;
     let optional = optional_inputs(&config);
     let mut request = InferRequest::new(session.model.clone());
     let mut total = 0usize;
@@ -162,7 +160,10 @@ mod tests {
     #[test]
     fn enormous_declared_shapes_make_no_end_request() {
         for shape in [json!([1_u64 << 40, 1_u64 << 40]), json!([1 << 20, 1 << 20])] {
-            let engine = model(json!([{"name": "X", "datatype": "FP32", "shape": shape}]), None);
+            let engine = model(
+                json!([{"name": "X", "datatype": "FP32", "shape": shape}]),
+                None,
+            );
             let error = end_request(&engine, &session()).unwrap_err();
             assert!(error.contains("no END request"), "{error}");
         }

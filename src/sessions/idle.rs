@@ -116,14 +116,19 @@ mod tests {
     #[tokio::test]
     async fn a_default_idle_limit_is_raised_past_the_expiration() {
         let folder = tempfile::tempdir().unwrap();
-        let pbtxt = "backend: \"python\"\n# max_sequence_idle_microseconds: 5\nsequence_batching {}\n";
+        let pbtxt =
+            "backend: \"python\"\n# max_sequence_idle_microseconds: 5\nsequence_batching {}\n";
         std::fs::write(folder.path().join("config.pbtxt"), pbtxt).unwrap();
         let engine = engine(json!({"sequence_batching": {IDLE_FIELD: 1_000_000}}));
         let expiration = Duration::from_secs(1200);
-        align(&engine, "m", folder.path(), expiration).await.unwrap();
+        align(&engine, "m", folder.path(), expiration)
+            .await
+            .unwrap();
         assert_eq!(idle_limit(&engine), expiration + MARGIN);
         // Aligned once: a second load with the raised configuration is left alone.
-        align(&engine, "m", folder.path(), expiration).await.unwrap();
+        align(&engine, "m", folder.path(), expiration)
+            .await
+            .unwrap();
         let reloads = engine.calls().iter().filter(|c| *c == "reload m").count();
         assert_eq!(reloads, 1);
     }

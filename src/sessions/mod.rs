@@ -34,9 +34,7 @@ pub use end::{MAX_END_BYTES, end_sequence};
 pub use error::SessionError;
 pub use lifecycle::{END_WITHIN, Sessions};
 pub use store::SessionStore;
-pub use table::{
-    Ended, Session, SessionCounts, SessionSettings, SessionTable, SessionTurn,
-};
+pub use table::{Ended, Session, SessionCounts, SessionSettings, SessionTable, SessionTurn};
 pub use utc::format_utc;
 
 /// `X-Amzn-SageMaker-New-Session-Id`: the answer to a `NEW_SESSION` request.

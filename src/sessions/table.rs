@@ -339,8 +339,7 @@ impl SessionTable {
             taken.push(Arc::clone(session));
             false
         });
-        self.closed
-            .fetch_add(taken.len() as u64, Ordering::Relaxed);
+        self.closed.fetch_add(taken.len() as u64, Ordering::Relaxed);
         taken
     }
 
@@ -500,7 +499,9 @@ mod tests {
         });
         let (a, expires) = sessions.create("m", short).unwrap();
         assert_eq!(a.expiration, Duration::from_secs(1));
-        let in_secs = expires.duration_since(SystemTime::now()).unwrap_or_default();
+        let in_secs = expires
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
         assert!(in_secs <= Duration::from_secs(1), "{in_secs:?}");
         assert_eq!(sessions.shortest_expiration(), Duration::from_secs(1));
         let (b, _) = sessions.create("n", STATEFUL).unwrap();
@@ -544,7 +545,10 @@ mod tests {
         tokio::task::yield_now().await;
         drop(running);
         tokio::task::yield_now().await;
-        assert!(!close.is_finished(), "the close went before the stream ended");
+        assert!(
+            !close.is_finished(),
+            "the close went before the stream ended"
+        );
         drop(stream);
         close.await.unwrap();
         assert_eq!(

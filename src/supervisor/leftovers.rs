@@ -4,11 +4,12 @@
 //!
 //! The supervisor is a child subreaper, so when the serving process dies its processes are
 //! orphaned to the supervisor rather than to init: they are exactly the supervisor's children
-//! other than the serving process. Their regions' names are read from the stubs' command lines:
-//! those of the stubs alive at the end, and those [`Leftovers::learn`] noted while the serving
-//! process ran (a stub may end on its own, once its parent is gone, before it can be read).
+//! other than the serving process. Their regions are named with the serving process's own
+//! prefix ([`crate::config::process::Supervision::shm_region_prefix`], the python backend's
+//! `shm-region-prefix-name`), so every region it made goes by name, however young its stubs
+//! were (a crash within a second of starting one), and no other server's region is touched.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
@@ -18,10 +19,10 @@ use crate::engine::processes;
 /// How long the supervisor waits for what it ended to be reaped.
 const REAP_WITHIN: Duration = Duration::from_secs(10);
 
-/// The shared memory regions of the serving process's stubs, as far as they are known.
-#[derive(Debug, Default)]
+/// What a serving process may leave: its regions are those named with `region_prefix`.
+#[derive(Debug)]
 pub struct Leftovers {
-    regions: HashMap<u32, String>,
+    region_prefix: String,
 }
 
 /// What [`Leftovers::clean`] ended and removed.
@@ -36,31 +37,21 @@ pub struct Cleaned {
 }
 
 impl Leftovers {
-    /// Notes the regions of the serving process `serving`'s stubs (it runs each second).
-    pub fn learn(&mut self, serving: u32) {
-        for pid in processes::children_of(serving) {
-            if self.regions.contains_key(&pid) {
-                continue;
-            }
-            if let Some(region) = processes::stub_process(pid).and_then(|s| s.shm_region) {
-                self.regions.insert(pid, region);
-            }
-        }
+    /// What the serving process whose regions start with `region_prefix` may leave.
+    pub fn of(region_prefix: String) -> Leftovers {
+        Leftovers { region_prefix }
     }
 
-    /// Ends every process orphaned to the supervisor and reaps it, then removes the regions of
-    /// every stub the dead serving process had. Reaps whatever ends meanwhile (the supervisor
-    /// may be PID 1 of a container).
-    pub fn clean(&mut self) -> Cleaned {
+    /// Ends every process orphaned to the supervisor and reaps it, then removes every region
+    /// of the serving process. Reaps whatever ends meanwhile (the supervisor may be PID 1 of a
+    /// container).
+    pub fn clean(&self) -> Cleaned {
         let mut cleaned = Cleaned::default();
         let mut ended = BTreeSet::new();
         let deadline = Instant::now() + REAP_WITHIN;
         loop {
             let left = processes::children();
             for &pid in &left {
-                if let Some(region) = processes::stub_process(pid).and_then(|s| s.shm_region) {
-                    self.regions.insert(pid, region);
-                }
                 if ended.insert(pid) {
                     let killed = Pid::from_raw(i32::try_from(pid).unwrap_or(0))
                         .map(|pid| rustix::process::kill_process(pid, Signal::KILL));
@@ -81,14 +72,13 @@ impl Leftovers {
             std::thread::sleep(Duration::from_millis(20));
         }
         cleaned.processes = ended.len().saturating_sub(cleaned.unreaped);
-        for (pid, region) in self.regions.drain() {
-            match processes::remove_shm_region(&region) {
-                Ok(true) => cleaned.regions += 1,
-                Ok(false) => {}
-                Err(error) => {
-                    tracing::warn!(pid, region, %error, "cannot remove a leftover shared memory region")
-                }
-            }
+        match processes::remove_regions_named(&self.region_prefix) {
+            Ok(removed) => cleaned.regions = removed,
+            Err(error) => tracing::warn!(
+                prefix = self.region_prefix,
+                %error,
+                "cannot remove the dead serving process's shared memory regions"
+            ),
         }
         cleaned
     }

@@ -31,7 +31,8 @@ pub fn take() -> io::Result<tokio::net::TcpListener> {
         )
     })?;
     listener.set_nonblocking(true)?;
-    let null = std::fs::File::open("/dev/null")?;
+    let null = std::fs::File::open("/dev/null")
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open /dev/null: {e}")))?;
     rustix::stdio::dup2_stdin(&null)?;
     tracing::debug!(%address, "took the supervisor's listener");
     tokio::net::TcpListener::from_std(listener)

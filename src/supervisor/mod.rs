@@ -31,6 +31,7 @@ pub mod listener;
 pub mod restarts;
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -64,17 +65,25 @@ pub fn run(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseEr
 }
 
 async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, SuperviseError> {
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| format!("cannot become the child subreaper of the serving process: {e}"))?;
     let mut signals = Signals::listen()?;
-    let listener = bind(config.listen)?;
+    let listener =
+        bind(config.listen).map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     let state = StateDir::create()?;
+    let program = Program::this()?;
     let mut restarts = Restarts::new(limit);
-    let mut leftovers = Leftovers::default();
     loop {
         let started = Instant::now();
-        let serving = start(config, &listener, state.path(), restarts.total())?;
-        let ended = watch(serving, &mut signals, &mut leftovers, config.shutdown_grace).await;
+        let supervision = Supervision {
+            supervisor: std::process::id(),
+            state_dir: state.path().to_owned(),
+            restarts: restarts.total(),
+        };
+        let leftovers = Leftovers::of(supervision.shm_region_prefix());
+        let serving = start(config, &program, &listener, &supervision)?;
+        let ended = watch(serving, &mut signals, state.path(), config.shutdown_grace).await;
         let how = describe(ended.status);
         let code = ended.status.exit_status();
         let abnormal = !ended.stopping
@@ -101,7 +110,7 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
             );
         }
         if !abnormal {
-            return Ok(exit_code(ended.status));
+            return Ok(exit_code(&ended));
         }
         match restarts.after_abnormal_end(Instant::now(), started.elapsed()) {
             Ok(pause) => {
@@ -141,50 +150,83 @@ fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(BACKLOG)?.into_std()
 }
 
+/// The binary serving processes run: the one this supervisor was started from, even after the
+/// file at its path is replaced or removed (an upgrade in place, a rebuild), through the
+/// kernel's link to it (`/proc/self/exe`); and the path it was started as, for their `argv[0]`
+/// and for errors.
+struct Program {
+    run: PathBuf,
+    path: PathBuf,
+}
+
+impl Program {
+    fn this() -> Result<Program, SuperviseError> {
+        let path = std::env::current_exe()
+            .map_err(|e| format!("cannot tell which binary this is (/proc/self/exe): {e}"))?;
+        let link = PathBuf::from("/proc/self/exe");
+        let run = if link.exists() { link } else { path.clone() };
+        Ok(Program { run, path })
+    }
+}
+
 /// Starts a serving process: this binary with this process's arguments, the listener as its
 /// standard input, and what it needs to know in its environment. Returns its pid; it is reaped
 /// by [`reap_any`], never through `Child`.
 fn start(
     config: &Config,
+    program: &Program,
     listener: &TcpListener,
-    state: &Path,
-    restarts: u32,
-) -> std::io::Result<u32> {
-    let mut command = Command::new(std::env::current_exe()?);
+    supervision: &Supervision,
+) -> Result<u32, SuperviseError> {
+    let mut command = Command::new(&program.run);
     command
+        .arg0(
+            std::env::args_os()
+                .next()
+                .unwrap_or(program.path.clone().into()),
+        )
         .args(std::env::args_os().skip(1))
-        .env("TRIDENT_SUPERVISOR_PID", std::process::id().to_string())
-        .env("TRIDENT_STATE_DIR", state)
-        .env("TRIDENT_RESTARTS", restarts.to_string());
+        .env("TRIDENT_SUPERVISOR_PID", supervision.supervisor.to_string())
+        .env("TRIDENT_STATE_DIR", &supervision.state_dir)
+        .env("TRIDENT_RESTARTS", supervision.restarts.to_string());
     // A port chosen from SAGEMAKER_SAFE_PORT_RANGE stays the same across restarts.
     if let Some(port) = config.metrics_port {
         command.env("TRIDENT_METRICS_PORT", port.to_string());
     }
-    listener::hand_to(&mut command, listener)?;
-    let child = command.spawn()?;
+    listener::hand_to(&mut command, listener)
+        .map_err(|e| format!("cannot hand the listening socket to the serving process: {e}"))?;
+    let child = command.spawn().map_err(|e| {
+        format!(
+            "cannot start the serving process ({}, the binary started as {}): {e}",
+            program.run.display(),
+            program.path.display()
+        )
+    })?;
     let pid = child.id();
-    tracing::info!(pid, restarts, "serving process started");
+    tracing::info!(
+        pid,
+        restarts = supervision.restarts,
+        "serving process started"
+    );
     Ok(pid)
 }
 
-/// How the serving process ended, and whether the supervisor had asked it to stop.
+/// How the serving process ended, and whether the supervisor had asked it to stop (and had to
+/// kill it after its grace period).
 struct Ended {
     status: WaitStatus,
     stopping: bool,
+    killed: bool,
 }
 
 /// Waits for the serving process `serving` to end: forwards SIGTERM/SIGINT (then SIGKILL if it
-/// outlives its grace period) and SIGHUP to it, reaps every orphan that ends meanwhile, and
-/// learns its stubs' shared memory regions each second.
-async fn watch(
-    serving: u32,
-    signals: &mut Signals,
-    leftovers: &mut Leftovers,
-    grace: Duration,
-) -> Ended {
-    let mut stopping = false;
+/// outlives its grace period) and SIGHUP to it, and reaps every orphan that ends meanwhile. A
+/// SIGHUP waits until the serving process serves ([`serving_marker`]): one that reached it
+/// while it loads would end it.
+async fn watch(serving: u32, signals: &mut Signals, state: &Path, grace: Duration) -> Ended {
+    let (mut stopping, mut killed, mut hangup_held) = (false, false, false);
     let mut kill_at: Option<Instant> = None;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
     let Signals {
         child,
         terminate,
@@ -193,26 +235,33 @@ async fn watch(
     } = signals;
     loop {
         if let Some((_, status)) = reap_any().into_iter().find(|&(pid, _)| pid == serving) {
-            return Ended { status, stopping };
+            return Ended {
+                status,
+                stopping,
+                killed,
+            };
         }
         let stop = tokio::select! {
             _ = child.recv() => None,
             _ = terminate.recv() => Some("SIGTERM"),
             _ = interrupt.recv() => Some("SIGINT"),
             _ = hangup.recv() => {
-                send(serving, Signal::HUP);
+                hangup_held = true;
                 None
             }
             _ = tick.tick() => {
-                leftovers.learn(serving);
                 if kill_at.is_some_and(|at| Instant::now() >= at) {
                     tracing::warn!(pid = serving, "the serving process outlived its grace period; killing it");
                     send(serving, Signal::KILL);
-                    kill_at = None;
+                    (kill_at, killed) = (None, true);
                 }
                 None
             }
         };
+        if hangup_held && !stopping && is_serving(state, serving) {
+            send(serving, Signal::HUP);
+            hangup_held = false;
+        }
         if let Some(signal) = stop {
             tracing::info!(
                 signal,
@@ -295,12 +344,40 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// The supervisor's exit code for a serving process that ended so: its exit code, or 1.
-fn exit_code(status: WaitStatus) -> ExitCode {
-    match status.exit_status() {
+/// The supervisor's exit code for a serving process that ended so: its exit code, or 1; but
+/// 0 when the supervisor asked it to stop and it ended by that SIGTERM itself (it was still
+/// starting: a stop then means not to start, and nothing was served).
+fn exit_code(ended: &Ended) -> ExitCode {
+    let terminated = ended.status.terminating_signal() == Some(Signal::TERM.as_raw());
+    if ended.stopping && !ended.killed && terminated {
+        return ExitCode::SUCCESS;
+    }
+    match ended.status.exit_status() {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     }
+}
+
+/// The file in the state folder by which the serving process says it serves: its pid.
+const SERVING_MARKER: &str = "serving";
+
+/// Where the serving process writes that it serves.
+pub fn serving_marker(state: &Path) -> PathBuf {
+    state.join(SERVING_MARKER)
+}
+
+/// In the serving process: says to the supervisor that it serves (its signals can be
+/// forwarded). A failure is logged: the supervisor then holds SIGHUP for good.
+pub fn say_serving(supervision: &Supervision) {
+    let marker = serving_marker(&supervision.state_dir);
+    if let Err(error) = std::fs::write(&marker, std::process::id().to_string()) {
+        tracing::warn!(%error, file = %marker.display(), "cannot tell the supervisor this process serves; SIGHUP will not reach it");
+    }
+}
+
+/// Whether the serving process `pid` has said it serves.
+fn is_serving(state: &Path, pid: u32) -> bool {
+    std::fs::read_to_string(serving_marker(state)).is_ok_and(|text| text.trim() == pid.to_string())
 }
 
 /// The supervisor's private folder for what a restarted serving process needs, removed when
@@ -310,7 +387,7 @@ struct StateDir(PathBuf);
 impl StateDir {
     /// A new folder only this user may enter, under the temporary folder; never one that
     /// exists already (another user could have made it).
-    fn create() -> std::io::Result<StateDir> {
+    fn create() -> Result<StateDir, SuperviseError> {
         use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
         let mut builder = std::fs::DirBuilder::new();
@@ -326,7 +403,13 @@ impl StateDir {
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => {
                     attempt += 1;
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    return Err(format!(
+                        "cannot make the supervisor's state folder {}: {error}",
+                        path.display()
+                    )
+                    .into());
+                }
             }
         }
     }
