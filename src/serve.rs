@@ -111,42 +111,10 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             tracing::warn!(%error, "cannot listen for SIGHUP; plugin reload only through POST /plugins/reload");
         })
         .ok();
-    let plugins = match &config.plugins {
-        Some(path) => {
-            let manifest = Manifest::load(path)?;
-            let host = PluginHost::load(&manifest).await?;
-            tracing::info!(manifest = %path.display(), plugins = host.plugins().count(), "plugins loaded");
-            Some(Arc::new(host))
-        }
-        None => None,
-    };
+    let plugins = load_plugins(&config).await?;
     // Connections wait in the listener's backlog while the core loads the models.
     let listener = listener(&config, supervision.as_ref()).await?;
-    let triton = triton::library::load(config.triton_home.as_deref())?;
-    if let Mode::MultiModel { repository, .. } = &config.mode {
-        std::fs::create_dir_all(repository).map_err(|e| {
-            format!(
-                "cannot make the multi-model repository {} (--multi-model-repository): {e}",
-                repository.display()
-            )
-        })?;
-    }
-    let core = core_config(&config);
-    // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
-    let triton_folder = triton
-        .path()
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    let server = start_core(triton, core).await?;
-    let grace = config.shutdown_grace;
-    let metrics_port = config.metrics_port;
-    let engine = TritonEngine::new(server).with_reload_deadline(config.model_load_timeout);
-    let mut state = AppState::new(engine, config).with_plugins(plugins);
-    if let Some(folder) = &triton_folder {
-        state = state.hiding(folder, "<triton>");
-    }
-    let state = Arc::new(state);
+    let state = with_core(config, plugins).await?;
     state.prepare_sessions().await;
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
@@ -154,7 +122,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     if let Some(hangup) = hangup {
         tokio::spawn(reload_on_sighup(Arc::clone(&state), hangup));
     }
-    if let Some(port) = metrics_port {
+    if let Some(port) = state.config.metrics_port {
         let address = std::net::SocketAddr::new(state.config.listen.ip(), port);
         let listener = TcpListener::bind(address)
             .await
@@ -177,6 +145,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             }
         }
     };
+    let grace = state.config.shutdown_grace;
     http::serve(listener, Arc::clone(&state), stop, grace).await;
     if let Some(why) = replace.get() {
         // The core is not stopped: stopping waits on the instances whose process died, which
@@ -195,6 +164,48 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     tokio::task::spawn_blocking(move || drop(state)).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The plugins of the configuration's manifest, if it names one.
+async fn load_plugins(config: &Config) -> Result<Option<Arc<PluginHost>>, ServeError> {
+    let Some(path) = &config.plugins else {
+        return Ok(None);
+    };
+    let manifest = Manifest::load(path)?;
+    let host = PluginHost::load(&manifest).await?;
+    tracing::info!(manifest = %path.display(), plugins = host.plugins().count(), "plugins loaded");
+    Ok(Some(Arc::new(host)))
+}
+
+/// The server's state over a started core: the Triton library loaded, its start-up models
+/// loaded, the installation folder hidden from error bodies.
+async fn with_core(
+    config: Config,
+    plugins: Option<Arc<PluginHost>>,
+) -> Result<Arc<AppState<TritonEngine>>, ServeError> {
+    let triton = triton::library::load(config.triton_home.as_deref())?;
+    if let Mode::MultiModel { repository, .. } = &config.mode {
+        std::fs::create_dir_all(repository).map_err(|e| {
+            format!(
+                "cannot make the multi-model repository {} (--multi-model-repository): {e}",
+                repository.display()
+            )
+        })?;
+    }
+    let core = core_config(&config);
+    // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
+    let triton_folder = triton
+        .path()
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let server = start_core(triton, core).await?;
+    let engine = TritonEngine::new(server).with_reload_deadline(config.model_load_timeout);
+    let mut state = AppState::new(engine, config).with_plugins(plugins);
+    if let Some(folder) = &triton_folder {
+        state = state.hiding(folder, "<triton>");
+    }
+    Ok(Arc::new(state))
 }
 
 /// The supervisor's listener for its serving process; else bound here.
