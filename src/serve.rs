@@ -34,6 +34,7 @@ pub fn core_config(config: &Config) -> ServerConfig {
         backend_config: backend_config(config),
         model_namespacing: config.model_namespacing,
         buffer_manager_threads: config.buffer_manager_threads,
+        exit_timeout: CORE_EXIT_TIMEOUT,
         model_load_gpu_limits: config
             .model_load_gpu_limit
             .map(|fraction| gpu_ids().into_iter().map(|id| (id, fraction)).collect())
@@ -41,6 +42,13 @@ pub fn core_config(config: &Config) -> ServerConfig {
         ..ServerConfig::default()
     }
 }
+
+/// How long the core's stop may wait for its models to unload, once the requests have drained
+/// and the sessions ended (Triton's default is 30 s): a model brought back after its process
+/// died leaves instances whose unload never finishes, and SageMaker kills the container 30 s
+/// after its SIGTERM. It fits within the supervisor's margin after the drain's grace period
+/// (`supervisor::STOP_MARGIN`, 4 s); what a cut-short stop leaves, the supervisor ends.
+pub const CORE_EXIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The python backend's setting that names its shared memory regions.
 const SHM_PREFIX_SETTING: &str = "shm-region-prefix-name";

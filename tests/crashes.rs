@@ -728,3 +728,338 @@ fn sessions_end_with_a_replaced_serving_process_and_say_so() {
     assert_ne!(new, old);
     assert_eq!(session(&new, inference).status, 200);
 }
+
+/// `trident serve` started with `args`, waited for until it listens, not until it is ready.
+fn start_listening(
+    mut command: std::process::Command,
+    repository: &Path,
+    args: &[&OsStr],
+) -> (Running, SocketAddr) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let child = command
+        .arg("serve")
+        .arg("--model-repository")
+        .arg(repository)
+        .args(["--bind", "127.0.0.1", "--port", "0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let mut running = Running::logging(child, log);
+    let addr = common::process::listening_address(&mut running);
+    (running, addr)
+}
+
+/// Waits (up to `within`) for trident to exit; its exit code.
+fn exit_code_within(running: &mut Running, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "trident did not exit within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The names in `/dev/shm` that start with `prefix`.
+fn regions_named(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
+/// How many times the serving process is killed just after its python stub starts.
+const CRASH_LOOPS: usize = 50;
+
+/// A serving process that dies moments after it started its python stub (its region just made:
+/// a crash during start-up, a crash loop), fifty times in a row: no region of any dead serving
+/// process is left in `/dev/shm` (Docker's default is 64 MiB; each is 16 MiB), another server's
+/// region is untouched, and after a SIGTERM none is left at all.
+#[test]
+fn crash_loops_at_start_up_leave_no_shared_memory() {
+    let foreign = Path::new("/dev/shm").join(format!(
+        "triton_python_backend_shm_region_foreign-{}",
+        std::process::id()
+    ));
+    std::fs::write(&foreign, b"another server's").unwrap();
+    // Each crash counts alone in a window of 1 s: restarts at once, no crash-loop exit.
+    let args = [
+        OsStr::new("--restart-window-secs"),
+        OsStr::new("1"),
+        OsStr::new("--max-restarts"),
+        OsStr::new("5"),
+    ];
+    let (mut running, addr) = serve_ready_with(trident(), examples(), &args);
+    let supervisor = running.0.id();
+    let ours = format!("triton_python_backend_shm_region_s{supervisor}-");
+    let started = Instant::now();
+    let mut previous = None;
+    for round in 0..CRASH_LOOPS {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let serving = loop {
+            if let Some(pid) = current_serving_process(supervisor).filter(|&p| Some(p) != previous)
+                && !stub_children(pid).is_empty()
+            {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no new serving process with a stub"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let region = stub_children(serving)
+            .into_iter()
+            .find_map(common::stub_shm_region);
+        if let Some(region) = &region {
+            let name = region.file_name().unwrap().to_string_lossy();
+            assert!(
+                name.starts_with(&ours),
+                "round {round}: the region {name} is not the endpoint's"
+            );
+        }
+        crash(serving, ["KILL", "SEGV", "ABRT"][round % 3]);
+        previous = Some(serving);
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while affine(addr) != Ok(200) {
+        assert!(
+            Instant::now() < deadline,
+            "not serving after the crash loops"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "{CRASH_LOOPS} crashes at start-up in {:?}",
+        started.elapsed()
+    );
+    // What is left of the endpoint's regions belongs to the serving process's live stubs.
+    let live: Vec<String> = supervised_stubs(supervisor)
+        .into_iter()
+        .filter_map(common::stub_shm_region)
+        .map(|r| r.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let left: Vec<String> = regions_named(&ours)
+        .into_iter()
+        .filter(|name| !live.contains(name))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "regions of dead serving processes left: {left:?}"
+    );
+    assert!(common::send_signal(supervisor, "TERM"));
+    assert_eq!(
+        exit_code_within(&mut running, Duration::from_secs(30)),
+        Some(0)
+    );
+    assert_eq!(
+        regions_named(&ours),
+        Vec::<String>::new(),
+        "regions left after the stop"
+    );
+    assert!(foreign.exists(), "another server's region was removed");
+    std::fs::remove_file(&foreign).unwrap();
+}
+
+/// A SIGHUP (plugin reload) while the serving process still loads its model is held until it
+/// serves (then reloads, here failing for want of a manifest: logged), and is no crash; a SIGTERM
+/// while it loads stops trident at once with exit code 0, leaving nothing behind.
+#[test]
+fn signals_during_start_up_have_their_meaning() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("slow_init", repository.path(), "slow_init");
+    let (mut running, addr) = start_listening(trident(), repository.path(), &[]);
+    let supervisor = running.0.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while supervised_stubs(supervisor).is_empty() {
+        assert!(Instant::now() < deadline, "the model's stub never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let serving = serving_process(supervisor);
+    assert!(common::send_signal(supervisor, "HUP"));
+    common::process::wait_ready(addr, &mut running.0);
+    assert_eq!(
+        current_serving_process(supervisor),
+        Some(serving),
+        "the SIGHUP ended it"
+    );
+    assert_eq!(restarts(addr), 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = std::fs::read_to_string(running.log()).unwrap();
+        if log.contains("plugin reload failed") {
+            break log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the held SIGHUP never reached the serving process"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let serving_at = log
+        .find("serving\n")
+        .or_else(|| log.find(" serving"))
+        .unwrap();
+    assert!(
+        log.find("plugin reload failed").unwrap() > serving_at,
+        "reloaded before serving"
+    );
+    drop(running);
+
+    // SIGTERM while loading.
+    let (mut running, _) = start_listening(trident(), repository.path(), &[]);
+    let supervisor = running.0.id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while supervised_stubs(supervisor).is_empty() {
+        assert!(Instant::now() < deadline, "the model's stub never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stubs = supervised_stubs(supervisor);
+    let stopped = Instant::now();
+    assert!(common::send_signal(supervisor, "TERM"));
+    assert_eq!(
+        exit_code_within(&mut running, Duration::from_secs(10)),
+        Some(0)
+    );
+    eprintln!(
+        "SIGTERM while loading: exited 0 after {:?}",
+        stopped.elapsed()
+    );
+    for pid in stubs {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "stub {pid} left"
+        );
+    }
+}
+
+/// After the binary trident was started from is replaced on disk (an upgrade in place, a
+/// rebuild), a crash still restarts the serving process: it runs the binary that was started.
+#[test]
+fn a_restart_runs_the_started_binary_after_the_file_is_replaced() {
+    let folder = tempfile::tempdir().unwrap();
+    let binary = folder.path().join("trident");
+    std::fs::copy(env!("CARGO_BIN_EXE_trident"), &binary).unwrap();
+    let mut command = common::command(&binary);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info");
+    let (running, addr) = serve_ready_with(command, examples(), &[]);
+    // Replaced: the old file removed, something else at its path.
+    std::fs::remove_file(&binary).unwrap();
+    std::fs::write(&binary, "#!/bin/sh\nexit 3\n").unwrap();
+    let supervisor = running.0.id();
+    let serving = serving_process(supervisor);
+    crash(serving, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while current_serving_process(supervisor).is_none_or(|pid| pid == serving)
+        || affine(addr) != Ok(200)
+    {
+        let log = std::fs::read_to_string(running.log()).unwrap_or_default();
+        assert!(
+            Instant::now() < deadline,
+            "not serving again after the binary was replaced: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(restarts(addr), 1);
+}
+
+/// A stateful python model (Triton's defaults) whose stub is killed under an open session: the
+/// model is brought back without the session's sequence, so the session's next request is a 400
+/// saying the session ended (or, when the backend took the serving process down with the stub,
+/// that it is not open after the restart), never the core's words; a new session works; and a
+/// SIGTERM with a started session still exits 0 at once.
+#[test]
+fn a_session_whose_model_is_brought_back_ends_clearly() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("stateful_stream", repository.path(), "stateful_stream");
+    let mut command = trident();
+    command
+        .env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true")
+        .env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream");
+    let (mut running, addr) = serve_ready_with(command, repository.path(), &[]);
+    let session = |id: &str, body: &[u8]| {
+        request(
+            addr,
+            "POST",
+            "/invocations",
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Amzn-SageMaker-Session-Id", id),
+            ],
+            body,
+        )
+    };
+    let open = || {
+        let opened = session("NEW_SESSION", br#"{"requestType":"NEW_SESSION"}"#);
+        assert_eq!(opened.status, 200, "{}", opened.text());
+        let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
+        header.split_once(';').unwrap().0.to_owned()
+    };
+    let stream = br#"{"TAG": 7, "N": 2}"#;
+    let old = open();
+    let first = session(&old, stream);
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(
+        first.text().matches("data: ").count(),
+        2,
+        "{}",
+        first.text()
+    );
+    let supervisor = running.0.id();
+    let stubs = supervised_stubs(supervisor);
+    assert!(!stubs.is_empty());
+    for &stub in &stubs {
+        assert!(common::send_signal(stub, "KILL"));
+    }
+    // Serving again with new processes.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let live = supervised_stubs(supervisor);
+        if !live.is_empty()
+            && live.iter().all(|pid| !stubs.contains(pid))
+            && get(addr, "/ping").status == 200
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the model never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = session(&old, stream);
+    let message = refused.error();
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        message.contains("has ended") || message.contains("not open"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("START") && !message.contains("9223372036854775808"),
+        "{message}"
+    );
+    let new = open();
+    let served = session(&new, stream);
+    assert_eq!(served.status, 200, "{}", served.text());
+    let stopping = Instant::now();
+    assert!(common::send_signal(supervisor, "TERM"));
+    assert_eq!(
+        exit_code_within(&mut running, Duration::from_secs(30)),
+        Some(0)
+    );
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "stop took {:?}",
+        stopping.elapsed()
+    );
+}

@@ -105,6 +105,23 @@ fn start_up_checks_exit_1_with_the_entry_script_messages() {
             vec![("SAGEMAKER_TRITON_HTTP_RESTRICTED_API", "everything:k=v")],
             "malformed restricted API",
         ),
+        // A huge expiration once panicked every NEW_SESSION (after it took a slot).
+        (
+            repository(&["a"]),
+            vec![
+                ("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true"),
+                ("SAGEMAKER_SESSIONS_EXPIRATION", "18446744073709551615"),
+            ],
+            "SAGEMAKER_SESSIONS_EXPIRATION must be 1 to 2592000 seconds",
+        ),
+        (
+            repository(&["a"]),
+            vec![
+                ("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true"),
+                ("SAGEMAKER_SESSIONS_EXPIRATION", "0"),
+            ],
+            "SAGEMAKER_SESSIONS_EXPIRATION must be 1 to 2592000 seconds",
+        ),
     ];
     for (dir, env, expected) in cases {
         assert_refused(&serve_output(dir.path(), &[], &env), expected);
@@ -483,4 +500,96 @@ fn the_readme_example_survives_a_hostile_shape_and_a_killed_process() {
         recovered.took,
         recovered.statuses.len()
     );
+}
+
+/// The sequence-sum model with Triton's default idle limit (its configuration sets none).
+fn default_idle_sequence_model(repository: &Path, folder: &str) {
+    copy_model("native_sequence_sum", repository, folder);
+    let config = repository.join(folder).join("config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let set = "sequence_batching { max_sequence_idle_microseconds: 60000000 }";
+    assert!(text.contains(set));
+    std::fs::write(&config, text.replace(set, "sequence_batching { }")).unwrap();
+}
+
+/// Opens a session on `addr`; its id.
+fn open_session(addr: std::net::SocketAddr) -> String {
+    let opened = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("X-Amzn-SageMaker-Session-Id", "NEW_SESSION")],
+        br#"{"requestType":"NEW_SESSION"}"#,
+    );
+    assert_eq!(opened.status, 200, "{}", opened.text());
+    let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
+    header.split_once(';').unwrap().0.to_owned()
+}
+
+/// Adds `value` in session `id`; the model's running sum.
+fn add_in_session(addr: std::net::SocketAddr, id: &str, value: i32) -> i64 {
+    let body = format!(
+        r#"{{"inputs":[{{"name":"INPUT","datatype":"INT32","shape":[1,1],"data":[{value}]}}]}}"#
+    );
+    let response = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Amzn-SageMaker-Session-Id", id),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()["outputs"][0]["data"][0].as_i64().unwrap()
+}
+
+/// `trident serve` as SageMaker runs it, with sessions on a stateful model whose configuration
+/// sets no idle limit (Triton's 1 s): a session keeps its sum across a 3 s pause, and SIGTERM
+/// with 100 open sessions (30 of them started in the model) ends them and exits 0 within 5 s,
+/// where the core used to wait for every open sequence until SageMaker's SIGKILL.
+#[test]
+fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
+    let repository = tempfile::tempdir().unwrap();
+    default_idle_sequence_model(repository.path(), "counter");
+    let mut command = trident();
+    command.env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true");
+    let (mut running, addr) = serve_ready(command, repository.path());
+    let kept = open_session(addr);
+    assert_eq!(add_in_session(addr, &kept, 2), 2);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        add_in_session(addr, &kept, 3),
+        5,
+        "the sum after a 3 s pause"
+    );
+    let ids: Vec<String> = (0..99).map(|_| open_session(addr)).collect();
+    for id in ids.iter().take(29) {
+        assert_eq!(add_in_session(addr, id, 1), 1);
+    }
+    let stopping = Instant::now();
+    assert!(common::send_signal(running.0.id(), "TERM"));
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopping.elapsed() < Duration::from_secs(30),
+            "trident did not stop within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = stopping.elapsed();
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the stop took {took:?}: {log}"
+    );
+    assert!(
+        log.contains("open sessions ended for the shutdown"),
+        "{log}"
+    );
+    eprintln!("SIGTERM with 100 open sessions: exit 0 after {took:?}");
 }

@@ -65,12 +65,15 @@ impl Supervision {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // The folder is `trident-<pid>-<nanos>`; the word itself is left out, so a stub's
+        // command line never reads as trident's.
         let plain: String = folder
+            .trim_start_matches("trident-")
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect();
         format!(
-            "{}{plain}-{}-",
+            "{}s{plain}-{}-",
             crate::engine::processes::SHM_REGION_PREFIX,
             self.restarts
         )

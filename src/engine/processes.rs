@@ -9,12 +9,34 @@ use std::path::Path;
 pub struct StubProcess {
     /// The stub's process id.
     pub pid: u32,
-    /// Triton's instance name, `<model>_<group>_<index>`.
+    /// Triton's instance name: `<model>_<index>` for a model that configures no instance
+    /// group (Triton's default), `<model>_<group>_<index>` for one that does.
     pub instance: String,
-    /// The model the instance belongs to: `instance` without `_<group>_<index>`.
-    pub model: String,
     /// The name of the shared memory region the backend made for it (`/dev/shm/<name>`).
     pub shm_region: Option<String>,
+}
+
+impl StubProcess {
+    /// Whether the stub serves an instance of `model`.
+    pub fn serves(&self, model: &str) -> bool {
+        is_instance_of(&self.instance, model)
+    }
+}
+
+/// Whether Triton's instance name `instance` is one of `model`'s: `<model>_<index>` or
+/// `<model>_<group>_<index>`.
+pub fn is_instance_of(instance: &str, model: &str) -> bool {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(rest) = instance
+        .strip_prefix(model)
+        .and_then(|rest| rest.strip_prefix('_'))
+    else {
+        return false;
+    };
+    match rest.split_once('_') {
+        None => numeric(rest),
+        Some((group, index)) => numeric(group) && numeric(index),
+    }
 }
 
 /// How the python backend names a stub's shared memory region by default; a UUID follows. A
@@ -76,12 +98,19 @@ pub fn remove_regions_named(prefix: &str) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// The model an instance belongs to: Triton names instances `<model>_<group>_<index>`.
+/// The model an instance most likely belongs to, from its name alone: `<model>_<group>_<index>`
+/// when both are numbers, else `<model>_<index>` (ambiguous for a model whose name ends in
+/// `_<number>`: where the models are known, ask [`is_instance_of`]).
 pub fn model_of_instance(instance: &str) -> Option<&str> {
-    let (rest, index) = instance.rsplit_once('_')?;
-    let (model, group) = rest.rsplit_once('_')?;
     let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (numeric(index) && numeric(group) && !model.is_empty()).then_some(model)
+    let (rest, index) = instance.rsplit_once('_')?;
+    if !numeric(index) || rest.is_empty() {
+        return None;
+    }
+    match rest.rsplit_once('_') {
+        Some((model, group)) if numeric(group) && !model.is_empty() => Some(model),
+        _ => Some(rest),
+    }
 }
 
 /// The processes this process started (every thread's children), and those orphaned to it
@@ -133,8 +162,9 @@ pub fn stub_process(pid: u32) -> Option<StubProcess> {
     let args: Vec<&str> = args
         .filter_map(|arg| std::str::from_utf8(arg).ok())
         .collect();
-    let instance = (*args.iter().rfind(|arg| model_of_instance(arg).is_some())?).to_owned();
-    let model = model_of_instance(&instance)?.to_owned();
+    // `… <instance> <device kind>`: the instance is the argument before the last.
+    let instance = (*args.iter().rev().nth(1)?).to_owned();
+    model_of_instance(&instance)?;
     let shm_region = args
         .iter()
         .find_map(|arg| shm_region(arg))
@@ -142,7 +172,6 @@ pub fn stub_process(pid: u32) -> Option<StubProcess> {
     Some(StubProcess {
         pid,
         instance,
-        model,
         shm_region,
     })
 }
@@ -164,11 +193,34 @@ mod tests {
     fn instances_name_their_model() {
         assert_eq!(model_of_instance("affine_0_0"), Some("affine"));
         assert_eq!(model_of_instance("my_model_2_11"), Some("my_model"));
+        // No instance group configured (Triton's default): `<model>_<index>`.
+        assert_eq!(model_of_instance("affine_0"), Some("affine"));
+        assert_eq!(
+            model_of_instance("stateful_stream_0"),
+            Some("stateful_stream")
+        );
         assert_eq!(model_of_instance("affine"), None);
-        assert_eq!(model_of_instance("affine_0"), None);
         assert_eq!(model_of_instance("a_b_c"), None);
-        assert_eq!(model_of_instance("_0_0"), None);
+        assert_eq!(model_of_instance("_0"), None);
         assert_eq!(model_of_instance("DEFAULT"), None);
+        for (instance, model) in [
+            ("affine_0_0", "affine"),
+            ("affine_3", "affine"),
+            ("foo_1_0", "foo_1"),
+            ("foo_1_0", "foo"),
+            ("stateful_stream_0", "stateful_stream"),
+        ] {
+            assert!(is_instance_of(instance, model), "{instance} of {model}");
+        }
+        for (instance, model) in [
+            ("affine_0_0", "affin"),
+            ("affinex_0", "affine"),
+            ("affine_a", "affine"),
+            ("affine_0_0_0", "affine"),
+            ("affine", "affine"),
+        ] {
+            assert!(!is_instance_of(instance, model), "{instance} of {model}");
+        }
     }
 
     #[test]

@@ -183,7 +183,13 @@ impl Recovery {
         {
             return;
         }
-        let owner = instance.and_then(model_of_instance).unwrap_or(model);
+        // The instance's own model: the request's, or (an ensemble's step) one its name says.
+        let owner = match instance {
+            Some(instance) if !processes::is_instance_of(instance, model) => {
+                model_of_instance(instance).unwrap_or(model)
+            }
+            _ => model,
+        };
         self.report(owner, message);
     }
 

@@ -74,7 +74,7 @@ pub fn run(receiver: Receiver<String>, server: Weak<Server>, recovery: Weak<Reco
 fn reload(server: &Server, recovery: &Recovery, model: &str) -> Result<(), String> {
     let before: Vec<u32> = processes::live_stubs()
         .into_iter()
-        .filter(|s| s.model == model)
+        .filter(|s| s.serves(model))
         .map(|s| s.pid)
         .collect();
     let mut config = server
@@ -93,7 +93,7 @@ fn reload(server: &Server, recovery: &Recovery, model: &str) -> Result<(), Strin
     }
     let after: Vec<StubProcess> = processes::live_stubs()
         .into_iter()
-        .filter(|s| s.model == model)
+        .filter(|s| s.serves(model))
         .collect();
     replaced(&before, &after)?;
     let kept: Vec<&StubProcess> = after.iter().filter(|s| before.contains(&s.pid)).collect();
@@ -156,7 +156,6 @@ mod tests {
         StubProcess {
             pid,
             instance: instance.into(),
-            model: "m".into(),
             shm_region: None,
         }
     }

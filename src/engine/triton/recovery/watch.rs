@@ -123,12 +123,21 @@ fn learn(
         if seen.contains_key(&pid) || processes::is_dead(pid) || recovery.is_retired(pid) {
             continue;
         }
-        if let Some(stub) = processes::stub_process(pid).filter(|s| held.contains_key(&s.model)) {
-            let reloads = recovery.reloads(&stub.model);
+        let Some(stub) = processes::stub_process(pid) else {
+            continue;
+        };
+        // The held model it serves (the longest name, should `m` and `m_1` both be held).
+        let model = held
+            .keys()
+            .filter(|model| stub.serves(model))
+            .max_by_key(|model| model.len())
+            .cloned();
+        if let Some(model) = model {
+            let reloads = recovery.reloads(&model);
             seen.insert(
                 pid,
                 Seen {
-                    model: stub.model,
+                    model,
                     reloads,
                     dead_scans: 0,
                     shm_region: stub.shm_region,
