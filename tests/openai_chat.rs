@@ -213,3 +213,67 @@ fn the_chat_routes_are_404_without_a_chat_plugin() {
     let through_invocations = chat(addr, json!([{"model": "echo-1", "messages": user("hi")}]));
     assert_eq!(through_invocations[0]["content"], "Echo: hi");
 }
+
+/// When the chat plugin lists the content types it takes, a chat request of another type (or
+/// none) is 415 on the chat routes, never run on the model as it is (past the plugin's
+/// `max_tokens` bound); and a `null` field is absent, as OpenAI's API reads it: `null`
+/// `max_completion_tokens` does not hide `max_tokens`.
+#[test]
+fn the_chat_routes_take_only_what_their_plugin_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let only_json = "content_types = [\"application/json\"]\n";
+    let (_running, addr) =
+        start_manifest(dir.path(), "openai_chat = \"chat\"\n\n", only_json, "infer");
+    let body = json!({"model": "echo-1", "messages": user("hi"), "max_tokens": 100000}).to_string();
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|t| ("Content-Type", t))
+            .into_iter()
+            .collect();
+        let response = common::http_client::request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        );
+        assert_eq!(
+            response.status,
+            415,
+            "{content_type:?}: {}",
+            response.text()
+        );
+        assert!(
+            response.error().contains("application/json"),
+            "{}",
+            response.text()
+        );
+    }
+    let json_post = |body: Value| {
+        common::http_client::request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        )
+    };
+    let over = json_post(
+        json!({"messages": user("hi"), "max_completion_tokens": null, "max_tokens": 5000}),
+    );
+    assert_eq!(over.status, 400, "{}", over.text());
+    assert!(over.error().contains("max_tokens"), "{}", over.text());
+    let bounded = json_post(
+        json!({"messages": user("one two three four"), "max_completion_tokens": null, "max_tokens": 2}),
+    );
+    assert_eq!(bounded.status, 200, "{}", bounded.text());
+    let answer = bounded.json();
+    assert_eq!(answer["usage"]["completion_tokens"], 2, "{answer}");
+    assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
+    let good = json_post(json!({"messages": user("after")}));
+    assert_eq!(good.status, 200, "{}", good.text());
+}

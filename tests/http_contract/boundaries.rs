@@ -1,5 +1,6 @@
 //! What the server refuses and how: unknown routes and methods, bodies over the limit or in too
-//! many chunks, hostile shapes, error bodies that name no server path, restricted APIs.
+//! many chunks, hostile shapes, bodies RapidJSON refuses, error bodies that name no server path,
+//! restricted APIs; and that no client can grow the metrics by inventing model names.
 
 use super::*;
 
@@ -11,6 +12,8 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     hostile_shapes_are_400_and_the_model_keeps_serving,
     error_bodies_hide_server_paths,
     restricted_apis_need_their_header,
+    bodies_rapidjson_refuses_get_tritons_words,
+    invented_model_names_add_no_metrics_series,
 ];
 
 fn unknown_routes_are_404_and_wrong_methods_405(f: &Fixture) -> Result<(), Failed> {
@@ -277,5 +280,113 @@ fn restricted_apis_need_their_header(f: &Fixture) -> Result<(), Failed> {
             allowed.status
         );
     }
+    Ok(())
+}
+
+/// Every body Triton's RapidJSON refuses gets Triton 2.51's answer word for word (seen on its
+/// frontend with these very bodies), whatever serde would have said first, and the numbers
+/// RapidJSON bounds though serde takes them (`0e400`); the next request is served.
+fn bodies_rapidjson_refuses_get_tritons_words(f: &Fixture) -> Result<(), Failed> {
+    let at = |message: &str, offset: usize| {
+        format!("failed to parse the request JSON buffer: {message} at {offset}")
+    };
+    let too_big = "Number too big to be stored in double.";
+    let one = |data: &str, shape: &str| {
+        format!(
+            r#"{{"inputs":[{{"name":"INPUT0","datatype":"FP32","shape":{shape},"data":{data}}}]}}"#
+        )
+    };
+    for (body, expected) in [
+        ("[1,2".to_owned(), at("Missing a comma or ']' after an array element.", 4)),
+        (one("[1e309]", "[1,1]"), at(too_big, 68)),
+        (one("[0e400]", "[1,1]"), at(too_big, 68)),
+        (one("[1]", "[1,0e400]"), at(too_big, 57)),
+        (
+            r#"{"parameters":{"x":0e400},"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}]}"#.to_owned(),
+            at(too_big, 19),
+        ),
+    ] {
+        let response = post_body(f, body.as_bytes());
+        ensure!(
+            response.status == 400 && response.error() == expected,
+            "{body}: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+    // Past the double range but within RapidJSON's bound: infinity, as Triton reads it.
+    let inf = post_body(f, one("[9e308]", "[1,1]").as_bytes());
+    ensure!(
+        inf.status == 200 && inf.text().contains("Infinity"),
+        "9e308: {} {}",
+        inf.status,
+        inf.text()
+    );
+    Ok(())
+}
+
+fn post_body(f: &Fixture, body: &[u8]) -> HttpResponse {
+    let json = [("Content-Type", "application/json")];
+    request(f.at("identity"), "POST", "/invocations", &json, body)
+}
+
+/// Sends `count` requests to `/models/<invented name>/invoke` on one kept-alive connection to
+/// `addr`; each must be answered 404.
+fn invent_names(addr: SocketAddr, count: usize, name_bytes: usize) -> Result<(), Failed> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let socket = std::net::TcpStream::connect(addr)?;
+    socket.set_nodelay(true)?;
+    let mut reader = BufReader::new(socket.try_clone()?);
+    let mut writer = socket;
+    for n in 0..count {
+        let name = format!("{n:0>width$}", width = name_bytes);
+        // One write per request: small writes would wait on delayed acknowledgements.
+        let request = format!(
+            "POST /models/{name}/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}"
+        );
+        writer.write_all(request.as_bytes())?;
+        let mut status = String::new();
+        reader.read_line(&mut status)?;
+        ensure!(status.starts_with("HTTP/1.1 404"), "request {n}: {status}");
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((key, value)) = line.split_once(':')
+                && key.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse()?;
+            }
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+    }
+    Ok(())
+}
+
+/// Ten thousand requests naming invented models (404 even on a single-model endpoint) add no
+/// series: `/metrics` stays under 20 KB, and a model that exists keeps its own label.
+fn invented_model_names_add_no_metrics_series(f: &Fixture) -> Result<(), Failed> {
+    let addr = f.at("identity");
+    let good = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}]}"#;
+    ensure!(post_body(f, good).status == 200, "the default model");
+    invent_names(addr, 10_000, 200)?;
+    let metrics = get(addr, "/metrics").text();
+    ensure!(
+        metrics.len() < 20 * 1024,
+        "/metrics holds {} bytes after 10,000 invented names",
+        metrics.len()
+    );
+    ensure!(
+        metrics.contains(r#"model="native_identity_fp32""#),
+        "the default model lost its label"
+    );
+    ensure!(
+        !metrics.contains("00000000000000000000"),
+        "an invented name is a label"
+    );
     Ok(())
 }
