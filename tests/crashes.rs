@@ -1063,3 +1063,71 @@ fn a_session_whose_model_is_brought_back_ends_clearly() {
         stopping.elapsed()
     );
 }
+
+/// A serving process that dies while it loads again the models of the one before (a crash
+/// during restore): the next one restores them all, as they were, and no region of either dead
+/// process is left.
+#[test]
+fn a_crash_while_restoring_is_restored_again() {
+    let (running, addr, root) = serve_multi_model(&[]);
+    for name in ["alpha", "beta", "gamma"] {
+        let url = artifact(root.path(), name, "identity_fp32");
+        load(addr, name, &url, None);
+    }
+    let before = listed(addr);
+    let supervisor = running.0.id();
+    let first = serving_process(supervisor);
+    crash(first, "KILL");
+    // The next serving process, killed once it has started a stub but before it serves.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let restoring = loop {
+        if let Some(pid) = current_serving_process(supervisor).filter(|&p| p != first)
+            && !stub_children(pid).is_empty()
+        {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no serving process restoring the models"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    let served = log
+        .lines()
+        .filter(|line| line.ends_with("trident::serve: serving"))
+        .count();
+    assert_eq!(served, 1, "the restoring process served already");
+    crash(restoring, "SEGV");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while listed_or_none(addr).as_ref() != Some(&before) {
+        assert!(
+            Instant::now() < deadline,
+            "the models were not restored again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for name in ["alpha", "beta", "gamma"] {
+        assert_eq!(invoke_identity(addr, name), Ok(200), "{name}");
+    }
+    assert_eq!(restarts(addr), 2);
+    let live: Vec<PathBuf> = supervised_stubs(supervisor)
+        .into_iter()
+        .filter_map(common::stub_shm_region)
+        .collect();
+    let ours = format!("triton_python_backend_shm_region_s{supervisor}-");
+    let left: Vec<String> = regions_named(&ours)
+        .into_iter()
+        .filter(|name| !live.iter().any(|r| r.ends_with(name)))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "regions of the dead processes left: {left:?}"
+    );
+}
+
+/// The models `GET /models` lists, or `None` while nothing answers.
+fn listed_or_none(addr: SocketAddr) -> Option<Vec<(String, String)>> {
+    let response = common::http_client::try_request(addr, "GET", "/models", &[], b"").ok()?;
+    (response.status == 200).then(|| listed(addr))
+}
