@@ -976,7 +976,8 @@ fn a_restart_runs_the_started_binary_after_the_file_is_replaced() {
     assert_eq!(restarts(addr), 1);
 }
 
-/// A stateful python model (Triton's defaults) whose stub is killed under an open session: the
+/// A stateful python model (Triton's defaults) keeps a session across pauses; its stub killed
+/// under the open session: the
 /// model is brought back without the session's sequence, so the session's next request is a 400
 /// saying the session ended (or, when the backend took the serving process down with the stub,
 /// that it is not open after the restart), never the core's words; a new session works; and a
@@ -1018,6 +1019,14 @@ fn a_session_whose_model_is_brought_back_ends_clearly() {
         "{}",
         first.text()
     );
+    // The model was loaded again at start with its idle limit raised: its old process's end is
+    // no death, so nothing brings the model back meanwhile, and the session keeps its sequence
+    // past Triton's default 1 s.
+    std::thread::sleep(Duration::from_secs(4));
+    let again = session(&old, stream);
+    assert_eq!(again.status, 200, "{}", again.text());
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(!log.contains("a process of the model died"), "{log}");
     let supervisor = running.0.id();
     let stubs = supervised_stubs(supervisor);
     assert!(!stubs.is_empty());

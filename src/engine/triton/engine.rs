@@ -175,7 +175,7 @@ impl Engine for TritonEngine {
             // Not while a recovery of the same model runs; the new instances are wanted.
             let model_lock = recovery.model_lock(&model);
             let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
-            recovery.loaded_on_purpose(&model);
+            recovery.reloading_on_purpose(&model);
             let reloaded = s.reload_model_with_config(&model, &config);
             recovery.scan_now();
             reloaded

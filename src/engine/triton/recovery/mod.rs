@@ -223,6 +223,19 @@ impl Recovery {
         }
     }
 
+    /// `model` is about to be loaded again on purpose with a new configuration: its processes
+    /// now are being replaced, not dying (the watcher forgets them, and never learns them
+    /// again, as after a reload of its own).
+    pub fn reloading_on_purpose(&self, model: &str) {
+        self.loaded_on_purpose(model);
+        self.next_reload(model);
+        let replaced: Vec<processes::StubProcess> = processes::live_stubs()
+            .into_iter()
+            .filter(|stub| stub.serves(model))
+            .collect();
+        self.retire(&replaced.iter().collect::<Vec<_>>());
+    }
+
     /// A load (on purpose, or a reload) has finished: the watcher learns the new processes and
     /// their regions now rather than at its next scan.
     pub fn scan_now(&self) {
