@@ -177,7 +177,7 @@ impl Engine for TritonEngine {
             let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
             recovery.reloading_on_purpose(&model);
             let reloaded = s.reload_model_with_config(&model, &config);
-            recovery.scan_now();
+            recovery.reloaded_on_purpose(&model);
             reloaded
         })
         .await

@@ -101,6 +101,10 @@ struct State {
     /// shared memory regions: not watched for deaths, only for their end (then forgotten, and
     /// the region's name removed, before the pid can be reused).
     retired: HashMap<u32, Option<String>>,
+    /// Models being loaded again on purpose (a new configuration): while the core starts the
+    /// new instances (and a process of its own to complete the configuration) and ends the old
+    /// ones, no end of their processes is a death.
+    replacing: HashSet<String>,
 }
 
 impl Default for State {
@@ -112,6 +116,7 @@ impl Default for State {
             locks: HashMap::new(),
             deadline: DEFAULT_DEADLINE,
             retired: HashMap::new(),
+            replacing: HashSet::new(),
         }
     }
 }
@@ -224,16 +229,28 @@ impl Recovery {
     }
 
     /// `model` is about to be loaded again on purpose with a new configuration: its processes
-    /// now are being replaced, not dying (the watcher forgets them, and never learns them
-    /// again, as after a reload of its own).
+    /// now are being replaced, not dying, and so are those the core starts and ends meanwhile
+    /// (until [`Recovery::reloaded_on_purpose`]).
     pub fn reloading_on_purpose(&self, model: &str) {
         self.loaded_on_purpose(model);
-        self.next_reload(model);
+        lock(&self.state).replacing.insert(model.to_owned());
         let replaced: Vec<processes::StubProcess> = processes::live_stubs()
             .into_iter()
             .filter(|stub| stub.serves(model))
             .collect();
         self.retire(&replaced.iter().collect::<Vec<_>>());
+    }
+
+    /// The on-purpose reload of `model` has finished: what the watcher learned meanwhile is
+    /// forgotten (the count moves on), and it learns the new processes at its next scan.
+    pub fn reloaded_on_purpose(&self, model: &str) {
+        self.next_reload(model);
+        lock(&self.state).replacing.remove(model);
+        self.scan_now();
+    }
+
+    fn is_replacing(&self, model: &str) -> bool {
+        lock(&self.state).replacing.contains(model)
     }
 
     /// A load (on purpose, or a reload) has finished: the watcher learns the new processes and

@@ -158,6 +158,10 @@ fn check(
 ) {
     seen.retain(|&pid, stub| {
         let alive = alive(pid);
+        if recovery.is_retired(pid) || recovery.is_replacing(&stub.model) {
+            forget(pid, stub, alive);
+            return false; // replaced on purpose: its end is no death
+        }
         let Some(&ready) = held.get(&stub.model) else {
             forget(pid, stub, alive);
             return false; // unloaded
