@@ -689,24 +689,10 @@ fn sessions_end_with_a_replaced_serving_process_and_say_so() {
     let mut command = trident();
     command.env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true");
     let (running, addr) = serve_ready_with(command, examples(), &[]);
-    let session = |id: &str, body: &[u8]| {
-        request(
-            addr,
-            "POST",
-            "/invocations",
-            &[
-                ("Content-Type", "application/json"),
-                ("X-Amzn-SageMaker-Session-Id", id),
-            ],
-            body,
-        )
-    };
-    let open = || {
-        let opened = session("NEW_SESSION", br#"{"requestType":"NEW_SESSION"}"#);
-        assert_eq!(opened.status, 200, "{}", opened.text());
-        let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
-        header.split_once(';').unwrap().0.to_owned()
-    };
+    let (session, open) = (
+        |id: &str, body: &[u8]| in_session(addr, id, body),
+        || open_session(addr),
+    );
     let inference =
         br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]}"#;
     let old = open();
@@ -727,28 +713,6 @@ fn sessions_end_with_a_replaced_serving_process_and_say_so() {
     let new = open();
     assert_ne!(new, old);
     assert_eq!(session(&new, inference).status, 200);
-}
-
-/// `trident serve` started with `args`, waited for until it listens, not until it is ready.
-fn start_listening(
-    mut command: std::process::Command,
-    repository: &Path,
-    args: &[&OsStr],
-) -> (Running, SocketAddr) {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let child = command
-        .arg("serve")
-        .arg("--model-repository")
-        .arg(repository)
-        .args(["--bind", "127.0.0.1", "--port", "0"])
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(log.reopen().unwrap())
-        .spawn()
-        .unwrap();
-    let mut running = Running::logging(child, log);
-    let addr = common::process::listening_address(&mut running);
-    (running, addr)
 }
 
 /// Waits (up to `within`) for trident to exit; its exit code.
@@ -876,7 +840,7 @@ fn crash_loops_at_start_up_leave_no_shared_memory() {
 fn signals_during_start_up_have_their_meaning() {
     let repository = tempfile::tempdir().unwrap();
     common::copy_model("slow_init", repository.path(), "slow_init");
-    let (mut running, addr) = start_listening(trident(), repository.path(), &[]);
+    let (mut running, addr) = common::process::start_listening(trident(), repository.path(), &[]);
     let supervisor = running.0.id();
     let deadline = Instant::now() + Duration::from_secs(30);
     while supervised_stubs(supervisor).is_empty() {
@@ -915,7 +879,7 @@ fn signals_during_start_up_have_their_meaning() {
     drop(running);
 
     // SIGTERM while loading.
-    let (mut running, _) = start_listening(trident(), repository.path(), &[]);
+    let (mut running, _) = common::process::start_listening(trident(), repository.path(), &[]);
     let supervisor = running.0.id();
     let deadline = Instant::now() + Duration::from_secs(30);
     while supervised_stubs(supervisor).is_empty() {
@@ -991,24 +955,10 @@ fn a_session_whose_model_is_brought_back_ends_clearly() {
         .env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true")
         .env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate_stream");
     let (mut running, addr) = serve_ready_with(command, repository.path(), &[]);
-    let session = |id: &str, body: &[u8]| {
-        request(
-            addr,
-            "POST",
-            "/invocations",
-            &[
-                ("Content-Type", "application/json"),
-                ("X-Amzn-SageMaker-Session-Id", id),
-            ],
-            body,
-        )
-    };
-    let open = || {
-        let opened = session("NEW_SESSION", br#"{"requestType":"NEW_SESSION"}"#);
-        assert_eq!(opened.status, 200, "{}", opened.text());
-        let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
-        header.split_once(';').unwrap().0.to_owned()
-    };
+    let (session, open) = (
+        |id: &str, body: &[u8]| in_session(addr, id, body),
+        || open_session(addr),
+    );
     let stream = br#"{"TAG": 7, "N": 2}"#;
     let old = open();
     let first = session(&old, stream);
@@ -1139,4 +1089,26 @@ fn a_crash_while_restoring_is_restored_again() {
 fn listed_or_none(addr: SocketAddr) -> Option<Vec<(String, String)>> {
     let response = common::http_client::try_request(addr, "GET", "/models", &[], b"").ok()?;
     (response.status == 200).then(|| listed(addr))
+}
+
+/// Sends `body` to `/invocations` on `addr` in session `id` (or `NEW_SESSION`).
+fn in_session(addr: SocketAddr, id: &str, body: &[u8]) -> common::http_client::HttpResponse {
+    request(
+        addr,
+        "POST",
+        "/invocations",
+        &[
+            ("Content-Type", "application/json"),
+            ("X-Amzn-SageMaker-Session-Id", id),
+        ],
+        body,
+    )
+}
+
+/// Opens a session on `addr`; its id.
+fn open_session(addr: SocketAddr) -> String {
+    let opened = in_session(addr, "NEW_SESSION", br#"{"requestType":"NEW_SESSION"}"#);
+    assert_eq!(opened.status, 200, "{}", opened.text());
+    let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
+    header.split_once(';').unwrap().0.to_owned()
 }

@@ -162,6 +162,18 @@ pub fn serve_ready(
 
 /// [`serve_ready`] with more arguments for `trident serve`.
 pub fn serve_ready_with(
+    command: Command,
+    repository: impl AsRef<std::ffi::OsStr>,
+    args: &[&std::ffi::OsStr],
+) -> (Running, SocketAddr) {
+    let (mut running, addr) = start_listening(command, repository, args);
+    wait_ready(addr, &mut running.0);
+    (running, addr)
+}
+
+/// [`serve_ready_with`], waiting only until trident listens, not until it is ready (its models
+/// may still load).
+pub fn start_listening(
     mut command: Command,
     repository: impl AsRef<std::ffi::OsStr>,
     args: &[&std::ffi::OsStr],
@@ -179,7 +191,6 @@ pub fn serve_ready_with(
         .expect("start trident");
     let mut running = Running(child, Some(log));
     let addr = listening_address(&mut running);
-    wait_ready(addr, &mut running.0);
     (running, addr)
 }
 
