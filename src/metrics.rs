@@ -1,7 +1,9 @@
-//! Prometheus metrics: requests, errors and latency per route and model, responses by status;
-//! plugin calls by plugin, hook, variant and outcome, and what each plugin was refused; model
-//! loads and unloads; refused connections; restarts of the serving process; what the Triton core
-//! holds. Served as text on their own port (`GET /metrics`). Every label value is escaped.
+//! Prometheus metrics: requests, errors and latency per route and model (only models the
+//! endpoint has: `http::handle` picks the label), responses by status; plugin calls by plugin,
+//! hook, variant and outcome, and what each plugin was refused; model loads and unloads; refused
+//! connections; restarts of the serving process; stateful sessions; what the Triton core holds.
+//! Served as text on the main port's metrics path and, when configured, a port of their own.
+//! Every label value is escaped.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
