@@ -58,21 +58,65 @@ impl Redactor {
         }
     }
 
-    /// `message` with every hidden folder replaced by its label.
+    /// `message` with every hidden folder replaced by its label, where it is the whole folder:
+    /// `/opt/ml/model` hides `/opt/ml/model/x/1/model.py`, never `/opt/ml/models/x` (a client's
+    /// own multi-model url would read `<model repository>s/x`).
     pub fn redact<'a>(&self, message: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(message);
         for (prefix, label) in self.prefixes.iter() {
-            if out.contains(prefix.as_str()) {
-                out = Cow::Owned(out.replace(prefix.as_str(), label));
+            if out.contains(prefix.as_str())
+                && let Some(replaced) = replace_folder(&out, prefix, label)
+            {
+                out = Cow::Owned(replaced);
             }
         }
         out
     }
 }
 
+/// `text` with each `folder` that ends where a path component ends replaced by `label`; none
+/// when there is none.
+fn replace_folder(text: &str, folder: &str, label: &str) -> Option<String> {
+    let continues_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '~');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut replaced = false;
+    while let Some(at) = rest.find(folder) {
+        let after = &rest[at + folder.len()..];
+        out.push_str(&rest[..at]);
+        if after.chars().next().is_some_and(continues_name) {
+            out.push_str(folder);
+        } else {
+            out.push_str(label);
+            replaced = true;
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    replaced.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_is_hidden_only_where_its_name_ends() {
+        let mut redactor = Redactor::default();
+        redactor.hide(Path::new("/opt/ml/model"), "<model repository>");
+        assert_eq!(
+            redactor.redact("url '/opt/ml/models/affine/model' does not exist"),
+            "url '/opt/ml/models/affine/model' does not exist"
+        );
+        assert_eq!(
+            redactor.redact("/opt/ml/model_2/x and /opt/ml/model/x/1/model.py, /opt/ml/model"),
+            "/opt/ml/model_2/x and <model repository>/x/1/model.py, <model repository>"
+        );
+        assert_eq!(
+            redactor.redact("'/opt/ml/model': missing; /opt/ml/model.bak"),
+            "'<model repository>': missing; /opt/ml/model.bak"
+        );
+    }
 
     #[test]
     fn hides_configured_folders_longest_first() {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod configs;
+pub mod container;
 pub mod http_client;
 pub mod plugins;
 pub mod process;
@@ -33,6 +34,15 @@ pub fn run_checks<F: Send + Sync + 'static>(
     fixture: F,
     checks: &[Check<F>],
 ) -> std::process::ExitCode {
+    run_checks_ignoring(fixture, checks, &[])
+}
+
+/// [`run_checks`], with the checks `ignored` names reported ignored rather than run.
+pub fn run_checks_ignoring<F: Send + Sync + 'static>(
+    fixture: F,
+    checks: &[Check<F>],
+    ignored: &[&str],
+) -> std::process::ExitCode {
     let mut args = libtest_mimic::Arguments::from_args();
     args.test_threads = Some(1);
     let fixture = std::sync::Arc::new(fixture);
@@ -41,6 +51,7 @@ pub fn run_checks<F: Send + Sync + 'static>(
         .map(|&(name, check)| {
             let fixture = std::sync::Arc::clone(&fixture);
             libtest_mimic::Trial::test(name, move || check(&fixture))
+                .with_ignored_flag(ignored.contains(&name))
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
@@ -139,7 +150,8 @@ pub fn copy_model(model: &str, repository: &Path, folder: &str) {
     copy_dir(&models_dir().join(model), &repository.join(folder));
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies folder `from` to `to`, leaving out `__pycache__` folders.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -1,19 +1,25 @@
 //! The SageMaker contract (docs/CONTRACT.md) over real HTTP on 127.0.0.1, against the real
 //! Triton core: one core for the whole binary, several trident HTTP servers over it, each
 //! configured like one kind of deployment (single model, generate, multi-model, restricted...).
+//!
+//! With `TRIDENT_CONTRACT_IMAGE` naming trident's image (`scripts/image test` sets it), the same
+//! checks run against containers of that image instead, one per deployment, each run as SageMaker
+//! runs it ([`containers`]); the few that look into the core itself, or need a setting no
+//! environment variable reaches, are reported ignored there.
 
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod boundaries;
+mod containers;
 mod generate;
 mod multi_model;
 mod single_model;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,15 +37,38 @@ use common::{Check, configs, copy_model, models_dir};
 const BINARY: &str = "application/vnd.sagemaker-triton.binary+json";
 
 struct Fixture {
+    /// The containers serving, when the checks run against an image (stopped first, before the
+    /// folders they mount are removed).
+    _containers: Vec<common::container::Container>,
+    /// Folders the containers mount.
+    _mounted: Vec<tempfile::TempDir>,
     runtime: tokio::runtime::Runtime,
-    engine: TritonEngine,
+    /// The core the servers share; none against containers.
+    engine: Option<TritonEngine>,
     servers: HashMap<&'static str, SocketAddr>,
+    /// Where the checks put multi-model artifacts.
     models_root: tempfile::TempDir,
+    /// `models_root` as the servers see it: itself in this process, `/opt/ml/models` in a
+    /// container.
+    served_root: PathBuf,
 }
 
 impl Fixture {
     fn at(&self, name: &str) -> SocketAddr {
         self.servers[name]
+    }
+
+    /// The core, for the checks that look into it (never run against a container).
+    fn engine(&self) -> &TritonEngine {
+        self.engine
+            .as_ref()
+            .expect("an in-process check (containers::IN_PROCESS_ONLY)")
+    }
+
+    /// `path`, under `models_root`, as the servers see it.
+    fn served(&self, path: &Path) -> String {
+        let inside = path.strip_prefix(self.models_root.path()).unwrap_or(path);
+        self.served_root.join(inside).display().to_string()
     }
 }
 
@@ -52,7 +81,14 @@ fn main() -> std::process::ExitCode {
         multi_model::CHECKS,
     ]
     .concat();
-    common::run_checks(start(), &checks)
+    match std::env::var("TRIDENT_CONTRACT_IMAGE") {
+        Ok(image) if !image.is_empty() => common::run_checks_ignoring(
+            containers::start(&image),
+            &checks,
+            containers::IN_PROCESS_ONLY,
+        ),
+        _ => common::run_checks(start(), &checks),
+    }
 }
 
 fn start() -> Fixture {
@@ -134,9 +170,12 @@ fn start() -> Fixture {
     }
     Fixture {
         runtime,
-        engine,
+        engine: Some(engine),
         servers,
+        served_root: models_root.path().to_path_buf(),
         models_root,
+        _containers: Vec::new(),
+        _mounted: Vec::new(),
     }
 }
 

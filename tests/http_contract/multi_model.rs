@@ -18,11 +18,11 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
 ];
 
 /// Puts test model `model` at `<root>/<hash>/model` (config.pbtxt at the url root).
-fn place(root: &Path, hash: &str, model: &str) -> String {
-    let url = root.join(hash).join("model");
+fn place(f: &Fixture, hash: &str, model: &str) -> String {
+    let url = f.models_root.path().join(hash).join("model");
     std::fs::create_dir_all(url.parent().unwrap()).unwrap();
     copy_model(model, url.parent().unwrap(), "model");
-    url.display().to_string()
+    f.served(&url)
 }
 
 fn load(at: SocketAddr, name: &str, url: &str, target: Option<&str>) -> HttpResponse {
@@ -62,7 +62,7 @@ fn listed(at: SocketAddr) -> Vec<(String, String)> {
 fn mme_load_list_get_invoke_unload(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path();
-    let url = place(root, "adder1", "native_add_sub");
+    let url = place(f, "adder1", "native_add_sub");
     let response = load(at, "adder1", &url, None);
     ensure!(
         response.status == 200 && response.body.is_empty(),
@@ -70,7 +70,7 @@ fn mme_load_list_get_invoke_unload(f: &Fixture) -> Result<(), Failed> {
         response.status,
         response.text()
     );
-    let repository = root.join("adder1").display().to_string();
+    let repository = f.served(&root.join("adder1"));
     ensure!(
         listed(at) == [("adder1".to_string(), repository.clone())],
         "{:?}",
@@ -134,10 +134,9 @@ fn mme_load_list_get_invoke_unload(f: &Fixture) -> Result<(), Failed> {
 
 fn mme_list_pages(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme_paged");
-    let root = f.models_root.path();
     let names = ["page_a", "page_b", "page_c"];
     for name in names {
-        let response = load(at, name, &place(root, name, "native_identity_fp32"), None);
+        let response = load(at, name, &place(f, name, "native_identity_fp32"), None);
         ensure!(response.status == 200, "load {name}: {}", response.text());
     }
     let first = get(at, "/models").json();
@@ -176,12 +175,12 @@ fn mme_list_pages(f: &Fixture) -> Result<(), Failed> {
 fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
     let root = f.models_root.path();
-    let good = place(root, "urlcheck", "native_add_sub");
+    let good = place(f, "urlcheck", "native_add_sub");
     let outside = tempfile::tempdir()?;
     copy_model("native_add_sub", outside.path(), "model");
     std::fs::create_dir_all(root.join("escape"))?;
     std::os::unix::fs::symlink(outside.path().join("model"), root.join("escape/model"))?;
-    let r = root.display();
+    let r = f.served(root);
     for url in [
         format!("{r}/urlcheck/model/../../../etc/model"),
         format!("{r}/../x/model"),
@@ -252,11 +251,11 @@ fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
 
 fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
-    let url = place(f.models_root.path(), "targeted", "native_add_sub");
+    let url = place(f, "targeted", "native_add_sub");
     let response = load(at, "targeted", &url, Some("my-model.tar.gz"));
     ensure!(response.status == 200, "{}", response.text());
     ensure!(
-        f.engine
+        f.engine()
             .model_state("my-model.tar.gz")?
             .is_some_and(|s| s == ModelState::Ready),
         "not loaded under the target name"
@@ -307,7 +306,7 @@ fn mme_target_model_header_is_remembered(f: &Fixture) -> Result<(), Failed> {
         started.elapsed()
     );
     ensure!(
-        f.engine.model_state("my-model.tar.gz")? != Some(ModelState::Ready),
+        f.engine().model_state("my-model.tar.gz")? != Some(ModelState::Ready),
         "still loaded"
     );
     Ok(())
@@ -332,7 +331,7 @@ ensemble_scheduling { step [ { model_name: "adder_step", model_version: -1,
   output_map { key: "OUTPUT0" value: "SUM" } } ] }
 "#,
     )?;
-    let response = load(at, "ens1", &url.display().to_string(), None);
+    let response = load(at, "ens1", &f.served(&url), None);
     ensure!(
         response.status == 200,
         "{} {}",
@@ -340,7 +339,7 @@ ensemble_scheduling { step [ { model_name: "adder_step", model_version: -1,
         response.text()
     );
     ensure!(
-        listed(at) == [("ens1".to_string(), url.display().to_string())],
+        listed(at) == [("ens1".to_string(), f.served(&url))],
         "{:?}",
         listed(at)
     );
@@ -375,11 +374,10 @@ ensemble_scheduling { step [ { model_name: "adder_step", model_version: -1,
 
 fn mme_out_of_memory_is_507_and_failures_400(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
-    let root = f.models_root.path();
-    let oom = load(at, "oom1", &place(root, "oom1", "oom_init"), None);
+    let oom = load(at, "oom1", &place(f, "oom1", "oom_init"), None);
     ensure!(oom.status == 507, "oom: {} {}", oom.status, oom.text());
     ensure!(oom.error().contains("CUDA out of memory"), "{}", oom.text());
-    let failing = load(at, "flaky", &place(root, "flaky_bad", "init_fail"), None);
+    let failing = load(at, "flaky", &place(f, "flaky_bad", "init_fail"), None);
     ensure!(
         failing.status == 400,
         "failing: {} {}",
@@ -393,12 +391,7 @@ fn mme_out_of_memory_is_507_and_failures_400(f: &Fixture) -> Result<(), Failed> 
     );
     ensure!(listed(at).is_empty(), "{:?}", listed(at));
     // The same name loads a correct model afterwards: the failed load left nothing behind.
-    let good = load(
-        at,
-        "flaky",
-        &place(root, "flaky_good", "native_add_sub"),
-        None,
-    );
+    let good = load(at, "flaky", &place(f, "flaky_good", "native_add_sub"), None);
     ensure!(good.status == 200, "good: {} {}", good.status, good.text());
     invoke_sums(at, "flaky")?;
     // Invoke errors on the MME path are 400.
@@ -413,11 +406,10 @@ fn mme_out_of_memory_is_507_and_failures_400(f: &Fixture) -> Result<(), Failed> 
 
 fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
     let at = f.at("mme");
-    let root = f.models_root.path().to_path_buf();
     let names: Vec<String> = (0..4).map(|i| format!("conc{i}")).collect();
     let urls: Vec<String> = names
         .iter()
-        .map(|n| place(&root, n, "native_add_sub"))
+        .map(|n| place(f, n, "native_add_sub"))
         .collect();
     // Load all at once.
     let outcomes: Vec<u16> = std::thread::scope(|s| {
@@ -471,7 +463,7 @@ fn mme_concurrent_loads_invokes_unloads(f: &Fixture) -> Result<(), Failed> {
 fn mme_load_finishes_when_the_client_leaves(f: &Fixture) -> Result<(), Failed> {
     use std::io::Write;
     let at = f.at("mme");
-    let url = place(f.models_root.path(), "leaver", "native_add_sub");
+    let url = place(f, "leaver", "native_add_sub");
     let body = json!({"model_name": "leaver", "url": url}).to_string();
     let mut stream = std::net::TcpStream::connect(at)?;
     write!(
@@ -498,7 +490,7 @@ fn mme_load_finishes_when_the_client_leaves(f: &Fixture) -> Result<(), Failed> {
 }
 
 fn ping_ready_fails_but_live_passes_after_a_failed_load(f: &Fixture) -> Result<(), Failed> {
-    let error = f.runtime.block_on(f.engine.load_model("init_fail")).err();
+    let error = f.runtime.block_on(f.engine().load_model("init_fail")).err();
     ensure!(error.is_some(), "init_fail loaded");
     let ready = get(f.at("sme"), "/ping");
     ensure!(ready.status == 400, "ready-mode ping: {}", ready.status);

@@ -162,7 +162,7 @@ impl Engine for TritonEngine {
             let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
             recovery.loaded_on_purpose(&model);
             let loaded = s.load_model(&model);
-            recovery.scan_now();
+            recovery.learn_processes(s);
             loaded
         })
         .await
@@ -177,7 +177,7 @@ impl Engine for TritonEngine {
             let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
             recovery.reloading_on_purpose(&model);
             let reloaded = s.reload_model_with_config(&model, &config);
-            recovery.reloaded_on_purpose(&model);
+            recovery.reloaded_on_purpose(&model, s);
             reloaded
         })
         .await

@@ -30,8 +30,10 @@
 //! 4. **cleans up** what it can: the watcher removes the name of a dead stub's shared memory
 //!    region (which the backend removes only when it finishes tearing the instance down, never
 //!    for a dead one), so the region does not outlive trident in `/dev/shm`. It learns each
-//!    region from the stub's command line while the stub lives: it scans at start and right
-//!    after every load and reload, so only a stub that dies during its own load keeps its region.
+//!    region from the stub's command line while the stub lives: it learns the stubs at start and
+//!    right after every load and reload, before the load returns (so before `/ping` can say the
+//!    model is ready), so only a stub that dies during its own load goes unnoticed by the
+//!    watcher (its load then fails, or its first request notices).
 //!
 //! A model unloaded on purpose (`Engine::unload_model`) is never brought back, and a recovery
 //! never runs beside a load or unload of the same model: all take the model's lock.
@@ -131,8 +133,8 @@ pub struct Recovery {
     state: Mutex<State>,
     /// Models to reload, for the reload thread.
     requests: Mutex<Sender<String>>,
-    /// Asks the watcher to look for new processes now (after a load).
-    scans: Mutex<Sender<()>>,
+    /// The stub processes the watcher knows, by pid.
+    watched: Mutex<HashMap<u32, watch::Seen>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -144,12 +146,13 @@ impl Recovery {
     /// when the server is dropped.
     pub fn start(server: &Arc<Server>) -> Arc<Recovery> {
         let (sender, receiver) = channel();
-        let (scans, scan_now) = channel();
         let recovery = Arc::new(Recovery {
             state: Mutex::default(),
             requests: Mutex::new(sender),
-            scans: Mutex::new(scans),
+            watched: Mutex::default(),
         });
+        // The models loaded at start: their stubs are known before anything can be served.
+        watch::learn_now(server, &recovery);
         type Work = Box<dyn FnOnce() + Send>;
         let threads: [(&str, Work); 2] = [
             ("trident-reload", {
@@ -158,7 +161,7 @@ impl Recovery {
             }),
             ("trident-watch", {
                 let (server, recovery) = (Arc::downgrade(server), Arc::downgrade(&recovery));
-                Box::new(move || watch::run(scan_now, server, recovery))
+                Box::new(move || watch::run(server, recovery))
             }),
         ];
         for (name, work) in threads {
@@ -241,22 +244,27 @@ impl Recovery {
         self.retire(&replaced.iter().collect::<Vec<_>>());
     }
 
-    /// The on-purpose reload of `model` has finished: what the watcher learned meanwhile is
-    /// forgotten (the count moves on), and it learns the new processes at its next scan.
-    pub fn reloaded_on_purpose(&self, model: &str) {
+    /// The on-purpose reload of `model` on `server` has finished: what the watcher learned
+    /// meanwhile is forgotten (the count moves on), and it learns the new processes now.
+    pub fn reloaded_on_purpose(&self, model: &str, server: &Server) {
         self.next_reload(model);
         lock(&self.state).replacing.remove(model);
-        self.scan_now();
+        self.learn_processes(server);
     }
 
     fn is_replacing(&self, model: &str) -> bool {
         lock(&self.state).replacing.contains(model)
     }
 
-    /// A load (on purpose, or a reload) has finished: the watcher learns the new processes and
-    /// their regions now rather than at its next scan.
-    pub fn scan_now(&self) {
-        let _ = lock(&self.scans).send(());
+    /// A load (on purpose, or a reload) on `server` has finished: the watcher learns the new
+    /// processes and their regions now, before the load returns, rather than at its next scan.
+    pub fn learn_processes(&self, server: &Server) {
+        watch::learn_now(server, self);
+    }
+
+    /// The watcher's stubs, locked (before `state`, never while holding it).
+    fn watched(&self) -> MutexGuard<'_, HashMap<u32, watch::Seen>> {
+        lock(&self.watched)
     }
 
     /// An unload of `model` through the engine: it is not to be brought back.

@@ -42,7 +42,7 @@ pub fn run(receiver: Receiver<String>, server: Weak<Server>, recovery: Weak<Reco
             }
         }
         drop(held);
-        recovery.scan_now();
+        recovery.learn_processes(&server);
         match &outcome {
             Ok(()) if recovery.is_unwanted(&model) => {
                 tracing::info!(model, "the model was unloaded on purpose; not reloaded");

@@ -2,8 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::super::server::Server;
 use super::Recovery;
@@ -13,7 +12,7 @@ use crate::engine::processes;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
 /// A stub process the watcher saw alive.
-struct Seen {
+pub(super) struct Seen {
     model: String,
     /// The model's reload count when it was seen: a reload replaces it.
     reloads: u64,
@@ -50,50 +49,44 @@ fn remove_region(pid: u32, region: &str) {
     }
 }
 
-/// Every [`SCAN_EVERY`] (and at once when `scan_now` asks, after a load), notes the live stub
-/// processes of models the core holds (loading ones too: their instances start during the
-/// load); one found dead (a zombie, or gone) on two
-/// scans in a row while its model is `READY`, not being reloaded and not reloaded since it was
-/// seen, is reported. A stub forgotten because its process is dead has its shared memory
-/// region's name removed. Processes a reload retired are not watched for deaths; when one
-/// ends, its region's name is removed too. Ends when the server or recovery is gone.
-pub fn run(scan_now: Receiver<()>, server: Weak<Server>, recovery: Weak<Recovery>) {
-    let mut seen: HashMap<u32, Seen> = HashMap::new();
-    // The first scan at once: the stubs of the models loaded at start are known from the start.
-    let mut regular = true;
-    let mut last_regular = Instant::now();
+/// Every [`SCAN_EVERY`], notes the live stub processes of models the core holds (loading ones
+/// too: their instances start during the load), as [`learn_now`] does at start and after every
+/// load; one found dead (a zombie, or gone) on two scans in a row while its model is `READY`,
+/// not being reloaded and not reloaded since it was seen, is reported. A stub forgotten because
+/// its process is dead has its shared memory region's name removed. Processes a reload retired
+/// are not watched for deaths; when one ends, its region's name is removed too. Ends when the
+/// server or recovery is gone.
+pub fn run(server: Weak<Server>, recovery: Weak<Recovery>) {
     loop {
+        std::thread::sleep(SCAN_EVERY);
         let (Some(server), Some(recovery)) = (server.upgrade(), recovery.upgrade()) else {
             return;
         };
-        if let Some(held) = held_models(&server) {
-            let children = processes::children();
-            let alive = |pid: u32| children.contains(&pid) && !processes::is_dead(pid);
-            for (pid, region) in recovery.take_ended_retired(alive) {
-                if let Some(region) = region {
-                    remove_region(pid, &region);
-                }
-            }
-            learn(&mut seen, &children, &held, &recovery);
-            // A scan asked for after a load only learns new processes: deaths are counted on
-            // the regular scans, a second apart.
-            if regular {
-                check(&mut seen, &held, alive, &recovery);
-            }
-        }
-        drop((server, recovery));
-        if regular {
-            last_regular = Instant::now();
-        }
-        let until_regular = SCAN_EVERY.saturating_sub(last_regular.elapsed());
-        regular = match scan_now.recv_timeout(until_regular) {
-            Ok(()) => {
-                while scan_now.try_recv().is_ok() {}
-                last_regular.elapsed() >= SCAN_EVERY
-            }
-            Err(RecvTimeoutError::Timeout) => true,
-            Err(RecvTimeoutError::Disconnected) => return,
+        let Some(held) = held_models(&server) else {
+            continue;
         };
+        let children = processes::children();
+        let alive = |pid: u32| children.contains(&pid) && !processes::is_dead(pid);
+        for (pid, region) in recovery.take_ended_retired(alive) {
+            if let Some(region) = region {
+                remove_region(pid, &region);
+            }
+        }
+        let mut seen = recovery.watched();
+        learn(&mut seen, &children, &held, &recovery);
+        check(&mut seen, &held, alive, &recovery);
+    }
+}
+
+/// Notes the live stubs of the models the core holds now, before anything else happens: at
+/// start and right after a load or reload, a stub that dies a moment later (before the next
+/// regular scan) is one the watcher knows, so its death is noticed and its region removed. A
+/// stub first seen dead (a zombie has no command line to say whose it is) is never noticed,
+/// and the backend never reaps it nor notices it before a request does.
+pub fn learn_now(server: &Server, recovery: &Recovery) {
+    if let Some(held) = held_models(server) {
+        let children = processes::children();
+        learn(&mut recovery.watched(), &children, &held, recovery);
     }
 }
 
@@ -134,6 +127,7 @@ fn learn(
             .cloned();
         if let Some(model) = model {
             let reloads = recovery.reloads(&model);
+            tracing::debug!(pid, model, reloads, "watching a python backend process");
             seen.insert(
                 pid,
                 Seen {
@@ -167,6 +161,12 @@ fn check(
             return false; // unloaded
         };
         if recovery.is_lost(&stub.model) || recovery.reloads(&stub.model) != stub.reloads {
+            tracing::debug!(
+                pid,
+                model = stub.model,
+                alive,
+                "no longer watching a python backend process: its model is being reloaded"
+            );
             forget(pid, stub, alive);
             return false; // being dealt with, or replaced
         }
@@ -174,6 +174,14 @@ fn check(
             return true; // still loading: a failed load is the load's to report
         }
         stub.dead_scans = if alive { 0 } else { stub.dead_scans + 1 };
+        if !alive {
+            tracing::debug!(
+                pid,
+                model = stub.model,
+                scans = stub.dead_scans,
+                "a watched python backend process is dead"
+            );
+        }
         if stub.dead_scans < 2 {
             return true;
         }
