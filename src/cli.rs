@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::ServeArgs;
 use crate::config::process::ProcessRole;
-use crate::engine::triton::{self, ApiVersion};
+use crate::engine::triton::{self, ApiVersion, TritonEngine};
 
 /// trident: NVIDIA Triton Inference Server as an AWS SageMaker inference container.
 #[derive(Debug, Parser)]
@@ -41,6 +41,8 @@ impl Cli {
         match self.command {
             Command::Serve(args) => {
                 let config = args.resolve()?;
+                // The router's paths do not depend on the engine it runs on.
+                config.check_routes(crate::http::routes::Router::<TritonEngine>::is_reserved)?;
                 if let ProcessRole::Supervisor(limit) = config.process {
                     return crate::supervisor::run(&config, limit);
                 }

@@ -10,9 +10,9 @@
 //! - [`protocol`]: the wire formats as pure functions: v2 JSON, binary tensors, generate, SSE.
 //! - [`mme`]: the SageMaker multi-model endpoint: url checks, repository layout, the registry,
 //!   the out-of-memory policy.
-//! - [`routes`]: every route as data (methods, restricted-API category, body, metrics name).
-//! - [`http`]: the server SageMaker talks to: the listener, the router over [`routes`], one
-//!   module per route family, errors.
+//! - [`http`]: the server SageMaker talks to: the listener, the router (`http::routes`: one
+//!   table of every endpoint and the rules it is served by), one module per route family, and
+//!   every error status (`http::status`).
 //! - [`invocation`]: what SageMaker's headers say about one invocation (plugins read it too).
 //! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
 //!   configuration, core and server together.
@@ -38,7 +38,6 @@ pub mod mme;
 pub mod pipeline;
 pub mod plugins;
 pub mod protocol;
-pub mod routes;
 pub mod serve;
 pub mod sessions;
 pub mod supervisor;

@@ -2,7 +2,18 @@
 //! parsed once at start: a request to a restricted category must carry that header with that
 //! value (checked per request by `http::restricted`), or gets 403.
 
-pub use crate::routes::Category;
+/// The route groups a restricted API can cover (Triton's `--http-restricted-api` categories);
+/// each row of the router (`http::routes`) names the one that guards it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// `/models` load, list, get and unload, and `/plugins/reload`.
+    ModelRepository,
+    /// `/invocations`, `/models/{name}/invoke`, the bidirectional stream and OpenAI's chat
+    /// completions.
+    Inference,
+    /// `/ping` and the metrics path.
+    Health,
+}
 
 impl Category {
     fn parse(name: &str) -> Option<Category> {

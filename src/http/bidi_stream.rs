@@ -30,7 +30,6 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
-use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -42,13 +41,12 @@ use tracing::Instrument;
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
-use super::plugin_reply::reply_response;
 use crate::engine::Engine;
 use crate::invocation::{Invocation, QUERY_STRING_HEADER};
 use crate::pipeline::{Answer, StreamEvent};
 
 /// The route's path.
-pub const PATH: &str = crate::routes::BIDI_STREAM_PATH;
+pub const PATH: &str = "/invocations-bidirectional-stream";
 
 /// Bytes a close frame's reason may hold.
 const MAX_CLOSE_REASON: usize = 123;
@@ -66,23 +64,10 @@ pub fn upgrade<E: Engine>(
     let on_upgrade = parts
         .extensions
         .remove::<hyper::upgrade::OnUpgrade>()
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "this connection cannot be upgraded",
-            )
-        })?;
+        .ok_or_else(|| ApiError::internal("this connection cannot be upgraded"))?;
     let session = Arc::clone(&state.bidi_sessions)
         .try_acquire_owned()
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the server is at its limit of {} bidirectional streams; retry shortly",
-                    state.config.client_limits.max_connections
-                ),
-            )
-        })?;
+        .map_err(|_| ApiError::too_many_streams(state.config.client_limits.max_connections))?;
     let context = Context {
         invocation: Invocation::from_headers(&parts.headers),
         headers: forwarded_headers(&parts.headers, parts.uri.query()),
@@ -132,20 +117,16 @@ fn accept_key(headers: &HeaderMap) -> Result<HeaderValue, ApiError> {
         })
     };
     if !has_token(header::UPGRADE, "websocket") || !has_token(header::CONNECTION, "upgrade") {
-        return Err(ApiError::new(
-            StatusCode::UPGRADE_REQUIRED,
-            format!(
-                "{PATH} is a WebSocket: send GET with 'Upgrade: websocket' and 'Connection: Upgrade'"
-            ),
-        ));
+        return Err(ApiError::upgrade_required(format!(
+            "{PATH} is a WebSocket: send GET with 'Upgrade: websocket' and 'Connection: Upgrade'"
+        )));
     }
     if headers
         .get(header::SEC_WEBSOCKET_VERSION)
         .is_none_or(|v| v.as_bytes() != b"13")
     {
-        return Err(ApiError::new(
-            StatusCode::UPGRADE_REQUIRED,
-            "only WebSocket version 13 is supported (Sec-WebSocket-Version: 13)",
+        return Err(ApiError::upgrade_required(
+            "only WebSocket version 13 is supported (Sec-WebSocket-Version: 13)".into(),
         ));
     }
     // The key is 16 random bytes in base64: 24 characters ending in "==".
@@ -160,8 +141,7 @@ fn accept_key(headers: &HeaderMap) -> Result<HeaderValue, ApiError> {
                     .all(|b| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')
         })
         .ok_or_else(|| ApiError::bad_request("Sec-WebSocket-Key must be 16 bytes in base64"))?;
-    HeaderValue::from_str(&derive_accept_key(key))
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "accept key"))
+    HeaderValue::from_str(&derive_accept_key(key)).map_err(|_| ApiError::internal("accept key"))
 }
 
 /// The handshake's headers every message's request carries, with its `query` as SageMaker's
@@ -306,23 +286,18 @@ where
             Ok(())
         }
         Answer::Reply { plugin, reply } => {
-            // A plugin's reply is HTTP-shaped (status, content type, headers): checked as
-            // HTTP would check it, its status deciding whether the session goes on.
-            let response = reply_response(&plugin, reply).map_err(|error| {
-                let error = error.redacted(&state.redactor);
-                (status_code(error.status), error.message)
-            })?;
-            let status = response.status();
-            let textual = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(is_textual);
-            let bytes = collect(response.into_body()).await;
+            // A plugin's reply is HTTP-shaped: its status decides whether the session goes on
+            // (an error status closes it, its `error` the reason), its content type whether
+            // the message is text; its headers have no place in a message.
+            let status = ApiError::reply_status(&plugin.name, reply.status)
+                .map_err(|error| (status_code(error.status), error.message))?;
             if status.as_u16() >= 400 {
-                return Err((status_code(status), error_message(&bytes)));
+                let message = error_message(&reply.body);
+                let message = state.redactor.redact(&message).into_owned();
+                return Err((status_code(status), message));
             }
-            let binary = !textual || std::str::from_utf8(&bytes).is_err();
+            let bytes = Bytes::from(reply.body);
+            let binary = !is_textual(&reply.content_type) || std::str::from_utf8(&bytes).is_err();
             send(socket, bytes, binary).await
         }
     }
@@ -353,13 +328,6 @@ where
         .send(message)
         .await
         .map_err(|e| (CloseCode::Error, format!("sending the answer failed: {e}")))
-}
-
-async fn collect(body: ResponseBody) -> Bytes {
-    match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(never) => match never {},
-    }
 }
 
 /// The close code of a request that failed with `status`: 4000 + the status.

@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
@@ -130,17 +129,6 @@ pub enum BodyError {
     /// The connection failed while reading (400).
     #[error("failed to read the request body: {0}")]
     Broken(String),
-}
-
-impl BodyError {
-    /// The status the request is answered with: 413, 408 or 400.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
-            BodyError::TooManyChunks | BodyError::Broken(_) => StatusCode::BAD_REQUEST,
-        }
-    }
 }
 
 /// Reads a request body whole; more than `limit` bytes is 413, refused from `Content-Length`

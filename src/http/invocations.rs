@@ -1,19 +1,21 @@
 //! Inference routes: `/invocations` (infer, generate or generate_stream, by configuration) and
 //! `/models/{name}/invoke`. Glue around the [`pipeline`](crate::pipeline): run it, map its
-//! failure to a status (`refused`, one place for every route and transport) and frame its answer
+//! failure to a status (`status::refused`, one place for every route and transport) and frame its answer
 //! for HTTP (`framed`). The bidirectional stream runs the same requests (`run_default`) and
 //! frames them as WebSocket messages.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderValue, Response, header};
 
 use super::AppState;
 use super::body::ResponseBody;
 use super::error::ApiError;
 use super::plugin_reply::reply_response;
-use super::sessions::{self, Step};
+use super::routes::Call;
+pub use super::status::{InferRoute, Refused};
+use super::status::{Statuses, refused};
 use crate::config::InferenceType;
 use crate::engine::Engine;
 use crate::invocation::Invocation;
@@ -25,18 +27,9 @@ use crate::sessions::SessionTurn;
 /// The header naming the A/B variant that served a request.
 pub const VARIANT_HEADER: &str = "x-trident-variant";
 
-/// The routes that run a KServe v2 inference; they answer failures differently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InferRoute {
-    /// `/invocations`: Triton's HTTP mapping of error codes (a failing model: 400, or 507).
-    Invocations,
-    /// `/models/{name}/invoke`: every failure 400, or 507 when it looks like out-of-memory.
-    Invoke,
-}
-
 impl InferRoute {
     /// The route as plugins see it.
-    fn path(self) -> &'static str {
+    pub fn path(self) -> &'static str {
         match self {
             InferRoute::Invocations => "/invocations",
             InferRoute::Invoke => "/models/{name}/invoke",
@@ -52,29 +45,21 @@ pub struct Invoked {
     pub answer: Answer,
 }
 
-/// A request that failed, as every transport answers it: its status and message (not yet
-/// redacted), and whether it is a stream that failed on its first response, which HTTP answers
-/// with that status and one error event (as Triton's frontend does).
-pub struct Refused {
-    /// The status and message (not yet redacted).
-    pub error: ApiError,
-    /// Whether HTTP answers with the status and one server-sent error event instead of a JSON
-    /// error body: the stream failed on its first response.
-    pub as_event: bool,
-}
-
-/// What `/invocations` answers for a body, framed for HTTP.
+/// What `/invocations` answers for a body, framed for HTTP (in the session whose turn the
+/// router gave it, when it has one).
 pub async fn invoke_default<E: Engine>(
-    state: &AppState<E>,
-    invocation: &Invocation,
-    headers: &http::HeaderMap,
-    body: Bytes,
+    call: Call<'_, E>,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let session = match sessions::step(state, &state.default_model, headers, &body).await? {
-        Step::Answered(response) => return Ok(response),
-        Step::Run(session) => session,
-    };
-    let invoked = run_default(state, invocation, headers, body, session).await;
+    let invocation = call.invocation();
+    let state = call.state;
+    let invoked = run_default(
+        state,
+        &invocation,
+        &call.parts.headers,
+        call.body,
+        call.session,
+    )
+    .await;
     framed(state, invoked)
 }
 
@@ -135,13 +120,9 @@ async fn generated<E: Engine>(
 /// generate request on the default model, which answers once or streams as the plugin decides
 /// (OpenAI's `"stream": true`). 404 when no chat plugin is configured, or on a multi-model
 /// endpoint (no default model).
-pub async fn openai_chat<E: Engine>(
-    state: &AppState<E>,
-    path: &str,
-    invocation: &Invocation,
-    headers: &http::HeaderMap,
-    body: Bytes,
-) -> Result<Response<ResponseBody>, ApiError> {
+pub async fn openai_chat<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>, ApiError> {
+    let (state, path, headers) = (call.state, call.parts.uri.path(), &call.parts.headers);
+    let invocation = &call.invocation();
     let plugins = state.plugins.load_full();
     let Some(selection) = plugins.as_ref().and_then(|host| host.openai_chat()) else {
         return Err(ApiError::not_found(format!(
@@ -159,18 +140,15 @@ pub async fn openai_chat<E: Engine>(
     if let Some(plugin) = &selection.request
         && !plugin.accepts_content_type(invocation.content_type.as_deref())
     {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!(
-                "{path} takes {} (the content_types of plugin '{}'), not {}",
-                plugin.content_types().join(", "),
-                plugin.name,
-                invocation.content_type.as_deref().map_or(
-                    "a body without Content-Type".into(),
-                    |t| format!("'{}'", t.escape_debug())
-                ),
+        return Err(ApiError::unsupported_media_type(format!(
+            "{path} takes {} (the content_types of plugin '{}'), not {}",
+            plugin.content_types().join(", "),
+            plugin.name,
+            invocation.content_type.as_deref().map_or(
+                "a body without Content-Type".into(),
+                |t| format!("'{}'", t.escape_debug())
             ),
-        ));
+        )));
     }
     let pipeline = pipeline(state, plugins);
     let request = Request {
@@ -178,37 +156,22 @@ pub async fn openai_chat<E: Engine>(
         model: &state.default_model,
         invocation,
         headers,
-        body,
+        body: call.body,
         session: None,
     };
     let answer = pipeline.generate_with(request, selection, false).await;
     framed(state, generated(state, answer).await)
 }
 
-/// One KServe v2 inference on `model` over HTTP, through the payload plugins `plugins` routes
-/// to it when it has any, in a stateful session when the request asks for one.
+/// One KServe v2 inference over HTTP on `route`, through the payload plugins `plugins` routes
+/// to the request's model when it has any.
 pub async fn infer<E: Engine>(
     state: &AppState<E>,
     route: InferRoute,
-    model: &str,
     plugins: Option<Arc<PluginHost>>,
-    invocation: &Invocation,
-    headers: &http::HeaderMap,
-    body: Bytes,
+    request: Request<'_>,
 ) -> Result<Response<ResponseBody>, ApiError> {
-    let session = match sessions::step(state, model, headers, &body).await? {
-        Step::Answered(response) => return Ok(response),
-        Step::Run(session) => session,
-    };
     let pipeline = pipeline(state, plugins);
-    let request = Request {
-        route: route.path(),
-        model,
-        invocation,
-        headers,
-        body,
-        session,
-    };
     framed(state, run_infer(state, route, &pipeline, request).await)
 }
 
@@ -225,55 +188,6 @@ async fn run_infer<E: Engine>(
             answer,
         }),
         Err(failure) => Err(refused(state, Statuses::Infer(route), failure).await),
-    }
-}
-
-/// Which mapping of failures to statuses a request follows.
-#[derive(Clone, Copy)]
-enum Statuses {
-    /// A KServe v2 inference on `route`.
-    Infer(InferRoute),
-    /// Generate (on `/invocations`): Triton's mapping of error codes throughout.
-    Generate,
-}
-
-/// How a failure is answered, in one place for every route and transport. The out-of-memory
-/// verdict (the OOM plugin, else the built-in list) is asked at most once, and only where
-/// SageMaker expects a 507.
-async fn refused<E: Engine>(state: &AppState<E>, statuses: Statuses, failure: Failure) -> Refused {
-    use InferRoute::Invocations;
-    let error = match (statuses, failure) {
-        (_, Failure::FirstResponse(error)) => {
-            return Refused {
-                error: ApiError::from_engine(error),
-                as_event: true,
-            };
-        }
-        (_, Failure::PluginRefused { plugin, error }) => ApiError::from_plugin(&plugin, error),
-        (_, Failure::PluginFailed(failure)) => ApiError::from_call_failure(failure),
-        (_, Failure::SessionEnded(error)) => ApiError::from(error),
-        (_, failure @ Failure::NoResponse) => {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, failure.message())
-        }
-        (
-            Statuses::Generate | Statuses::Infer(Invocations),
-            Failure::Decode(e) | Failure::Encode(e),
-        ) => ApiError::from(e),
-        (Statuses::Generate | Statuses::Infer(Invocations), Failure::Refused(e)) => {
-            ApiError::from_engine(e)
-        }
-        (Statuses::Generate, Failure::Model(e)) => ApiError::from_engine(e),
-        // An inference's model failed (either route), or anything failed on a multi-model
-        // endpoint.
-        (Statuses::Infer(_), failure) => {
-            let message = failure.message();
-            let oom = state.is_out_of_memory(&message).await;
-            ApiError::bad_request_or_oom(message, oom)
-        }
-    };
-    Refused {
-        error,
-        as_event: false,
     }
 }
 

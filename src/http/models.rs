@@ -3,36 +3,34 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::Response;
 
 use super::AppState;
 use super::body::{ResponseBody, json_response};
 use super::error::ApiError;
 use super::invocations::{InferRoute, infer};
+use super::routes::Call;
+use super::status::load_failed;
 use crate::engine::Engine;
-use crate::engine::ErrorCode;
 use crate::invocation::Invocation;
 use crate::metrics::Outcome;
 use crate::mme;
 use crate::mme::journal::Entry;
-use crate::mme::load::{LoadFailure, LoadPlan, OnTimeout};
+use crate::mme::load::{LoadPlan, OnTimeout};
 use crate::mme::load_request::{LoadRequest, parse_load_request};
-use crate::mme::registry::{LoadedModel, MmeError, not_loaded};
+use crate::mme::registry::{LoadedModel, not_loaded};
+use crate::pipeline::Request;
 use crate::plugins::model_plugins::ModelPluginPolicy;
 use crate::protocol::tensor_data::write_json_string;
 
 /// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`. The load itself is
 /// [`crate::mme::load`]; here: the body, the count, the status.
-pub async fn load<E: Engine>(
-    state: &AppState<E>,
-    invocation: &Invocation,
-    body: Bytes,
-) -> Result<Response<ResponseBody>, ApiError> {
+pub async fn load<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>, ApiError> {
+    let (state, invocation) = (call.state, call.invocation());
     let LoadRequest {
         model_name: name,
         url,
-    } = parse_load_request(&body).map_err(ApiError::bad_request)?;
+    } = parse_load_request(&call.body).map_err(ApiError::bad_request)?;
     let plan = LoadPlan {
         name,
         url,
@@ -51,25 +49,7 @@ pub async fn load<E: Engine>(
     state.metrics.model_loaded(outcome(&loaded));
     match loaded {
         Ok(()) => Ok(Response::new(ResponseBody::empty())),
-        Err(failure) => Err(load_error(state, failure).await),
-    }
-}
-
-/// The status of a failed load, in one place: the registry's own refusals as
-/// `From<MmeError>` maps them (400, 404, 409, 500; the engine's `ALREADY_EXISTS` 409), an
-/// engine failure 507 when it looks like out-of-memory (the OOM plugin, else the built-in
-/// list) and else 400, a time-out 504.
-async fn load_error<E: Engine>(state: &AppState<E>, failure: LoadFailure) -> ApiError {
-    match failure {
-        LoadFailure::TimedOut { .. } => ApiError::new(
-            http::StatusCode::GATEWAY_TIMEOUT,
-            format!("{failure}; the load is abandoned and undone when the core finishes it"),
-        ),
-        LoadFailure::Refused(MmeError::Engine(error)) if error.code != ErrorCode::AlreadyExists => {
-            let oom = state.is_out_of_memory(&error.message).await;
-            ApiError::bad_request_or_oom(error.message, oom)
-        }
-        LoadFailure::Refused(error) => error.into(),
+        Err(failure) => Err(load_failed(state, failure).await),
     }
 }
 
@@ -175,29 +155,34 @@ pub fn get<E: Engine>(state: &AppState<E>, name: &str) -> Result<Response<Respon
     Ok(json_response(json))
 }
 
-/// An invoke or unload naming, in `X-Amzn-SageMaker-Target-Model`, another model than the one
-/// loaded under the url's name is refused (400), as Triton's newest frontend does. Without the
-/// header, the model loaded under the name is meant.
+/// The model loaded under the url's `name` (404 when none is), refused (400) when
+/// `X-Amzn-SageMaker-Target-Model` names another model than the one loaded under the name, as
+/// Triton's newest frontend does; without the header, the model loaded under the name is meant.
+pub fn loaded<E>(
+    state: &AppState<E>,
+    name: &str,
+    headers: &http::HeaderMap,
+) -> Result<LoadedModel, ApiError> {
+    let model = state
+        .registry
+        .get(name)
+        .ok_or_else(|| ApiError::from(not_loaded(name)))?;
+    check_target(&model, &Invocation::from_headers(headers))?;
+    Ok(model)
+}
+
 fn check_target(model: &LoadedModel, invocation: &Invocation) -> Result<(), ApiError> {
     match &invocation.target_model {
-        Some(target) if *target != model.target => Err(ApiError::bad_request(format!(
-            "X-Amzn-SageMaker-Target-Model '{}' is not the model loaded as '{}'",
-            target.escape_debug(),
-            model.name
-        ))),
+        Some(target) if *target != model.target => Err(ApiError::wrong_target(target, &model.name)),
         _ => Ok(()),
     }
 }
 
 /// `DELETE /models/{name}`.
-pub async fn unload<E: Engine>(
-    state: &AppState<E>,
-    name: &str,
-    invocation: &Invocation,
-) -> Result<Response<ResponseBody>, ApiError> {
-    let loaded = state.registry.get(name);
-    if let Some(model) = &loaded {
-        check_target(model, invocation)?;
+pub async fn unload<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>, ApiError> {
+    let (state, name) = (call.state, call.name.as_str());
+    if let Some(model) = &state.registry.get(name) {
+        check_target(model, &call.invocation())?;
     }
     let unloaded = mme::load::unload(
         &state.registry,
@@ -211,32 +196,24 @@ pub async fn unload<E: Engine>(
     Ok(Response::new(ResponseBody::empty()))
 }
 
-/// `POST /models/{name}/invoke`: inference on a model loaded through `/models`.
-pub async fn invoke<E: Engine>(
-    state: &AppState<E>,
-    name: &str,
-    invocation: &Invocation,
-    headers: &http::HeaderMap,
-    body: Bytes,
-) -> Result<Response<ResponseBody>, ApiError> {
-    let model = state
-        .registry
-        .get(name)
-        .ok_or_else(|| ApiError::from(not_loaded(name)))?;
-    check_target(&model, invocation)?;
-    let route = InferRoute::Invoke;
+/// `POST /models/{name}/invoke`: inference on a model loaded through `/models` (the router
+/// found it, and its session's turn when it has one).
+pub async fn invoke<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>, ApiError> {
+    let invocation = call.invocation();
+    let model = call
+        .model
+        .expect("the router finds the loaded model of an invoke");
     // A model that brought plugins uses them; the others use the container's.
-    let plugins = model.plugins.or_else(|| state.plugins.load_full());
-    infer(
-        state,
-        route,
-        &model.target,
-        plugins,
-        invocation,
-        headers,
-        body,
-    )
-    .await
+    let plugins = model.plugins.or_else(|| call.state.plugins.load_full());
+    let request = Request {
+        route: InferRoute::Invoke.path(),
+        model: &model.target,
+        invocation: &invocation,
+        headers: &call.parts.headers,
+        body: call.body,
+        session: call.session,
+    };
+    infer(call.state, InferRoute::Invoke, plugins, request).await
 }
 
 fn outcome<T, E>(result: &Result<T, E>) -> Outcome {

@@ -1,6 +1,6 @@
 //! `GET /ping`: SageMaker's health check.
 
-use http::{Response, StatusCode};
+use http::Response;
 
 use super::AppState;
 use super::body::ResponseBody;
@@ -18,6 +18,6 @@ pub fn ping<E: Engine>(state: &AppState<E>) -> Result<Response<ResponseBody>, Ap
     };
     match state.engine.health(check) {
         Ok(()) => Ok(Response::new(ResponseBody::empty())),
-        Err(why) => Err(ApiError::new(StatusCode::BAD_REQUEST, why)),
+        Err(why) => Err(ApiError::unhealthy(why)),
     }
 }

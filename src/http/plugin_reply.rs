@@ -14,7 +14,7 @@
 //!   custom attributes) when it is at most 1024 visible ASCII characters (spaces and tabs
 //!   allowed), else 500.
 
-use http::{HeaderName, HeaderValue, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Response, header};
 
 use super::body::ResponseBody;
 use super::error::ApiError;
@@ -65,16 +65,8 @@ pub fn reply_response(
     reply: PluginReply,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let name = &*plugin.name;
-    let fault = |what: String| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("plugin '{name}' {what}"),
-        )
-    };
-    let status = StatusCode::from_u16(reply.status)
-        .ok()
-        .filter(|s| s.as_u16() >= 200)
-        .ok_or_else(|| fault(format!("replied with an invalid status {}", reply.status)))?;
+    let fault = |what: String| ApiError::plugin_fault(name, &what);
+    let status = ApiError::reply_status(name, reply.status)?;
     if reply.headers.len() > MAX_HEADERS {
         return Err(fault(format!(
             "replied with {} headers (at most {MAX_HEADERS})",

@@ -5,15 +5,15 @@
 //! ignored.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response};
 
 use super::AppState;
 use super::body::{ResponseBody, json_response};
 use super::error::ApiError;
 use crate::engine::Engine;
 use crate::sessions::{
-    CLOSED_SESSION_HEADER, NEW_SESSION_HEADER, SESSION_HEADER, SessionControl, SessionError,
-    SessionTurn, classify, format_utc,
+    CLOSED_SESSION_HEADER, NEW_SESSION_HEADER, SESSION_HEADER, SessionControl, SessionTurn,
+    classify, format_utc,
 };
 
 /// What an inference request does next, sessions considered.
@@ -22,21 +22,6 @@ pub enum Step {
     Answered(Response<ResponseBody>),
     /// It runs, in the session whose turn this is, or outside any.
     Run(Option<SessionTurn>),
-}
-
-impl From<SessionError> for ApiError {
-    fn from(error: SessionError) -> ApiError {
-        let status = match &error {
-            SessionError::Full(_) => StatusCode::TOO_MANY_REQUESTS,
-            SessionError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            SessionError::Model(engine) => return ApiError::from_engine(engine.clone()),
-            SessionError::Invalid(_)
-            | SessionError::Unknown(_)
-            | SessionError::WrongModel(_)
-            | SessionError::Lost(_) => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, error.message())
-    }
 }
 
 /// The session step of a request to `model` (the engine's name for it).
