@@ -30,12 +30,13 @@ pub fn core_config(config: &Config) -> ServerConfig {
     ServerConfig {
         model_repositories: vec![repository],
         model_control: ModelControl::Explicit { startup_models },
-        logging: config.core_logging.clone(),
+        logging: config.core.logging.clone(),
         backend_config: backend_config(config),
-        model_namespacing: config.model_namespacing,
-        buffer_manager_threads: config.buffer_manager_threads,
+        model_namespacing: config.core.model_namespacing,
+        buffer_manager_threads: config.core.buffer_manager_threads,
         exit_timeout: CORE_EXIT_TIMEOUT,
         model_load_gpu_limits: config
+            .core
             .model_load_gpu_limit
             .map(|fraction| gpu_ids().into_iter().map(|id| (id, fraction)).collect())
             .unwrap_or_default(),
@@ -57,7 +58,7 @@ const SHM_PREFIX_SETTING: &str = "shm-region-prefix-name";
 /// prefix of its shared memory regions ([`Supervision::shm_region_prefix`]), which its
 /// supervisor removes when it dies (a prefix of the user's own is replaced, with a warning).
 fn backend_config(config: &Config) -> Vec<crate::engine::BackendSetting> {
-    let mut settings = config.backend_config.clone();
+    let mut settings = config.core.backend_config.clone();
     if let ProcessRole::Supervised(supervision) = &config.process {
         let before = settings.len();
         settings.retain(|s| !(s.backend == "python" && s.setting == SHM_PREFIX_SETTING));
@@ -130,8 +131,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     if let Some(hangup) = hangup {
         tokio::spawn(reload_on_sighup(Arc::clone(&state), hangup));
     }
-    if let Some(port) = state.config.metrics_port {
-        let address = std::net::SocketAddr::new(state.config.listen.ip(), port);
+    if let Some(port) = state.config.http.metrics_port {
+        let address = std::net::SocketAddr::new(state.config.http.listen.ip(), port);
         let listener = TcpListener::bind(address)
             .await
             .map_err(|e| format!("cannot listen for metrics on {address}: {e}"))?;
@@ -153,7 +154,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             }
         }
     };
-    let grace = state.config.shutdown_grace;
+    let grace = state.config.http.shutdown_grace;
     http::serve(listener, Arc::clone(&state), stop, grace).await;
     if let Some(why) = replace.get() {
         // The core is not stopped: stopping waits on the instances whose process died, which
@@ -191,7 +192,7 @@ async fn with_core(
     config: Config,
     plugins: Option<Arc<PluginHost>>,
 ) -> Result<Arc<AppState<TritonEngine>>, ServeError> {
-    let triton = triton::library::load(config.triton_home.as_deref())?;
+    let triton = triton::library::load(config.core.triton_home.as_deref())?;
     if let Mode::MultiModel { repository, .. } = &config.mode {
         std::fs::create_dir_all(repository).map_err(|e| {
             format!(
@@ -208,7 +209,7 @@ async fn with_core(
         .and_then(Path::parent)
         .map(Path::to_path_buf);
     let server = start_core(triton, core).await?;
-    let engine = TritonEngine::new(server).with_reload_deadline(config.model_load_timeout);
+    let engine = TritonEngine::new(server).with_reload_deadline(config.core.model_load_timeout);
     let mut state = AppState::new(engine, config).with_plugins(plugins);
     if let Some(folder) = &triton_folder {
         state = state.hiding(folder, "<triton>");
@@ -229,9 +230,9 @@ async fn listener(
         );
         return Ok(listener);
     }
-    let listener = TcpListener::bind(config.listen)
+    let listener = TcpListener::bind(config.http.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        .map_err(|e| format!("cannot listen on {}: {e}", config.http.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     Ok(listener)
 }

@@ -93,26 +93,24 @@ fn start() -> Fixture {
     let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
     let single = configs::single_model;
-    let strict = Config {
-        client_limits: ClientLimits {
+    let strict = configs::with(single("slow_echo"), |c| {
+        c.http.client_limits = ClientLimits {
             max_connections: 3,
             header_read_timeout: Duration::from_secs(1),
             body_read_timeout: Duration::from_secs(1),
-        },
-        ..single("slow_echo")
-    };
+        };
+    });
     let stream = Config {
         inference_type: InferenceType::GenerateStream,
         ..single("native_text_stream")
     };
-    let mme = Config {
-        model_load_timeout: Duration::from_secs(2),
-        ..configs::multi_model(models_root.path())
-    };
-    let mme_recovery = Config {
-        model_load_timeout: Duration::from_secs(trident::config::DEFAULT_MODEL_LOAD_TIMEOUT_SECS),
-        ..mme.clone()
-    };
+    let mme = configs::with(configs::multi_model(models_root.path()), |c| {
+        c.core.model_load_timeout = Duration::from_secs(2);
+    });
+    let mme_recovery = configs::with(mme.clone(), |c| {
+        c.core.model_load_timeout =
+            Duration::from_secs(trident::config::core::DEFAULT_MODEL_LOAD_TIMEOUT_SECS);
+    });
     let serve = |config| common::serve(&runtime, Arc::new(AppState::new(engine.clone(), config)));
     let (strict, stream, mme, mme_recovery, victim) = (
         serve(strict),

@@ -63,10 +63,9 @@ fn start() -> Fixture {
     let deployments: Vec<(&'static str, Config)> = vec![
         (
             "identity",
-            Config {
-                max_body_bytes: 80 * 1024 * 1024,
-                ..configs::single_model("native_identity")
-            },
+            configs::with(configs::single_model("native_identity"), |c| {
+                c.http.max_body_bytes = 80 * 1024 * 1024;
+            }),
         ),
         (
             "repeat",

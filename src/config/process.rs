@@ -41,7 +41,16 @@ impl Default for RestartLimit {
     }
 }
 
-/// What a supervisor tells the serving process it starts.
+/// The variable that tells a serving process its supervisor's pid ([`Supervision::supervisor`]).
+pub const SUPERVISOR_PID_ENV: &str = "TRIDENT_SUPERVISOR_PID";
+/// The variable that tells a serving process the supervisor's state folder.
+pub const STATE_DIR_ENV: &str = "TRIDENT_STATE_DIR";
+/// The variable that tells a serving process how many were restarted before it.
+pub const RESTARTS_ENV: &str = "TRIDENT_RESTARTS";
+
+/// What a supervisor tells the serving process it starts, through its environment: written by
+/// [`Supervision::environment`], read back by `trident serve`'s flags (`args`), which name the
+/// same variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Supervision {
     /// The supervisor's pid: the serving process ends when its parent is no longer this.
@@ -54,6 +63,15 @@ pub struct Supervision {
 }
 
 impl Supervision {
+    /// The variables the serving process reads this from.
+    pub fn environment(&self) -> [(&'static str, std::ffi::OsString); 3] {
+        [
+            (SUPERVISOR_PID_ENV, self.supervisor.to_string().into()),
+            (STATE_DIR_ENV, self.state_dir.clone().into_os_string()),
+            (RESTARTS_ENV, self.restarts.to_string().into()),
+        ]
+    }
+
     /// The start of the name of every shared memory region this serving process's python
     /// stubs get (the python backend's `shm-region-prefix-name`): the backend's own prefix,
     /// the supervisor's state folder (unique to the supervisor) and the restart count, so the

@@ -67,7 +67,7 @@ pub fn upgrade<E: Engine>(
         .ok_or_else(|| ApiError::internal("this connection cannot be upgraded"))?;
     let session = Arc::clone(&state.bidi_sessions)
         .try_acquire_owned()
-        .map_err(|_| ApiError::too_many_streams(state.config.client_limits.max_connections))?;
+        .map_err(|_| ApiError::too_many_streams(state.config.http.client_limits.max_connections))?;
     let context = Context {
         invocation: Invocation::from_headers(&parts.headers),
         headers: forwarded_headers(&parts.headers, parts.uri.query()),
@@ -79,8 +79,8 @@ pub fn upgrade<E: Engine>(
             match on_upgrade.await {
                 Ok(upgraded) => {
                     let config = WebSocketConfig::default()
-                        .max_message_size(Some(state.config.max_body_bytes))
-                        .max_frame_size(Some(state.config.max_body_bytes));
+                        .max_message_size(Some(state.config.http.max_body_bytes))
+                        .max_frame_size(Some(state.config.http.max_body_bytes));
                     let socket = WebSocketStream::from_raw_socket(
                         TokioIo::new(upgraded),
                         Role::Server,
@@ -180,7 +180,7 @@ async fn serve_session<E: Engine, S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut rate = Rate::new(state.config.bidi_messages_per_second);
+    let mut rate = Rate::new(state.config.http.bidi_messages_per_second);
     let mut shutting_down = state.shutting_down.subscribe();
     loop {
         let message = tokio::select! {
@@ -202,7 +202,7 @@ async fn serve_session<E: Engine, S>(
             Err(WsError::Capacity(error)) => {
                 let reason = format!(
                     "a message is larger than the limit of {} bytes ({error})",
-                    state.config.max_body_bytes
+                    state.config.http.max_body_bytes
                 );
                 return close(socket, CloseCode::Size, &reason).await;
             }
@@ -225,7 +225,7 @@ async fn serve_session<E: Engine, S>(
         if !rate.admit(Instant::now()) {
             let reason = format!(
                 "more than {} messages a second",
-                state.config.bidi_messages_per_second
+                state.config.http.bidi_messages_per_second
             );
             return close(socket, CloseCode::Policy, &reason).await;
         }

@@ -91,9 +91,9 @@ pub(super) async fn run<E, A, F>(
 impl<E: Engine> Connections<E> {
     fn new(serves: Serves, state: Arc<AppState<E>>) -> Connections<E> {
         let (stopping, stop) = watch::channel(false);
-        let limits = state.config.client_limits;
+        let limits = state.config.http.client_limits;
         let workers = match serves {
-            Serves::Routes => start_workers(state.config.worker_threads),
+            Serves::Routes => start_workers(state.config.http.worker_threads),
             Serves::Metrics => None,
         };
         let mut builder = hyper::server::conn::http1::Builder::new();

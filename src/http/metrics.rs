@@ -14,7 +14,7 @@ pub fn on_metrics_port<E: Engine, B>(
     state: &AppState<E>,
     request: &Request<B>,
 ) -> Response<ResponseBody> {
-    let path = &state.config.metrics_path;
+    let path = &state.config.http.metrics_path;
     if request.uri().path() != path || request.method() != Method::GET {
         return ApiError::not_found(format!("metrics are served at GET {path}")).into_response();
     }

@@ -53,7 +53,11 @@ pub async fn handle<E: Engine>(
 ) -> Response<ResponseBody> {
     let started = std::time::Instant::now();
     let (parts, body) = request.into_parts();
-    let found = Router::<E>::find(&state.config.metrics_path, &parts.method, parts.uri.path());
+    let found = Router::<E>::find(
+        &state.config.http.metrics_path,
+        &parts.method,
+        parts.uri.path(),
+    );
     let (label, model_of, name) = match &found {
         Found::Endpoint(endpoint, name) => (endpoint.label, endpoint.model, name.clone()),
         Found::WrongMethod(endpoint, _) => (endpoint.label, ModelOf::None, String::new()),
@@ -101,13 +105,13 @@ async fn dispatch<E: Engine>(
     };
     let headers = &parts.headers;
     if let Some(category) = endpoint.category
-        && let Some(header) = missing_header(&state.config.restrictions, category, headers)
+        && let Some(header) = missing_header(&state.config.http.restrictions, category, headers)
     {
         return Err(ApiError::restricted(header));
     }
     let body = if endpoint.reads_body {
-        let limit = state.config.max_body_bytes;
-        let timeout = state.config.client_limits.body_read_timeout;
+        let limit = state.config.http.max_body_bytes;
+        let timeout = state.config.http.client_limits.body_read_timeout;
         read_body(body, headers, limit, timeout).await?
     } else {
         Bytes::new()

@@ -42,7 +42,7 @@ pub async fn load<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>
         state.sessions.as_ref(),
         plan,
         &policy(state),
-        state.config.model_load_timeout,
+        state.config.core.model_load_timeout,
         OnTimeout::Undo,
     )
     .await;
@@ -87,7 +87,7 @@ pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
                     state.sessions.as_ref(),
                     plan,
                     &policy(&state),
-                    state.config.model_load_timeout,
+                    state.config.core.model_load_timeout,
                     OnTimeout::KeepLoading,
                 )
                 .await;
@@ -126,7 +126,7 @@ pub fn list<E: Engine>(
             .find(|(key, _)| *key == "next_page_token")
             .map(|(_, value)| value)
     });
-    let (models, next) = state.registry.list(token, state.config.list_page_size);
+    let (models, next) = state.registry.list(token, state.config.http.list_page_size);
     let mut json = Vec::with_capacity(64 + models.len() * 96);
     json.extend_from_slice(b"{\"models\":[");
     for (index, model) in models.iter().enumerate() {

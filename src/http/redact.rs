@@ -30,7 +30,7 @@ impl Redactor {
         if let Some(folder) = config.plugins.as_deref().and_then(Path::parent) {
             redactor.hide(folder, "<plugins>");
         }
-        if let Some(home) = &config.triton_home {
+        if let Some(home) = &config.core.triton_home {
             redactor.hide(home, "<triton>");
         }
         redactor.hide(Path::new("/opt/tritonserver"), "<triton>");

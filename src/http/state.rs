@@ -123,7 +123,7 @@ impl<E: crate::engine::Engine> AppState<E> {
             metrics: Metrics::default(),
             redactor: Redactor::for_config(&config),
             bidi_sessions: Arc::new(tokio::sync::Semaphore::new(
-                config.client_limits.max_connections,
+                config.http.client_limits.max_connections,
             )),
             shutting_down: tokio::sync::watch::Sender::new(false),
             sessions,

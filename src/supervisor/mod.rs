@@ -68,8 +68,8 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("cannot become the child subreaper of the serving process: {e}"))?;
     let mut signals = Signals::listen()?;
-    let listener =
-        bind(config.listen).map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let listener = bind(config.http.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.http.listen))?;
     tracing::info!(address = %listener.local_addr()?, "listening");
     let state = StateDir::create()?;
     let program = Program::this()?;
@@ -83,7 +83,13 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
         };
         let leftovers = Leftovers::of(supervision.shm_region_prefix());
         let serving = start(config, &program, &listener, &supervision)?;
-        let ended = watch(serving, &mut signals, state.path(), config.shutdown_grace).await;
+        let ended = watch(
+            serving,
+            &mut signals,
+            state.path(),
+            config.http.shutdown_grace,
+        )
+        .await;
         let how = describe(ended.status);
         let code = ended.status.exit_status();
         let abnormal = !ended.stopping
@@ -186,11 +192,9 @@ fn start(
                 .unwrap_or(program.path.clone().into()),
         )
         .args(std::env::args_os().skip(1))
-        .env("TRIDENT_SUPERVISOR_PID", supervision.supervisor.to_string())
-        .env("TRIDENT_STATE_DIR", &supervision.state_dir)
-        .env("TRIDENT_RESTARTS", supervision.restarts.to_string());
+        .envs(supervision.environment());
     // A port chosen from SAGEMAKER_SAFE_PORT_RANGE stays the same across restarts.
-    if let Some(port) = config.metrics_port {
+    if let Some(port) = config.http.metrics_port {
         command.env("TRIDENT_METRICS_PORT", port.to_string());
     }
     listener::hand_to(&mut command, listener)

@@ -18,24 +18,30 @@ pub fn single_model(model: &str) -> Config {
 
 /// One model of `repository` as the default model.
 pub fn single_model_in(repository: PathBuf, model: &str) -> Config {
-    Config {
-        shutdown_grace: SHUTDOWN_GRACE,
-        ..Config::new(Mode::SingleModel {
-            repository,
-            default_model: model.into(),
-        })
-    }
+    let mut config = Config::new(Mode::SingleModel {
+        repository,
+        default_model: model.into(),
+    });
+    config.http.shutdown_grace = SHUTDOWN_GRACE;
+    config
 }
 
 /// A multi-model endpoint over the test models, loading artifacts from `models_root`, with
 /// SageMaker's multi-model ping (`live`).
 pub fn multi_model(models_root: &Path) -> Config {
-    Config {
-        shutdown_grace: SHUTDOWN_GRACE,
+    let mut config = Config {
         ping_mode: PingMode::Live,
         ..Config::new(Mode::MultiModel {
             repository: models_dir(),
             models_root: models_root.to_path_buf(),
         })
-    }
+    };
+    config.http.shutdown_grace = SHUTDOWN_GRACE;
+    config
+}
+
+/// `config` with `change` made to it (a setting of a section, for one deployment).
+pub fn with(mut config: Config, change: impl FnOnce(&mut Config)) -> Config {
+    change(&mut config);
+    config
 }

@@ -138,27 +138,26 @@ fn start() -> Fixture {
         ),
         (
             "small",
-            Config {
-                max_body_bytes: 1024,
-                ..configs::single_model("native_add_sub")
-            },
+            configs::with(configs::single_model("native_add_sub"), |c| {
+                c.http.max_body_bytes = 1024;
+            }),
         ),
         (
             "restricted",
-            Config {
-                restrictions: parse_restrictions([
+            configs::with(configs::single_model("native_add_sub"), |c| {
+                c.http.restrictions = parse_restrictions([
                     "model-repository:x-admin=let-me-in",
                     "inference:x-key=k1",
                     "health:x-health=h1",
                 ])
-                .unwrap(),
-                ..configs::single_model("native_add_sub")
-            },
+                .unwrap();
+            }),
         ),
     ];
-    let mme = |page: usize| Config {
-        list_page_size: page,
-        ..configs::multi_model(models_root.path())
+    let mme = |page: usize| {
+        configs::with(configs::multi_model(models_root.path()), |c| {
+            c.http.list_page_size = page;
+        })
     };
     deployments.push(("mme", mme(1000)));
     deployments.push(("mme_paged", mme(2)));
