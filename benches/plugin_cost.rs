@@ -25,9 +25,10 @@ use trident::plugins::bindings::request::RequestAdapterPluginPre;
 use trident::plugins::bindings::request::exports::trident::plugin::request_adapter::Adapted;
 use trident::plugins::bindings::types::Invocation as WitInvocation;
 use trident::plugins::convert::invocation_to_wit;
-use trident::plugins::host::Compiled;
+use trident::plugins::loading::Compiled;
 use trident::plugins::manifest::Manifest;
-use trident::plugins::runtime::{CallStore, Pool, Runtime};
+use trident::plugins::runtime::{Pool, Runtime};
+use trident::plugins::store::CallStore;
 use trident::plugins::{PluginInvocation, StreamPosition};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
@@ -201,7 +202,7 @@ fn load_times(runtime: &tokio::runtime::Runtime, path: &std::path::Path) -> (Dur
         format!(
             "compile_cache = \"cache\"\n[plugins.csv]\npath = \"{}\"\nsha256 = \"{}\"\n",
             path.display(),
-            trident::plugins::host::sha256_hex(&std::fs::read(path).unwrap())
+            trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap())
         ),
     )
     .unwrap();

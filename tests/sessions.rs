@@ -247,7 +247,7 @@ fn start() -> Fixture {
             "[plugins.history]\npath = \"{}\"\nsha256 = \"{}\"\nmemory_limit_mb = 96\n\
              time_limit_ms = 2000\n\n[models.\"*\"]\nrequest = \"history\"\nresponse = \"history\"\n",
             guest.display(),
-            trident::plugins::host::sha256_hex(&std::fs::read(&guest).unwrap()),
+            trident::plugins::loading::sha256_hex(&std::fs::read(&guest).unwrap()),
         ),
     )
     .unwrap();

@@ -18,8 +18,8 @@ use http::{HeaderName, HeaderValue, Response, header};
 
 use super::body::ResponseBody;
 use super::error::ApiError;
+use crate::plugins::LoadedPlugin;
 use crate::plugins::PluginReply;
-use crate::plugins::host::LoadedPlugin;
 
 /// The most headers a reply may carry.
 pub const MAX_HEADERS: usize = 64;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::invocation::Invocation;
+use crate::plugins::LoadedPlugin;
 use crate::plugins::Selection;
-use crate::plugins::host::LoadedPlugin;
 
 /// The codecs of one request.
 #[derive(Clone, Default)]

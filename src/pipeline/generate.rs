@@ -29,7 +29,7 @@ use super::events::{self, StreamEvent};
 use super::stream_adapter::StreamAdapter;
 use super::{Answer, Failure, Pipeline, Request, plugin_result, session_ended};
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest};
-use crate::plugins::host::LoadedPlugin;
+use crate::plugins::LoadedPlugin;
 use crate::plugins::{GenerateInputs, PluginHost, Selection};
 use crate::protocol::generate::{decode_generate_request, encode_generate_response, input_specs};
 

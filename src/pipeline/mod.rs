@@ -34,7 +34,7 @@ pub use failure::Failure;
 use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse, SequenceId};
 use crate::invocation::Invocation;
 use crate::metrics::Metrics;
-use crate::plugins::host::LoadedPlugin;
+use crate::plugins::LoadedPlugin;
 use crate::plugins::{
     AdaptedRequest, CallFailure, HookResult, PluginHost, PluginInvocation, PluginReply,
 };

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::plugins::host::LoadedPlugin;
+use crate::plugins::LoadedPlugin;
 use crate::plugins::{PluginHost, PluginInvocation, StreamPosition};
 
 /// The stream adapter of one stream, and what each of its calls is given.

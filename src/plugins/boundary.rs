@@ -96,7 +96,7 @@ pub struct PluginInvocation {
 impl PluginInvocation {
     /// The request to `model` on `route` with `invocation`'s SageMaker headers, the request
     /// `headers` and `body`, as a plugin that may see `visible_headers` (lower-case names; a
-    /// plugin's own list is [`super::host::LoadedPlugin::headers`]) sees it; `session` is the
+    /// plugin's own list is [`super::LoadedPlugin::headers`]) sees it; `session` is the
     /// store of its session (`trident:session/store`).
     pub fn new(
         route: &str,

@@ -1,19 +1,28 @@
 //! WebAssembly plugins: payload adapters, the out-of-memory policy and A/B variants, defined by
-//! `wit/plugin.wit` and run by wasmtime as sandboxed components.
+//! the WIT packages in `wit/` and run by wasmtime as sandboxed components.
 //!
 //! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
 //! - [`model_plugins`]: the plugins a multi-model artifact brings (`plugins.toml`);
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
-//! - [`runtime`]: the engine, the linker and the per-call store with its limits;
-//! - [`host`]: loading plugins (compiled once, pre-instantiated) and calling them;
+//! - [`signing`]: ed25519 signatures of plugins, and the keys a manifest trusts;
+//! - [`runtime`]: the engine, the linker and the per-call store with its limits ([`store`]:
+//!   what a call's store holds, and the host interfaces a guest may import);
+//! - [`threads`]: the epoch ticker, housekeeping and the guest threads calls run on;
+//!   [`scheduler`]: where a call runs, and each engine's share of the guest threads;
+//! - [`loading`]: a manifest's plugins read, verified, compiled once and pre-instantiated;
+//! - [`plugin`]: one loaded plugin and the media types it takes and serves;
+//! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
+//!   the OOM policy and the OpenAI chat plugin;
+//! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
 //! - [`warm`]: fresh instances made ahead of time, one per call;
-//! - [`variants`]: choosing an A/B variant;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
-//! - [`new`], [`run`]: `trident plugin new` (a project from `templates/`) and `trident plugin
-//!   run` (one hook without Triton), for authors;
 //! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests,
 //!   the invocation a plugin sees); the generated types stay inside this module;
-//! - [`bindings`], [`convert`]: generated bindings and type conversions.
+//! - [`bindings`], [`convert`]: generated bindings (`wit/plugin.wit` at 0.1.0, `wit/0.2` at
+//!   0.2.0, the session store's `wit/session`) and type conversions;
+//! - [`cli`]: `trident plugin` for platform teams (keys, signatures, inspection) and authors
+//!   (`new`, a project from its templates, and `run`, one hook without Triton); the server never
+//!   runs it.
 
 pub mod bindings;
 pub mod boundary;
@@ -22,13 +31,15 @@ pub mod compile_cache;
 pub mod convert;
 pub mod counters;
 pub mod host;
+pub mod loading;
 pub mod manifest;
 pub mod model_plugins;
-pub mod new;
-pub mod run;
+pub mod plugin;
+pub mod routing;
 pub mod runtime;
 pub mod scheduler;
 pub mod signing;
+pub mod store;
 pub mod threads;
 pub mod variants;
 pub mod warm;
@@ -37,5 +48,7 @@ pub use boundary::{
     AdaptedGenerate, AdaptedRequest, GenerateInputs, HookResult, PluginInvocation, PluginReply,
     Refusal, StreamPosition,
 };
-pub use host::{PluginHost, Selection};
+pub use host::PluginHost;
+pub use plugin::LoadedPlugin;
+pub use routing::Selection;
 pub use runtime::CallFailure;

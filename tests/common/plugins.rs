@@ -38,7 +38,7 @@ pub fn guest(name: &str) -> PathBuf {
 
 /// The sha256 of a built guest, as the manifest pins it.
 pub fn digest(name: &str) -> String {
-    trident::plugins::host::sha256_hex(&std::fs::read(guest(name)).unwrap())
+    trident::plugins::loading::sha256_hex(&std::fs::read(guest(name)).unwrap())
 }
 
 /// Builds the Python guest whose `app.py` is in `folder` (relative to the repository, e.g.

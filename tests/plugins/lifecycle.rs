@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use trident::plugins::host::Compiled;
+use trident::plugins::loading::Compiled;
 
 use super::*;
 

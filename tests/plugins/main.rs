@@ -107,7 +107,7 @@ fn plugin(name: &str, wasm: &str, extra: &str) -> String {
 
 /// A `[plugins.<name>]` table for the component at `path`.
 fn plugin_at(name: &str, path: &Path, extra: &str) -> String {
-    let digest = trident::plugins::host::sha256_hex(&std::fs::read(path).unwrap());
+    let digest = trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap());
     format!(
         "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{digest}\"\n{extra}\n",
         path.display()

@@ -13,37 +13,38 @@ use super::{LoadedPlugin, PluginHost};
 use crate::plugins::bindings::{
     generate_request, generate_response, oom, request, response, stream,
 };
-use crate::plugins::runtime::{CallFailure, Limits, PluginState};
+use crate::plugins::runtime::CallFailure;
+use crate::plugins::store::{Limits, PluginState};
 use crate::plugins::warm::{Prepare, Warm};
 use crate::sessions::SessionStore;
 
 /// For each world trident defines, the plugin's pre-instance of it and the instances ready for
 /// calls; `None` where the plugin does not export the world.
-pub(super) struct Hooks {
+pub(in crate::plugins) struct Hooks {
     /// `request-adapter` (0.1.0).
-    pub(super) request: Option<Warm<request::RequestAdapterPluginPre<PluginState>>>,
+    pub(in crate::plugins) request: Option<Warm<request::RequestAdapterPluginPre<PluginState>>>,
     /// `response-adapter` (0.1.0).
-    pub(super) response: Option<Warm<response::ResponseAdapterPluginPre<PluginState>>>,
+    pub(in crate::plugins) response: Option<Warm<response::ResponseAdapterPluginPre<PluginState>>>,
     /// `oom-classifier` (0.1.0).
-    pub(super) oom: Option<Warm<oom::OomPluginPre<PluginState>>>,
+    pub(in crate::plugins) oom: Option<Warm<oom::OomPluginPre<PluginState>>>,
     /// `generate-request-adapter` (0.2.0).
-    pub(super) generate_request:
+    pub(in crate::plugins) generate_request:
         Option<Warm<generate_request::GenerateRequestAdapterPluginPre<PluginState>>>,
     /// `generate-response-adapter` (0.2.0).
-    pub(super) generate_response:
+    pub(in crate::plugins) generate_response:
         Option<Warm<generate_response::GenerateResponseAdapterPluginPre<PluginState>>>,
     /// `stream-adapter` (0.2.0).
-    pub(super) stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
+    pub(in crate::plugins) stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
 }
 
 /// The message of a plugin that exports none of the worlds.
-pub(super) const EXPORTS_NONE: &str = "exports none of trident's hooks (0.1.0: request-adapter, \
+pub(in crate::plugins) const EXPORTS_NONE: &str = "exports none of trident's hooks (0.1.0: request-adapter, \
      response-adapter, oom-classifier; 0.2.0: generate-request-adapter, \
      generate-response-adapter, stream-adapter)";
 
 impl Hooks {
     /// The worlds `pre` (a compiled plugin, its imports linked) exports.
-    pub(super) fn of(pre: &InstancePre<PluginState>) -> Hooks {
+    pub(in crate::plugins) fn of(pre: &InstancePre<PluginState>) -> Hooks {
         Hooks {
             request: request::RequestAdapterPluginPre::new(pre.clone())
                 .ok()
@@ -85,7 +86,7 @@ impl Hooks {
     }
 
     /// Whether the plugin exports any of the worlds.
-    pub(super) fn any(&self) -> bool {
+    pub(in crate::plugins) fn any(&self) -> bool {
         self.exported().next().is_some()
     }
 }
@@ -109,7 +110,7 @@ impl PluginHost {
     /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken (its
     /// store offering `session`'s store to the guest), `call` run in it, the call finished, within the plugin's limits ([`super::Runtime::run`]).
     /// Callers only call hooks a plugin exports (selection checks it).
-    pub(super) async fn call<P, T>(
+    pub(in crate::plugins) async fn call<P, T>(
         &self,
         plugin: &Arc<LoadedPlugin>,
         session: Option<Arc<SessionStore>>,
@@ -143,7 +144,7 @@ impl PluginHost {
 
 /// Runs the plugin's own configuration check once, through the first world it exports, as a
 /// call like any other (within the engine's share, off the serving thread if it runs long).
-pub(super) async fn check_config(
+pub(in crate::plugins) async fn check_config(
     runtime: &super::Runtime,
     plugin: &Arc<LoadedPlugin>,
 ) -> Result<(), String> {

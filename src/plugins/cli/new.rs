@@ -17,7 +17,7 @@ pub enum Language {
 }
 
 /// trident's plugin interfaces, which every project builds against.
-const WIT: &str = include_str!("../../wit/plugin.wit");
+const WIT: &str = include_str!("../../../wit/plugin.wit");
 const README: &str = include_str!("templates/README.md");
 
 /// The tool versions `scripts/install-guest-tools` pins (the ones trident's tests build with).

@@ -1,5 +1,9 @@
 //! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins, and
-//! a project and running one hook for authors (`new`, `run`).
+//! a project and running one hook for authors (`new`, with its `templates/`, and `run`). The
+//! server never runs this folder; it uses the runtime like the server does.
+
+pub mod new;
+pub mod run;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,10 +11,10 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use wasmtime::component::Component;
 
-use super::host::sha256_hex;
+use self::new::{Language, create};
+use self::run::{Hook, RunOptions, run};
+use super::loading::sha256_hex;
 use super::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
-use super::new::{Language, create};
-use super::run::{Hook, RunOptions, run};
 use super::signing;
 
 /// The subcommands of `trident plugin`.

@@ -10,13 +10,15 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::host::{LoadedPlugin, PluginHost, sha256_hex};
-use super::manifest::Manifest;
-use super::{
+use crate::engine::{InferRequest, InferResponse, OutputTensor};
+use crate::plugins::host::PluginHost;
+use crate::plugins::loading::sha256_hex;
+use crate::plugins::manifest::Manifest;
+use crate::plugins::plugin::LoadedPlugin;
+use crate::plugins::{
     AdaptedRequest, CallFailure, GenerateInputs, HookResult, PluginInvocation, PluginReply,
     Refusal, StreamPosition,
 };
-use crate::engine::{InferRequest, InferResponse, OutputTensor};
 use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use crate::protocol::v2_response::encode_infer_response;
 

@@ -1,0 +1,246 @@
+//! Loading a manifest's plugins: each read (a regular file within [`MAX_PLUGIN_BYTES`]),
+//! checked against its digest (and signature when required), compiled once (or read from the
+//! verified compile cache) and pre-instantiated, its own configuration check run; any failure
+//! refuses the whole manifest. Every file read, hash and compile runs off the serving threads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::compile_cache::CompileCache;
+use super::host::PluginHost;
+use super::host::hooks::{self, Hooks};
+use super::manifest::{Manifest, PluginSpec};
+use super::model_plugins::ModelPluginPolicy;
+use super::plugin::LoadedPlugin;
+use super::routing::{named, routing};
+use super::runtime::{Pool, Runtime};
+
+/// How a host's plugins came to be compiled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Compiled {
+    /// Read from the compile cache.
+    pub from_cache: usize,
+    /// Compiled at this load (and, with a cache, written to it).
+    pub compiled: usize,
+}
+
+/// A plugin that cannot be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin '{plugin}': {message}")]
+pub struct LoadError {
+    /// The plugin's name in the manifest; `*` when the WebAssembly runtime could not start.
+    pub plugin: String,
+    /// Why it cannot be loaded.
+    pub message: String,
+}
+
+impl PluginHost {
+    /// Loads every plugin of the container's `manifest`: digest, signature, compilation,
+    /// pre-instantiation and the plugin's own configuration check. Any failure refuses the
+    /// whole manifest.
+    pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
+        PluginHost::load_in(manifest, Pool::Container).await
+    }
+
+    /// [`PluginHost::load`], in an engine whose pool is sized for `pool`.
+    pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
+        let max_memory = manifest
+            .plugins
+            .values()
+            .map(|spec| spec.memory_limit_mb)
+            .max()
+            .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
+        let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let cache = open_cache_off_thread(manifest).await;
+        let runtime = Runtime::new(max_memory, cache.as_ref(), pool).map_err(|e| LoadError {
+            plugin: "*".into(),
+            message: format!("cannot start the WebAssembly runtime: {e}"),
+        })?;
+        let mut plugins = BTreeMap::new();
+        let mut loaded = Ok(());
+        for (name, spec) in &manifest.plugins {
+            match load_one(&runtime, manifest, name, spec).await {
+                Ok(plugin) => drop(plugins.insert(name.clone(), plugin)),
+                Err(message) => {
+                    loaded = Err(LoadError {
+                        plugin: name.clone(),
+                        message,
+                    });
+                    break;
+                }
+            }
+        }
+        // What compiled before a failure is as good as any other entry: recorded either way.
+        let cache = seal_off_thread(cache).await;
+        let compiled = match &cache {
+            Some(cache) => {
+                let (from_cache, compiled) = cache.hits_and_misses();
+                Compiled {
+                    from_cache,
+                    compiled,
+                }
+            }
+            None => Compiled {
+                from_cache: 0,
+                compiled: plugins.len(),
+            },
+        };
+        loaded?;
+        tracing::info!(
+            from_cache = compiled.from_cache,
+            compiled = compiled.compiled,
+            "plugins compiled"
+        );
+        let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
+        let mut models = BTreeMap::new();
+        for (model, spec) in &manifest.models {
+            models.insert(model.clone(), routing(model, spec, get)?);
+        }
+        let oom = named(
+            get(&manifest.oom),
+            |p| p.hooks.oom.is_some(),
+            "the oom policy",
+            "oom-classifier",
+        )?;
+        let openai_chat = named(
+            get(&manifest.openai_chat),
+            LoadedPlugin::adapts_generate_requests,
+            "the openai_chat plugin",
+            "generate-request-adapter",
+        )?;
+        Ok(PluginHost {
+            runtime,
+            plugins,
+            models,
+            oom,
+            openai_chat,
+            requests: AtomicU64::new(0),
+            compiled,
+            model_policy: ModelPluginPolicy::of(manifest),
+        })
+    }
+}
+
+/// The lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// [`open_cache`] on the blocking pool: opening hashes every entry (each is verified before
+/// use), which must not hold a serving thread, like every file read and compile of a load.
+async fn open_cache_off_thread(manifest: &Manifest) -> Option<CompileCache> {
+    let manifest = manifest.clone();
+    tokio::task::spawn_blocking(move || open_cache(&manifest))
+        .await
+        .unwrap_or(None)
+}
+
+/// Seals `cache` (hashing the entries this load wrote) on the blocking pool.
+async fn seal_off_thread(cache: Option<CompileCache>) -> Option<CompileCache> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(cache) = &cache {
+            cache.seal();
+        }
+        cache
+    })
+    .await
+    .unwrap_or(None)
+}
+
+/// The manifest's compile cache, opened; none when it is turned off or unusable (a warning
+/// says why: plugins are then compiled at every start).
+fn open_cache(manifest: &Manifest) -> Option<CompileCache> {
+    let dir = match &manifest.compile_cache {
+        Some(dir) if dir.as_os_str().is_empty() => return None,
+        Some(dir) => dir.clone(),
+        None => super::compile_cache::default_dir()?,
+    };
+    CompileCache::open(&dir)
+        .inspect_err(|error| tracing::warn!(%error, "plugins will be compiled without a cache"))
+        .ok()
+}
+
+/// Bytes a plugin's `.wasm` file may have (a componentize-py component is ~18 MB).
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
+/// The plugin's bytes, read (a regular file within [`MAX_PLUGIN_BYTES`]), checked against the
+/// manifest's digest and, when the manifest requires it, a trusted signature; every file read
+/// and the hashing run off the serving threads.
+async fn verified_bytes(manifest: &Manifest, spec: &PluginSpec) -> Result<Vec<u8>, String> {
+    let bytes = crate::files::read(&spec.path, MAX_PLUGIN_BYTES)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Hashing hundreds of megabytes takes a while too: on the blocking pool.
+    let (digest, bytes) = tokio::task::spawn_blocking(move || (sha256_hex(&bytes), bytes))
+        .await
+        .map_err(|e| format!("hashing failed: {e}"))?;
+    if !digest.eq_ignore_ascii_case(&spec.sha256) {
+        return Err(format!(
+            "sha256 mismatch for {}: the manifest pins {}, the file is {digest}",
+            spec.path.display(),
+            spec.sha256
+        ));
+    }
+    if manifest.require_signatures {
+        let signature = match &spec.signature {
+            Some(signature) => Some(signature.clone()),
+            None => super::signing::read_signature_file(&spec.path).await?,
+        };
+        super::signing::verify_plugin(
+            &bytes,
+            &spec.path,
+            signature.as_deref(),
+            &manifest.trusted_keys,
+        )?;
+    }
+    Ok(bytes)
+}
+
+async fn load_one(
+    runtime: &Runtime,
+    manifest: &Manifest,
+    name: &str,
+    spec: &PluginSpec,
+) -> Result<Arc<LoadedPlugin>, String> {
+    let bytes = verified_bytes(manifest, spec).await?;
+    // Compiling (seconds for a Python guest) runs on the blocking pool: a load must not hold
+    // a serving thread.
+    let (engine, linker) = (runtime.engine.clone(), runtime.linker.clone());
+    let pre = tokio::task::spawn_blocking(move || {
+        let component =
+            Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e}"))?;
+        linker
+            .instantiate_pre(&component)
+            .map_err(|e| format!("imports something trident does not offer: {e}"))
+    })
+    .await
+    .map_err(|e| format!("compiling failed: {e}"))??;
+    let plugin = LoadedPlugin {
+        name: Arc::from(name),
+        limits: runtime.limits(
+            name,
+            spec.config_strings(),
+            spec.memory_limit_mb,
+            spec.time_limit_ms,
+        ),
+        content_types: spec.content_types.clone(),
+        accept: spec.accept.clone(),
+        headers: spec
+            .headers
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        hooks: Hooks::of(&pre),
+    };
+    if !plugin.hooks.any() {
+        return Err(hooks::EXPORTS_NONE.into());
+    }
+    let plugin = Arc::new(plugin);
+    hooks::check_config(runtime, &plugin).await?;
+    tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
+    Ok(plugin)
+}

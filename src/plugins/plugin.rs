@@ -1,0 +1,116 @@
+//! One loaded plugin: its name, limits and hooks, and the media types it takes and serves.
+
+use std::sync::Arc;
+
+use super::host::hooks::Hooks;
+use super::store::Limits;
+
+/// A plugin, compiled and pre-instantiated.
+pub struct LoadedPlugin {
+    /// The plugin's name in the manifest's `[plugins]`.
+    pub name: Arc<str>,
+    pub(super) limits: Limits,
+    pub(super) content_types: Vec<String>,
+    pub(super) accept: Vec<String>,
+    /// Lower-cased names of the request headers the plugin may see.
+    pub headers: Vec<String>,
+    /// The worlds it exports, each ready to call ([`hooks`]).
+    pub(super) hooks: Hooks,
+}
+
+/// Whether a header value (`Content-Type`, or an `Accept` list) names a media type of `list`
+/// (every type when `list` is empty). Types compare without their parameters and case: an entry
+/// `text/csv` takes `text/csv; charset=utf-8` but not `text/csvx`; `type/*` takes any subtype
+/// and `*/*` anything. Each media range of an `Accept` list counts, except those with `q=0`
+/// (refused by the client).
+fn media_matches(list: &[String], value: Option<&str>) -> bool {
+    if list.is_empty() {
+        return true;
+    }
+    let value = value.unwrap_or("");
+    value.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.split_once('=').is_some_and(|(name, q)| {
+                name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>() == Ok(0.0)
+            })
+        });
+        !refused
+            && list.iter().any(|entry| {
+                let entry = entry.to_ascii_lowercase();
+                entry == "*/*"
+                    || entry == essence
+                    || entry
+                        .strip_suffix('*')
+                        .is_some_and(|kind| kind.ends_with('/') && essence.starts_with(kind))
+            })
+    })
+}
+
+impl LoadedPlugin {
+    /// The manifest's `content_types` for this plugin (empty: every type).
+    pub fn content_types(&self) -> &[String] {
+        &self.content_types
+    }
+
+    /// Whether the manifest's `content_types` for this plugin include `content_type` (every
+    /// type when it lists none).
+    pub fn accepts_content_type(&self, content_type: Option<&str>) -> bool {
+        media_matches(&self.content_types, content_type)
+    }
+
+    /// Whether this request adapter takes a body of `content_type`.
+    pub fn serves_content_type(&self, content_type: Option<&str>) -> bool {
+        self.hooks.request.is_some() && media_matches(&self.content_types, content_type)
+    }
+
+    /// Whether this response adapter's `accept` list explicitly names `accept`.
+    pub fn claims_accept(&self, accept: Option<&str>) -> bool {
+        self.hooks.response.is_some()
+            && !self.accept.is_empty()
+            && accept.is_some()
+            && media_matches(&self.accept, accept)
+    }
+
+    /// Whether this response adapter answers a request that accepts `accept`.
+    pub fn serves_accept(&self, accept: Option<&str>) -> bool {
+        self.hooks.response.is_some() && (accept.is_none() || media_matches(&self.accept, accept))
+    }
+    /// What trident withheld from this plugin since it was loaded.
+    pub fn counters(&self) -> &super::counters::PluginCounters {
+        &self.limits.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::media_matches;
+
+    #[test]
+    fn media_types_match_without_parameters_and_not_by_prefix() {
+        let csv = vec!["text/csv".to_owned()];
+        assert!(media_matches(&csv, Some("text/csv")));
+        assert!(media_matches(&csv, Some("Text/CSV; charset=utf-8")));
+        assert!(!media_matches(&csv, Some("text/csvx")));
+        assert!(!media_matches(&csv, Some("text/cs")));
+        assert!(!media_matches(&csv, None));
+        assert!(media_matches(&[], None));
+        let json = vec!["application/json".to_owned()];
+        assert!(!media_matches(&json, Some("application/jsonlines")));
+        // Accept lists: any range counts, except one the client refuses with q=0.
+        assert!(media_matches(
+            &csv,
+            Some("application/json, text/csv;q=0.5")
+        ));
+        assert!(!media_matches(&csv, Some("application/json, text/csv;q=0")));
+        assert!(!media_matches(&csv, Some("*/*")));
+        // Wildcards on the plugin's side.
+        assert!(media_matches(&["text/*".to_owned()], Some("text/plain")));
+        assert!(!media_matches(
+            &["text/*".to_owned()],
+            Some("textual/plain")
+        ));
+        assert!(media_matches(&["*/*".to_owned()], Some("image/png")));
+    }
+}

@@ -1,0 +1,168 @@
+//! Which plugins serve a request: a model's adapters (its own entry in the manifest, else `*`),
+//! one arm or weighted A/B variants, checked at load to export the hooks their role calls; the
+//! OOM policy and OpenAI's chat route by name.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::host::PluginHost;
+use super::loading::LoadError;
+use super::manifest::ModelPlugins;
+use super::plugin::LoadedPlugin;
+use super::variants::{Weighted, choose};
+
+/// The adapters chosen for one request.
+#[derive(Clone, Default)]
+pub struct Selection {
+    /// The A/B variant, when the model has variants.
+    pub variant: Option<String>,
+    /// The request adapter, if the model (or its variant) has one.
+    pub request: Option<Arc<LoadedPlugin>>,
+    /// The response adapter, if the model (or its variant) has one.
+    pub response: Option<Arc<LoadedPlugin>>,
+}
+
+/// One arm: the adapters of a model, or of one of its variants.
+#[derive(Clone)]
+pub(super) struct Arm {
+    request: Option<Arc<LoadedPlugin>>,
+    response: Option<Arc<LoadedPlugin>>,
+}
+
+/// How a model's requests reach its adapters.
+pub(super) enum Routing {
+    Single(Arm),
+    Variants {
+        weights: Vec<Weighted>,
+        arms: Vec<Arm>,
+    },
+}
+
+/// The plugin the manifest names for a role, refused when it does not export what the role
+/// calls.
+pub(super) fn named(
+    plugin: Option<Arc<LoadedPlugin>>,
+    exports: impl Fn(&LoadedPlugin) -> bool,
+    role: &str,
+    hook: &str,
+) -> Result<Option<Arc<LoadedPlugin>>, LoadError> {
+    match plugin {
+        Some(plugin) if !exports(&plugin) => Err(LoadError {
+            plugin: plugin.name.to_string(),
+            message: format!("named as {role} but does not export {hook}"),
+        }),
+        plugin => Ok(plugin),
+    }
+}
+
+/// How a model's requests reach its adapters: one arm, or weighted variants.
+pub(super) fn routing(
+    model: &str,
+    spec: &ModelPlugins,
+    get: impl Fn(&Option<String>) -> Option<Arc<LoadedPlugin>>,
+) -> Result<Routing, LoadError> {
+    if spec.variants.is_empty() {
+        let arm = Arm {
+            request: get(&spec.request),
+            response: get(&spec.response),
+        };
+        check_arm(model, &arm)?;
+        return Ok(Routing::Single(arm));
+    }
+    let mut arms = Vec::new();
+    for variant in &spec.variants {
+        let arm = Arm {
+            request: get(&variant.request),
+            response: get(&variant.response),
+        };
+        check_arm(model, &arm)?;
+        arms.push(arm);
+    }
+    let weights = spec
+        .variants
+        .iter()
+        .map(|v| Weighted {
+            name: v.name.clone(),
+            weight: v.weight,
+        })
+        .collect();
+    Ok(Routing::Variants { weights, arms })
+}
+
+/// Each plugin of an arm exports the hook the arm uses it for.
+fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
+    let roles = [
+        (
+            &arm.request,
+            "request adapter",
+            arm.request
+                .as_ref()
+                .is_none_or(|p| p.hooks.request.is_some() || p.hooks.generate_request.is_some()),
+        ),
+        (
+            &arm.response,
+            "response adapter",
+            arm.response.as_ref().is_none_or(|p| {
+                p.hooks.response.is_some()
+                    || p.hooks.generate_response.is_some()
+                    || p.hooks.stream.is_some()
+            }),
+        ),
+    ];
+    for (plugin, role, exported) in roles {
+        if !exported {
+            return Err(LoadError {
+                plugin: plugin
+                    .as_ref()
+                    .map(|p| p.name.to_string())
+                    .unwrap_or_default(),
+                message: format!("model '{model}' uses it as a {role}, which it does not export"),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl PluginHost {
+    /// The adapters for a request to `model` (its own entry, else `*`), choosing a variant when
+    /// the model has several.
+    pub fn select(
+        &self,
+        model: &str,
+        target_variant: Option<&str>,
+        inference_id: Option<&str>,
+    ) -> Option<Selection> {
+        let routing = self.models.get(model).or_else(|| self.models.get("*"))?;
+        Some(match routing {
+            Routing::Single(arm) => Selection {
+                variant: None,
+                request: arm.request.clone(),
+                response: arm.response.clone(),
+            },
+            Routing::Variants { weights, arms } => {
+                // A cheap, well-spread sequence for requests without an inference id.
+                let random = self
+                    .requests
+                    .fetch_add(1, Ordering::Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let index = choose(weights, target_variant, inference_id, random >> 11);
+                Selection {
+                    variant: Some(weights[index].name.clone()),
+                    request: arms[index].request.clone(),
+                    response: arms[index].response.clone(),
+                }
+            }
+        })
+    }
+
+    /// The adapters of OpenAI's chat completions route: the `openai_chat` plugin for the
+    /// request and the answer, or `None` when the manifest names none.
+    pub fn openai_chat(&self) -> Option<Selection> {
+        let plugin = self.openai_chat.as_ref()?;
+        Some(Selection {
+            variant: None,
+            request: Some(Arc::clone(plugin)),
+            response: Some(Arc::clone(plugin)),
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! One call's store: the data a guest's calls see ([`PluginState`]: WASI without ambient
+//! capabilities, trident's `host` and session-store interfaces, the plugin's configuration),
+//! its memory limiter and epoch deadline, its captured output, and how a call's failure is
+//! classified when it ends ([`CallStore::finish`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::host;
+use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
+use super::runtime::CallFailure;
+use super::threads::{Activity, Background, PendingDrops};
+use crate::sessions::SessionStore;
+
+/// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
+/// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
+const OUTPUT_CAPACITY: usize = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+struct DeadlineExceeded;
+
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded")]
+struct MemoryLimitExceeded;
+
+/// The data of one call's store.
+pub struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    plugin: Arc<str>,
+    config: Arc<BTreeMap<String, String>>,
+    /// When the guest code now running must stop (armed before instantiation and again before
+    /// the call, so an instance made ahead of time gets its whole time limit).
+    deadline: Instant,
+    /// What is left of this call's log output budget (`host.log`, stdout, stderr).
+    output: OutputBudget,
+    /// The store of the request's stateful session (`trident:session/store`), set for the call.
+    pub(super) session: Option<Arc<SessionStore>>,
+}
+
+impl PluginState {
+    /// Logs `message` at `level` if the call's output budget allows, else counts it dropped
+    /// (saying so once per call).
+    fn log_within_budget(&mut self, level: tracing::Level, stream: &str, message: &str) {
+        let plugin = &*self.plugin;
+        match self.output.admit(message.len() + 1) {
+            Ok(()) => match level {
+                tracing::Level::ERROR => tracing::error!(plugin, stream, "{message}"),
+                tracing::Level::WARN => tracing::warn!(plugin, stream, "{message}"),
+                tracing::Level::INFO => tracing::info!(plugin, stream, "{message}"),
+                _ => tracing::debug!(plugin, stream, "{message}"),
+            },
+            Err(true) => tracing::warn!(
+                plugin,
+                budget_bytes = OUTPUT_BUDGET_BYTES,
+                "plugin output truncated: the rest of this call's output is dropped"
+            ),
+            Err(false) => {}
+        }
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl host::Host for PluginState {
+    fn config(&mut self, key: String) -> Option<String> {
+        self.config.get(&key).cloned()
+    }
+
+    fn log(&mut self, level: host::Level, message: String) {
+        let level = match level {
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        self.log_within_budget(level, "log", &message);
+    }
+}
+
+/// Version 0.2.0's `host`: the same functions.
+impl super::bindings::host_v2::Host for PluginState {
+    fn config(&mut self, key: String) -> Option<String> {
+        host::Host::config(self, key)
+    }
+
+    fn log(&mut self, level: super::bindings::host_v2::Level, message: String) {
+        use super::bindings::host_v2::Level as V2;
+        let level = match level {
+            V2::Debug => host::Level::Debug,
+            V2::Info => host::Level::Info,
+            V2::Warn => host::Level::Warn,
+            V2::Error => host::Level::Error,
+        };
+        host::Host::log(self, level, message);
+    }
+}
+
+/// `trident:session/store`: the request's session store; outside a session, empty and
+/// refusing writes.
+impl super::bindings::session_store::Host for PluginState {
+    fn session_id(&mut self) -> Option<String> {
+        Some(self.session.as_ref()?.session_id().to_owned())
+    }
+
+    fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        self.session.as_ref()?.get(&key)
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        match &self.session {
+            Some(store) => store.set(key, value),
+            None => Err("the request is not in a stateful session: nothing can be kept".into()),
+        }
+    }
+
+    fn remove(&mut self, key: String) {
+        if let Some(store) = &self.session {
+            store.remove(&key);
+        }
+    }
+}
+
+struct MemoryLimiter {
+    limit_bytes: usize,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            return Err(MemoryLimitExceeded.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// What one plugin needs to run a call.
+#[derive(Clone)]
+pub struct Limits {
+    /// The plugin's name, for errors and logs.
+    pub plugin: Arc<str>,
+    /// The plugin's configuration, which `host.config` answers from.
+    pub config: Arc<BTreeMap<String, String>>,
+    /// The linear memory a call may use, in MiB.
+    pub memory_limit_mb: u64,
+    /// How long a call may run, in milliseconds (the instance and the call each get it).
+    pub time_limit_ms: u64,
+    /// Where the call's dropped output is counted.
+    pub counters: Arc<PluginCounters>,
+    /// Where what the call leaves is done.
+    pub background: Background,
+    /// Where the call's use of its engine is noted.
+    pub activity: Arc<Activity>,
+    /// The engine's used stores waiting to be dropped.
+    pub pending_drops: Arc<PendingDrops>,
+}
+
+/// One call's store and its captured output.
+pub struct CallStore {
+    /// The store the call's instance lives in.
+    pub store: Store<PluginState>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    limits: Limits,
+}
+
+impl CallStore {
+    /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
+    /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
+    pub fn new(engine: &Engine, limits: &Limits) -> CallStore {
+        limits.activity.mark();
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_ip_name_lookup(false)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .build();
+        let state = PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit_bytes: usize::try_from(limits.memory_limit_mb.saturating_mul(1 << 20))
+                    .unwrap_or(usize::MAX),
+            },
+            plugin: Arc::clone(&limits.plugin),
+            config: Arc::clone(&limits.config),
+            deadline: Instant::now(),
+            output: OutputBudget::default(),
+            session: None,
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_callback(|store| {
+            if Instant::now() >= store.data().deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let mut call = CallStore {
+            store,
+            stdout,
+            stderr,
+            limits: limits.clone(),
+        };
+        call.arm();
+        call
+    }
+
+    /// Starts the time limit afresh: the guest may run for the plugin's limit from now.
+    pub fn arm(&mut self) {
+        self.store.data_mut().deadline =
+            Instant::now() + Duration::from_millis(self.limits.time_limit_ms);
+        self.store.set_epoch_deadline(1);
+    }
+
+    /// Ends the call: logs what the guest printed (within the call's output budget, counting
+    /// the rest) and classifies a failure.
+    pub fn finish<T>(mut self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let contents = pipe.contents();
+            for line in String::from_utf8_lossy(&contents)
+                .lines()
+                .filter(|l| !l.is_empty())
+            {
+                self.store
+                    .data_mut()
+                    .log_within_budget(tracing::Level::INFO, stream, line);
+            }
+        }
+        let dropped = self.store.data().output.dropped();
+        if dropped > 0 {
+            self.limits.counters.add_output_dropped(dropped);
+        }
+        let plugin = &*self.limits.plugin;
+        let result = result.map_err(|error| {
+            let plugin = plugin.to_owned();
+            if error.downcast_ref::<DeadlineExceeded>().is_some() {
+                CallFailure::Deadline {
+                    plugin,
+                    limit_ms: self.limits.time_limit_ms,
+                }
+            } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
+                CallFailure::Memory {
+                    plugin,
+                    limit_mb: self.limits.memory_limit_mb,
+                }
+            } else {
+                let detail = match error.downcast_ref::<wasmtime::Trap>() {
+                    Some(trap) => trap.to_string(),
+                    None => format!("{error:#}")
+                        .lines()
+                        .next()
+                        .unwrap_or("trap")
+                        .to_owned(),
+                };
+                tracing::warn!(plugin, error = format!("{error:?}"), "plugin call failed");
+                CallFailure::Trap { plugin, detail }
+            }
+        });
+        self.limits
+            .background
+            .drop_later(self.store, &self.limits.pending_drops);
+        result
+    }
+}
