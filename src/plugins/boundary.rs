@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::bindings::types::{Header, Invocation as WitInvocation, PluginError, Reply};
-use super::runtime::CallFailure;
+use super::store::CallFailure;
 use crate::engine::InputTensor;
 use crate::invocation::Invocation;
 use crate::sessions::SessionStore;

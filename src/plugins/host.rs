@@ -6,18 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use super::boundary::{AdaptedRequest, HookResult, PluginInvocation, PluginReply, converted};
 use super::convert;
-use super::loading::Compiled;
+use super::loading::{Compiled, Loaded, load_plugins};
+use super::manifest::Manifest;
 use super::model_plugins::ModelPluginPolicy;
-use super::plugin::LoadedPlugin;
-use super::routing::Routing;
-use super::runtime::Runtime;
+use super::plugin::{LoadError, LoadedPlugin};
+use super::routing::{Routes, Selection};
+use super::runtime::{Pool, Runtime};
 
+mod call;
 mod generate;
-pub(super) mod hooks;
 
 use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
 use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
@@ -25,27 +25,62 @@ use crate::engine::InferResponse;
 
 /// Every plugin of a manifest, ready to call.
 pub struct PluginHost {
-    pub(super) runtime: Runtime,
-    pub(super) plugins: BTreeMap<String, Arc<LoadedPlugin>>,
-    pub(super) models: BTreeMap<String, Routing>,
-    pub(super) oom: Option<Arc<LoadedPlugin>>,
-    pub(super) openai_chat: Option<Arc<LoadedPlugin>>,
-    /// Requests selected so far (spreads variants for requests without an inference id).
-    pub(super) requests: AtomicU64,
-    pub(super) compiled: Compiled,
-    pub(super) model_policy: ModelPluginPolicy,
+    runtime: Runtime,
+    plugins: BTreeMap<String, Arc<LoadedPlugin>>,
+    routes: Routes,
+    compiled: Compiled,
+    model_policy: ModelPluginPolicy,
 }
 
 impl std::fmt::Debug for PluginHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginHost")
             .field("plugins", &self.plugins.keys().collect::<Vec<_>>())
-            .field("models", &self.models.keys().collect::<Vec<_>>())
+            .field("models", &self.routes.models().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
 
 impl PluginHost {
+    /// Loads every plugin of the container's `manifest` ([`load_plugins`]) and the routes it
+    /// names among them. Any failure refuses the whole manifest.
+    pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
+        PluginHost::load_in(manifest, Pool::Container).await
+    }
+
+    /// [`PluginHost::load`], in an engine whose pool is sized for `pool`.
+    pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
+        let Loaded {
+            runtime,
+            plugins,
+            compiled,
+        } = load_plugins(manifest, pool).await?;
+        let routes = Routes::of(manifest, &plugins)?;
+        Ok(PluginHost {
+            runtime,
+            plugins,
+            routes,
+            compiled,
+            model_policy: ModelPluginPolicy::of(manifest),
+        })
+    }
+
+    /// The adapters for a request to `model` (its own entry, else `*`), choosing a variant when
+    /// the model has several.
+    pub fn select(
+        &self,
+        model: &str,
+        target_variant: Option<&str>,
+        inference_id: Option<&str>,
+    ) -> Option<Selection> {
+        self.routes.select(model, target_variant, inference_id)
+    }
+
+    /// The adapters of OpenAI's chat completions route, or `None` when the manifest names none.
+    pub fn openai_chat(&self) -> Option<Selection> {
+        self.routes.openai_chat()
+    }
+
     /// What this (the container's) manifest lets model artifacts' own plugins do.
     pub fn model_policy(&self) -> &ModelPluginPolicy {
         &self.model_policy
@@ -134,7 +169,7 @@ impl PluginHost {
     /// The configured OOM policy's verdict on an engine error message; `None` when no OOM
     /// plugin is configured or it failed (the caller then uses the built-in list).
     pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
-        let plugin = self.oom.as_ref()?;
+        let plugin = self.routes.oom()?;
         plugin.hooks.oom.as_ref()?;
         let message = message.to_owned();
         let verdict = self

@@ -5,18 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::compile_cache::CompileCache;
-use super::host::PluginHost;
-use super::host::hooks::{self, Hooks};
+use super::hooks::{EXPORTS_NONE, Hooks};
 use super::manifest::{Manifest, PluginSpec};
-use super::model_plugins::ModelPluginPolicy;
-use super::plugin::LoadedPlugin;
-use super::routing::{named, routing};
+use super::plugin::{LoadError, LoadedPlugin};
 use super::runtime::{Pool, Runtime};
 
 /// How a host's plugins came to be compiled.
@@ -28,101 +24,72 @@ pub struct Compiled {
     pub compiled: usize,
 }
 
-/// A plugin that cannot be loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("plugin '{plugin}': {message}")]
-pub struct LoadError {
-    /// The plugin's name in the manifest; `*` when the WebAssembly runtime could not start.
-    pub plugin: String,
-    /// Why it cannot be loaded.
-    pub message: String,
+/// A manifest's plugins, loaded, and the engine they run in.
+pub struct Loaded {
+    /// The engine and linker of the plugins.
+    pub runtime: Runtime,
+    /// Every plugin, by its name in the manifest.
+    pub plugins: BTreeMap<String, Arc<LoadedPlugin>>,
+    /// How they came to be compiled.
+    pub compiled: Compiled,
 }
 
-impl PluginHost {
-    /// Loads every plugin of the container's `manifest`: digest, signature, compilation,
-    /// pre-instantiation and the plugin's own configuration check. Any failure refuses the
-    /// whole manifest.
-    pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
-        PluginHost::load_in(manifest, Pool::Container).await
-    }
-
-    /// [`PluginHost::load`], in an engine whose pool is sized for `pool`.
-    pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
-        let max_memory = manifest
-            .plugins
-            .values()
-            .map(|spec| spec.memory_limit_mb)
-            .max()
-            .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
-        let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-        let cache = open_cache_off_thread(manifest).await;
-        let runtime = Runtime::new(max_memory, cache.as_ref(), pool).map_err(|e| LoadError {
-            plugin: "*".into(),
-            message: format!("cannot start the WebAssembly runtime: {e}"),
-        })?;
-        let mut plugins = BTreeMap::new();
-        let mut loaded = Ok(());
-        for (name, spec) in &manifest.plugins {
-            match load_one(&runtime, manifest, name, spec).await {
-                Ok(plugin) => drop(plugins.insert(name.clone(), plugin)),
-                Err(message) => {
-                    loaded = Err(LoadError {
-                        plugin: name.clone(),
-                        message,
-                    });
-                    break;
-                }
+/// Loads every plugin of `manifest` in an engine whose pool is sized for `pool`: digest,
+/// signature, compilation, pre-instantiation and the plugin's own configuration check. Any
+/// failure refuses the whole manifest.
+pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, LoadError> {
+    let max_memory = manifest
+        .plugins
+        .values()
+        .map(|spec| spec.memory_limit_mb)
+        .max()
+        .unwrap_or(super::manifest::DEFAULT_MEMORY_LIMIT_MB);
+    let max_memory = usize::try_from(max_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let cache = open_cache_off_thread(manifest).await;
+    let runtime = Runtime::new(max_memory, cache.as_ref(), pool).map_err(|e| LoadError {
+        plugin: "*".into(),
+        message: format!("cannot start the WebAssembly runtime: {e}"),
+    })?;
+    let mut plugins = BTreeMap::new();
+    let mut loaded = Ok(());
+    for (name, spec) in &manifest.plugins {
+        match load_one(&runtime, manifest, name, spec).await {
+            Ok(plugin) => drop(plugins.insert(name.clone(), plugin)),
+            Err(message) => {
+                loaded = Err(LoadError {
+                    plugin: name.clone(),
+                    message,
+                });
+                break;
             }
         }
-        // What compiled before a failure is as good as any other entry: recorded either way.
-        let cache = seal_off_thread(cache).await;
-        let compiled = match &cache {
-            Some(cache) => {
-                let (from_cache, compiled) = cache.hits_and_misses();
-                Compiled {
-                    from_cache,
-                    compiled,
-                }
-            }
-            None => Compiled {
-                from_cache: 0,
-                compiled: plugins.len(),
-            },
-        };
-        loaded?;
-        tracing::info!(
-            from_cache = compiled.from_cache,
-            compiled = compiled.compiled,
-            "plugins compiled"
-        );
-        let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
-        let mut models = BTreeMap::new();
-        for (model, spec) in &manifest.models {
-            models.insert(model.clone(), routing(model, spec, get)?);
-        }
-        let oom = named(
-            get(&manifest.oom),
-            |p| p.hooks.oom.is_some(),
-            "the oom policy",
-            "oom-classifier",
-        )?;
-        let openai_chat = named(
-            get(&manifest.openai_chat),
-            LoadedPlugin::adapts_generate_requests,
-            "the openai_chat plugin",
-            "generate-request-adapter",
-        )?;
-        Ok(PluginHost {
-            runtime,
-            plugins,
-            models,
-            oom,
-            openai_chat,
-            requests: AtomicU64::new(0),
-            compiled,
-            model_policy: ModelPluginPolicy::of(manifest),
-        })
     }
+    // What compiled before a failure is as good as any other entry: recorded either way.
+    let cache = seal_off_thread(cache).await;
+    let compiled = match &cache {
+        Some(cache) => {
+            let (from_cache, compiled) = cache.hits_and_misses();
+            Compiled {
+                from_cache,
+                compiled,
+            }
+        }
+        None => Compiled {
+            from_cache: 0,
+            compiled: plugins.len(),
+        },
+    };
+    loaded?;
+    tracing::info!(
+        from_cache = compiled.from_cache,
+        compiled = compiled.compiled,
+        "plugins compiled"
+    );
+    Ok(Loaded {
+        runtime,
+        plugins,
+        compiled,
+    })
 }
 
 /// The lower-case hex SHA-256 of `bytes`.
@@ -237,10 +204,27 @@ async fn load_one(
         hooks: Hooks::of(&pre),
     };
     if !plugin.hooks.any() {
-        return Err(hooks::EXPORTS_NONE.into());
+        return Err(EXPORTS_NONE.into());
     }
     let plugin = Arc::new(plugin);
-    hooks::check_config(runtime, &plugin).await?;
+    check_config(runtime, &plugin).await?;
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok(plugin)
+}
+
+/// Runs the plugin's own configuration check once, through the first world it exports, as a
+/// call like any other (within the engine's share, off the serving thread if it runs long).
+async fn check_config(runtime: &Runtime, plugin: &Arc<LoadedPlugin>) -> Result<(), String> {
+    let (engine, called) = (runtime.engine.clone(), Arc::clone(plugin));
+    let call = async move {
+        match called.hooks.exported().next() {
+            Some(hook) => hook.check(&engine, &called.limits).await,
+            None => Ok(Ok(())),
+        }
+    };
+    runtime
+        .run(&plugin.limits, call)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|message| format!("refuses its configuration: {message}"))
 }

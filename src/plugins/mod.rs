@@ -30,6 +30,7 @@ pub mod cli;
 pub mod compile_cache;
 pub mod convert;
 pub mod counters;
+pub mod hooks;
 pub mod host;
 pub mod loading;
 pub mod manifest;
@@ -51,4 +52,4 @@ pub use boundary::{
 pub use host::PluginHost;
 pub use plugin::LoadedPlugin;
 pub use routing::Selection;
-pub use runtime::CallFailure;
+pub use store::CallFailure;

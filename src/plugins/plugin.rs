@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::host::hooks::Hooks;
+use super::hooks::Hooks;
 use super::store::Limits;
 
 /// A plugin, compiled and pre-instantiated.
@@ -16,6 +16,16 @@ pub struct LoadedPlugin {
     pub headers: Vec<String>,
     /// The worlds it exports, each ready to call ([`hooks`]).
     pub(super) hooks: Hooks,
+}
+
+/// A plugin that cannot be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin '{plugin}': {message}")]
+pub struct LoadError {
+    /// The plugin's name in the manifest; `*` when the WebAssembly runtime could not start.
+    pub plugin: String,
+    /// Why it cannot be loaded.
+    pub message: String,
 }
 
 /// Whether a header value (`Content-Type`, or an `Accept` list) names a media type of `list`
@@ -80,6 +90,24 @@ impl LoadedPlugin {
     /// What trident withheld from this plugin since it was loaded.
     pub fn counters(&self) -> &super::counters::PluginCounters {
         &self.limits.counters
+    }
+}
+
+/// Which generate hooks a plugin exports.
+impl LoadedPlugin {
+    /// Whether the plugin exports the generate request adapter.
+    pub fn adapts_generate_requests(&self) -> bool {
+        self.hooks.generate_request.is_some()
+    }
+
+    /// Whether the plugin exports the generate response adapter.
+    pub fn adapts_generate_responses(&self) -> bool {
+        self.hooks.generate_response.is_some()
+    }
+
+    /// Whether the plugin exports the stream adapter.
+    pub fn adapts_streams(&self) -> bool {
+        self.hooks.stream.is_some()
     }
 }
 

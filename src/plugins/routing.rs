@@ -2,13 +2,12 @@
 //! one arm or weighted A/B variants, checked at load to export the hooks their role calls; the
 //! OOM policy and OpenAI's chat route by name.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::host::PluginHost;
-use super::loading::LoadError;
-use super::manifest::ModelPlugins;
-use super::plugin::LoadedPlugin;
+use super::manifest::{Manifest, ModelPlugins};
+use super::plugin::{LoadError, LoadedPlugin};
 use super::variants::{Weighted, choose};
 
 /// The adapters chosen for one request.
@@ -24,13 +23,13 @@ pub struct Selection {
 
 /// One arm: the adapters of a model, or of one of its variants.
 #[derive(Clone)]
-pub(super) struct Arm {
+struct Arm {
     request: Option<Arc<LoadedPlugin>>,
     response: Option<Arc<LoadedPlugin>>,
 }
 
 /// How a model's requests reach its adapters.
-pub(super) enum Routing {
+enum Routing {
     Single(Arm),
     Variants {
         weights: Vec<Weighted>,
@@ -40,7 +39,7 @@ pub(super) enum Routing {
 
 /// The plugin the manifest names for a role, refused when it does not export what the role
 /// calls.
-pub(super) fn named(
+fn named(
     plugin: Option<Arc<LoadedPlugin>>,
     exports: impl Fn(&LoadedPlugin) -> bool,
     role: &str,
@@ -56,7 +55,7 @@ pub(super) fn named(
 }
 
 /// How a model's requests reach its adapters: one arm, or weighted variants.
-pub(super) fn routing(
+fn routing(
     model: &str,
     spec: &ModelPlugins,
     get: impl Fn(&Option<String>) -> Option<Arc<LoadedPlugin>>,
@@ -123,7 +122,57 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
     Ok(())
 }
 
-impl PluginHost {
+/// Which plugins serve what: each model's adapters, the OOM policy, the chat route's plugin.
+pub struct Routes {
+    models: BTreeMap<String, Routing>,
+    oom: Option<Arc<LoadedPlugin>>,
+    openai_chat: Option<Arc<LoadedPlugin>>,
+    /// Requests selected so far (spreads variants for requests without an inference id).
+    requests: AtomicU64,
+}
+
+impl Routes {
+    /// The routes `manifest` names among `plugins`, each checked to export the hooks its role
+    /// calls.
+    pub fn of(
+        manifest: &Manifest,
+        plugins: &BTreeMap<String, Arc<LoadedPlugin>>,
+    ) -> Result<Routes, LoadError> {
+        let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
+        let mut models = BTreeMap::new();
+        for (model, spec) in &manifest.models {
+            models.insert(model.clone(), routing(model, spec, get)?);
+        }
+        let oom = named(
+            get(&manifest.oom),
+            |p| p.hooks.oom.is_some(),
+            "the oom policy",
+            "oom-classifier",
+        )?;
+        let openai_chat = named(
+            get(&manifest.openai_chat),
+            LoadedPlugin::adapts_generate_requests,
+            "the openai_chat plugin",
+            "generate-request-adapter",
+        )?;
+        Ok(Routes {
+            models,
+            oom,
+            openai_chat,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The models with adapters of their own (`*` for every other).
+    pub fn models(&self) -> impl Iterator<Item = &String> {
+        self.models.keys()
+    }
+
+    /// The OOM policy's plugin, when the manifest names one.
+    pub fn oom(&self) -> Option<&Arc<LoadedPlugin>> {
+        self.oom.as_ref()
+    }
+
     /// The adapters for a request to `model` (its own entry, else `*`), choosing a variant when
     /// the model has several.
     pub fn select(

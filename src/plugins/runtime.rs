@@ -13,7 +13,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::scheduler::{self, Share, Stopped};
-use super::store::{Limits, PluginState};
+use super::store::{CallFailure, Limits, PluginState};
 use super::threads::{self, Activity, Background, PendingDrops};
 
 /// A wasmtime engine and linker, and where plugin housekeeping runs.
@@ -229,35 +229,6 @@ impl Runtime {
     pub fn linker(&self) -> &Linker<PluginState> {
         &self.linker
     }
-}
-
-/// Why a call failed, as trident tells clients.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallFailure {
-    /// The guest ran past its time limit.
-    #[error("plugin '{plugin}' exceeded its time limit of {limit_ms} ms")]
-    Deadline {
-        /// The plugin's name.
-        plugin: String,
-        /// Its time limit, in milliseconds.
-        limit_ms: u64,
-    },
-    /// The guest asked for more memory than its limit.
-    #[error("plugin '{plugin}' exceeded its memory limit of {limit_mb} MiB")]
-    Memory {
-        /// The plugin's name.
-        plugin: String,
-        /// Its memory limit, in MiB.
-        limit_mb: u64,
-    },
-    /// The guest trapped (a panic, an illegal operation).
-    #[error("plugin '{plugin}' failed: {detail}")]
-    Trap {
-        /// The plugin's name.
-        plugin: String,
-        /// What went wrong: the trap, or the first line of the error.
-        detail: String,
-    },
 }
 
 #[cfg(test)]

@@ -14,13 +14,41 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::host;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
-use super::runtime::CallFailure;
 use super::threads::{Activity, Background, PendingDrops};
 use crate::sessions::SessionStore;
 
 /// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
 /// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
 const OUTPUT_CAPACITY: usize = 256 * 1024;
+
+/// Why a call failed, as trident tells clients.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// The guest ran past its time limit.
+    #[error("plugin '{plugin}' exceeded its time limit of {limit_ms} ms")]
+    Deadline {
+        /// The plugin's name.
+        plugin: String,
+        /// Its time limit, in milliseconds.
+        limit_ms: u64,
+    },
+    /// The guest asked for more memory than its limit.
+    #[error("plugin '{plugin}' exceeded its memory limit of {limit_mb} MiB")]
+    Memory {
+        /// The plugin's name.
+        plugin: String,
+        /// Its memory limit, in MiB.
+        limit_mb: u64,
+    },
+    /// The guest trapped (a panic, an illegal operation).
+    #[error("plugin '{plugin}' failed: {detail}")]
+    Trap {
+        /// The plugin's name.
+        plugin: String,
+        /// What went wrong: the trap, or the first line of the error.
+        detail: String,
+    },
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("deadline exceeded")]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{generate_request, generate_response, oom, request, response, stream};
-use super::runtime::CallFailure;
+use super::store::CallFailure;
 use super::store::{CallStore, Limits, PluginState};
 
 /// How many fresh instances each hook keeps ready.

@@ -13,24 +13,6 @@ use crate::plugins::boundary::{
 };
 use crate::plugins::convert;
 
-/// Which generate hooks a plugin exports.
-impl LoadedPlugin {
-    /// Whether the plugin exports the generate request adapter.
-    pub fn adapts_generate_requests(&self) -> bool {
-        self.hooks.generate_request.is_some()
-    }
-
-    /// Whether the plugin exports the generate response adapter.
-    pub fn adapts_generate_responses(&self) -> bool {
-        self.hooks.generate_response.is_some()
-    }
-
-    /// Whether the plugin exports the stream adapter.
-    pub fn adapts_streams(&self) -> bool {
-        self.hooks.stream.is_some()
-    }
-}
-
 impl PluginHost {
     /// Calls a generate request adapter.
     pub async fn adapt_generate_request(
