@@ -242,7 +242,7 @@ fn a_decoupled_model_streams_its_responses_as_messages() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// A raw WebSocket session on `addr`, past its handshake (the client's frames are written by
+/// A raw WebSocket stream on `addr`, past its handshake (the client's frames are written by
 /// hand, so they can break the rules a client library keeps).
 fn raw_session(addr: SocketAddr) -> std::net::TcpStream {
     raw_session_with(addr, "")

@@ -10,6 +10,9 @@
 //! This file holds the entry points Triton calls. Each catches panics (none crosses into C) and
 //! turns errors into Triton's; everything below them is one owned Rust value per Triton object.
 
+// No function over 80 lines (clippy.toml), as in trident itself; test crates are exempt.
+#![warn(clippy::too_many_lines)]
+
 mod clock;
 mod dtype;
 mod error;

@@ -13,14 +13,18 @@
 //!   The pipeline's answers are framed here directly (`invocations::run_default`), never read
 //!   back from an HTTP response.
 //! - Messages are answered one at a time, in order; a ping is answered with a pong.
-//! - A request that fails ends the session with close code 4000 + its HTTP status (4400 for a
+//! - A request that fails ends the stream with close code 4000 + its HTTP status (4400 for a
 //!   bad payload, 4500 for a plugin trap, 4504 for a plugin time-out) and its error as the
 //!   reason, cut to the 123 bytes a close frame carries. A message larger than the body limit
 //!   is closed with 1009, more than the message rate with 1008, a stream that fails midway
-//!   with 1011 (one that fails on its first response is a failed request, 4000 + its status), a text message that is not UTF-8 with 1007, a frame that breaks the protocol
-//!   with 1002. When the server shuts down, each session finishes the request in flight and
-//!   closes with 1001; the shutdown's grace period waits for them.
-//! - Sessions are counted apart from connections (an upgraded connection leaves the HTTP
+//!   with 1011 (one that fails on its first response is a failed request, 4000 + its status),
+//!   a text message that is not UTF-8 with 1007, a frame that breaks the protocol with 1002.
+//!   When the server shuts down, each stream finishes the request in flight and closes with
+//!   1001; the shutdown's grace period waits for them.
+//! - A plugin's reply is framed without an HTTP response: its status closes the stream when it
+//!   is an error (4000 + the status, the body's `error` the reason), its content type decides
+//!   text or binary, its headers have no place in a message.
+//! - Streams are counted apart from connections (an upgraded connection leaves the HTTP
 //!   connection limit): at most as many as `max_connections`; one more is answered 503.
 
 use std::sync::Arc;
@@ -51,11 +55,11 @@ pub const PATH: &str = "/invocations-bidirectional-stream";
 /// Bytes a close frame's reason may hold.
 const MAX_CLOSE_REASON: usize = 123;
 
-/// How long a closed session waits for the client's close frame.
+/// How long a closed stream waits for the client's close frame.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Answers the handshake (`GET` with `Upgrade: websocket`, already past the `inference`
-/// restriction): 101 and the session started on the upgraded connection, or why not.
+/// restriction): 101 and the stream started on the upgraded connection, or why not.
 pub fn upgrade<E: Engine>(
     state: &Arc<AppState<E>>,
     parts: &mut Parts,
@@ -65,7 +69,7 @@ pub fn upgrade<E: Engine>(
         .extensions
         .remove::<hyper::upgrade::OnUpgrade>()
         .ok_or_else(|| ApiError::internal("this connection cannot be upgraded"))?;
-    let session = Arc::clone(&state.bidi_sessions)
+    let permit = Arc::clone(&state.bidi_streams)
         .try_acquire_owned()
         .map_err(|_| ApiError::too_many_streams(state.config.http.client_limits.max_connections))?;
     let context = Context {
@@ -87,11 +91,11 @@ pub fn upgrade<E: Engine>(
                         Some(config),
                     )
                     .await;
-                    serve_session(&state, socket, &context).await;
+                    serve_stream(&state, socket, &context).await;
                 }
                 Err(error) => tracing::debug!(%error, "a bidirectional stream's upgrade failed"),
             }
-            drop(session);
+            drop(permit);
         }
         .instrument(span),
     );
@@ -166,14 +170,14 @@ fn forwarded_headers(handshake: &HeaderMap, query: Option<&str>) -> HeaderMap {
     headers
 }
 
-/// What every request of a session shares.
+/// What every request of a stream shares.
 struct Context {
     invocation: Invocation,
     headers: HeaderMap,
 }
 
-/// Serves one session until the client closes it or a request fails.
-async fn serve_session<E: Engine, S>(
+/// Serves one stream until the client closes it or a request fails.
+async fn serve_stream<E: Engine, S>(
     state: &AppState<E>,
     mut socket: WebSocketStream<S>,
     context: &Context,
@@ -273,7 +277,7 @@ where
         }
         Answer::Json(json) => send(socket, Bytes::from(json), false).await,
         Answer::Events(mut events) => {
-            // One message per event; a failure midway closes the session with 1011.
+            // One message per event; a failure midway closes the stream with 1011.
             while let Some(event) = events.recv().await {
                 match event {
                     StreamEvent::Data(payload) => send(socket, payload, false).await?,
@@ -286,7 +290,7 @@ where
             Ok(())
         }
         Answer::Reply { plugin, reply } => {
-            // A plugin's reply is HTTP-shaped: its status decides whether the session goes on
+            // A plugin's reply is HTTP-shaped: its status decides whether the stream goes on
             // (an error status closes it, its `error` the reason), its content type whether
             // the message is text; its headers have no place in a message.
             let status = ApiError::reply_status(&plugin.name, reply.status)

@@ -168,9 +168,9 @@ impl<E: Engine> Connections<E> {
                 let _ = stopping.send(true);
                 state.shutting_down.send_replace(true);
                 stopping.closed().await;
-                // Upgraded connections left the count above: wait for every session's permit.
-                let sessions = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-                drop(state.bidi_sessions.acquire_many(sessions).await);
+                // Upgraded connections left the count above: wait for every stream's permit.
+                let streams = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+                drop(state.bidi_streams.acquire_many(streams).await);
             } => tracing::info!("all connections closed"),
             () = tokio::time::sleep(grace) => tracing::warn!(?grace, "grace period over with requests still in flight"),
         }

@@ -32,8 +32,8 @@ pub struct AppState<E> {
     pub metrics: Metrics,
     /// Hides the server's folders in error bodies.
     pub redactor: Redactor,
-    /// Open `/invocations-bidirectional-stream` sessions (as many as `max_connections`).
-    pub bidi_sessions: Arc<tokio::sync::Semaphore>,
+    /// Open `/invocations-bidirectional-stream` streams (as many as `max_connections`).
+    pub bidi_streams: Arc<tokio::sync::Semaphore>,
     /// Open stateful sessions; `None` when sessions are off.
     pub sessions: Option<Arc<Sessions<E>>>,
     /// Turns `true` when the server starts shutting down: open sessions close (1001).
@@ -122,7 +122,7 @@ impl<E: crate::engine::Engine> AppState<E> {
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
             redactor: Redactor::for_config(&config),
-            bidi_sessions: Arc::new(tokio::sync::Semaphore::new(
+            bidi_streams: Arc::new(tokio::sync::Semaphore::new(
                 config.http.client_limits.max_connections,
             )),
             shutting_down: tokio::sync::watch::Sender::new(false),
