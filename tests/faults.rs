@@ -47,38 +47,17 @@ fn main() -> std::process::ExitCode {
         .with_env_filter("trident=info")
         .with_ansi(false)
         .init();
-    let checks: &[common::Check<Fixture>] = &[
-        (
-            "disconnect_mid_request_leaks_nothing",
-            disconnect_mid_request_leaks_nothing,
-        ),
-        (
-            "disconnect_mid_stream_leaks_nothing",
-            disconnect_mid_stream_leaks_nothing,
-        ),
-        ("slow_headers_are_cut_off", slow_headers_are_cut_off),
-        ("slow_body_is_408", slow_body_is_408),
-        (
-            "connections_over_the_limit_are_refused_at_once",
-            connections_over_the_limit_are_refused_at_once,
-        ),
-        ("oversized_headers_are_431", oversized_headers_are_431),
-        (
-            "hung_model_load_is_bounded_and_undone",
-            hung_model_load_is_bounded_and_undone,
-        ),
-        (
-            "concurrent_load_invoke_unload_cycles_are_safe",
-            concurrent_load_invoke_unload_cycles_are_safe,
-        ),
-        (
-            "killed_model_process_is_a_clean_error_then_recovers",
-            killed_model_process_is_a_clean_error_then_recovers,
-        ),
-        (
-            "lost_model_that_cannot_come_back_fails_ping",
-            lost_model_that_cannot_come_back_fails_ping,
-        ),
+    let checks: &[common::Check<Fixture>] = checks![
+        disconnect_mid_request_leaks_nothing,
+        disconnect_mid_stream_leaks_nothing,
+        slow_headers_are_cut_off,
+        slow_body_is_408,
+        connections_over_the_limit_are_refused_at_once,
+        oversized_headers_are_431,
+        hung_model_load_is_bounded_and_undone,
+        concurrent_load_invoke_unload_cycles_are_safe,
+        killed_model_process_is_a_clean_error_then_recovers,
+        lost_model_that_cannot_come_back_fails_ping,
     ];
     common::run_checks(start(), checks)
 }

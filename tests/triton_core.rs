@@ -22,52 +22,22 @@ struct Fixture {
 }
 
 fn main() -> std::process::ExitCode {
-    let checks: &[common::Check<Fixture>] = &[
-        (
-            "core_reports_a_supported_api_version",
-            core_reports_a_supported_api_version,
-        ),
-        ("server_is_live_and_ready", server_is_live_and_ready),
-        ("datatypes_match_the_core", datatypes_match_the_core),
-        ("add_sub_returns_exact_values", add_sub_returns_exact_values),
-        (
-            "requested_outputs_and_id_are_honoured",
-            requested_outputs_and_id_are_honoured,
-        ),
-        (
-            "identity_returns_a_megabyte_unchanged",
-            identity_returns_a_megabyte_unchanged,
-        ),
-        (
-            "decoupled_model_sends_n_responses",
-            decoupled_model_sends_n_responses,
-        ),
-        (
-            "transaction_policy_is_reported",
-            transaction_policy_is_reported,
-        ),
-        (
-            "model_config_and_metadata_are_json",
-            model_config_and_metadata_are_json,
-        ),
-        ("explicit_load_and_unload", explicit_load_and_unload),
-        (
-            "second_repository_with_name_mapping",
-            second_repository_with_name_mapping,
-        ),
-        ("failed_load_is_a_typed_error", failed_load_is_a_typed_error),
-        (
-            "bad_requests_are_typed_errors",
-            bad_requests_are_typed_errors,
-        ),
-        (
-            "dropping_a_stream_cancels_the_request",
-            dropping_a_stream_cancels_the_request,
-        ),
-        (
-            "the_model_index_is_read_safely_while_repositories_change",
-            the_model_index_is_read_safely_while_repositories_change,
-        ),
+    let checks: &[common::Check<Fixture>] = checks![
+        core_reports_a_supported_api_version,
+        server_is_live_and_ready,
+        datatypes_match_the_core,
+        add_sub_returns_exact_values,
+        requested_outputs_and_id_are_honoured,
+        identity_returns_a_megabyte_unchanged,
+        decoupled_model_sends_n_responses,
+        transaction_policy_is_reported,
+        model_config_and_metadata_are_json,
+        explicit_load_and_unload,
+        second_repository_with_name_mapping,
+        failed_load_is_a_typed_error,
+        bad_requests_are_typed_errors,
+        dropping_a_stream_cancels_the_request,
+        the_model_index_is_read_safely_while_repositories_change,
     ];
     common::run_checks(start(), checks)
 }

@@ -26,6 +26,9 @@ pub mod state;
 pub mod status;
 pub mod workers;
 
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -288,3 +288,101 @@ pub async fn refused<E: Engine>(
         as_event: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(error: impl Into<ApiError>) -> u16 {
+        error.into().status.as_u16()
+    }
+
+    #[test]
+    fn engine_codes_map_as_tritons_frontend_maps_them() {
+        let cases = [
+            (ErrorCode::Internal, 500),
+            (ErrorCode::NotFound, 404),
+            (ErrorCode::Unavailable, 503),
+            (ErrorCode::Unsupported, 501),
+            (ErrorCode::Unknown, 400),
+            (ErrorCode::InvalidArg, 400),
+            (ErrorCode::AlreadyExists, 400),
+            (ErrorCode::Cancelled, 400),
+        ];
+        for (code, expected) in cases {
+            let error = ApiError::from_engine(EngineError::new(code, "m"));
+            assert_eq!(error.status.as_u16(), expected, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn domain_errors_map_to_their_statuses() {
+        let engine = |code| EngineError::new(code, "m");
+        assert_eq!(status(MmeError::BadRequest("m".into())), 400);
+        assert_eq!(status(MmeError::NotFound("m".into())), 404);
+        assert_eq!(status(MmeError::Conflict("m".into())), 409);
+        assert_eq!(status(MmeError::Internal("m".into())), 500);
+        assert_eq!(
+            status(MmeError::Engine(engine(ErrorCode::AlreadyExists))),
+            409
+        );
+        assert_eq!(status(MmeError::Engine(engine(ErrorCode::InvalidArg))), 400);
+        assert_eq!(status(SessionError::Full(1)), 429);
+        assert_eq!(status(SessionError::Internal("m".into())), 500);
+        assert_eq!(
+            status(SessionError::Model(engine(ErrorCode::Unavailable))),
+            503
+        );
+        for invalid in [
+            SessionError::Invalid("m".into()),
+            SessionError::Unknown("m".into()),
+            SessionError::WrongModel("m".into()),
+            SessionError::Lost("m".into()),
+        ] {
+            assert_eq!(status(invalid), 400);
+        }
+        assert_eq!(status(BodyError::TooLarge { limit: 1 }), 413);
+        assert_eq!(status(BodyError::TooSlow { seconds: 1.0 }), 408);
+        assert_eq!(status(BodyError::TooManyChunks), 400);
+        assert_eq!(status(BodyError::Broken("m".into())), 400);
+        assert_eq!(status(ProtocolError::BadRequest("m".into())), 400);
+        assert_eq!(status(ProtocolError::Internal("m".into())), 500);
+    }
+
+    #[test]
+    fn plugin_failures_map_to_their_statuses_and_name_the_plugin() {
+        let refused = |refusal| ApiError::from_plugin("p", refusal);
+        assert_eq!(refused(Refusal::BadRequest("m".into())).status, 400);
+        assert_eq!(
+            refused(Refusal::UnsupportedMediaType("m".into())).status,
+            415
+        );
+        let internal = refused(Refusal::Internal("m".into()));
+        assert_eq!(
+            (internal.status.as_u16(), internal.message),
+            (500, "plugin 'p': m".into())
+        );
+        let deadline = CallFailure::Deadline {
+            plugin: "p".into(),
+            limit_ms: 1,
+        };
+        assert_eq!(ApiError::from_call_failure(deadline).status, 504);
+        let memory = CallFailure::Memory {
+            plugin: "p".into(),
+            limit_mb: 1,
+        };
+        assert_eq!(ApiError::from_call_failure(memory).status, 500);
+        assert_eq!(ApiError::reply_status("p", 418).unwrap().as_u16(), 418);
+        for bad in [0, 99, 199, 1000] {
+            let error = ApiError::reply_status("p", bad).unwrap_err();
+            assert_eq!(error.status, 500, "{bad}");
+            assert!(
+                error.message.starts_with("plugin 'p': "),
+                "{}",
+                error.message
+            );
+        }
+        assert_eq!(ApiError::bad_request_or_oom("m".into(), true).status, 507);
+        assert_eq!(ApiError::bad_request_or_oom("m".into(), false).status, 400);
+    }
+}
