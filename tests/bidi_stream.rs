@@ -14,7 +14,7 @@ use common::http_client::request;
 use common::process::{Running, python_client, serve_with};
 use serde_json::{Value, json};
 
-const PATH: &str = "/invocations-bidirectional-stream";
+use trident::http::bidi_stream::PATH;
 
 /// trident serving `repository` with `env`, ready.
 fn start(repository: &Path, env: &[(&str, &str)]) -> (Running, SocketAddr) {

@@ -9,7 +9,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::Failed;
@@ -17,28 +16,30 @@ use serde_json::json;
 use trident::config::{ClientLimits, Config, InferenceType};
 use trident::engine::triton::TritonEngine;
 use trident::engine::{Engine, ModelState};
-use trident::http::AppState;
 
 use common::http_client::{get, parse, post_json, request};
 use common::{configs, copy_model, models_dir, stub_pids};
 
+/// The servers (`f.at(name)`, `f.engine`):
+/// - `strict`: single model `slow_echo`, short client timeouts, 3 connections at most;
+/// - `stream`: generate_stream on the decoupled `native_text_stream` (in the core's process: its
+///   20000 responses arrive as fast as the core makes them, whether or not the client is there);
+/// - `mme`: a multi-model endpoint with a 2 s load timeout;
+/// - `mme_recovery`: a multi-model endpoint with the default load timeout, for the recovery
+///   tests;
+/// - `victim`: single model `victim` (a copy of slow_echo whose stub the tests kill).
 struct Fixture {
-    /// Runs the HTTP servers; dropped last.
-    _runtime: tokio::runtime::Runtime,
-    engine: TritonEngine,
-    /// single model `slow_echo`, short client timeouts, 3 connections at most
-    strict: SocketAddr,
-    /// generate_stream on the decoupled `native_text_stream` (in the core's process: its 20000
-    /// responses arrive as fast as the core makes them, whether or not the client is there)
-    stream: SocketAddr,
-    /// multi-model endpoint with a 2 s load timeout
-    mme: SocketAddr,
-    /// multi-model endpoint with the default load timeout, for the recovery tests
-    mme_recovery: SocketAddr,
-    /// single model `victim` (a copy of slow_echo whose stub the tests kill)
-    victim: SocketAddr,
+    servers: common::servers::Servers,
     models_root: tempfile::TempDir,
     _victim_repository: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = common::servers::Servers;
+
+    fn deref(&self) -> &common::servers::Servers {
+        &self.servers
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -69,7 +70,6 @@ fn start() -> Fixture {
         vec![models_dir(), victim_repository.path().to_path_buf()],
         &["slow_echo", "native_text_stream", "victim"],
     );
-    let runtime = common::runtime();
     let models_root = tempfile::tempdir().unwrap();
     let single = configs::single_model;
     let strict = configs::with(single("slow_echo"), |c| {
@@ -90,22 +90,14 @@ fn start() -> Fixture {
         c.core.model_load_timeout =
             Duration::from_secs(trident::config::core::DEFAULT_MODEL_LOAD_TIMEOUT_SECS);
     });
-    let serve = |config| common::serve(&runtime, Arc::new(AppState::new(engine.clone(), config)));
-    let (strict, stream, mme, mme_recovery, victim) = (
-        serve(strict),
-        serve(stream),
-        serve(mme),
-        serve(mme_recovery),
-        serve(single("victim")),
-    );
+    let mut servers = common::servers::Servers::new(engine);
+    servers.add("strict", strict);
+    servers.add("stream", stream);
+    servers.add("mme", mme);
+    servers.add("mme_recovery", mme_recovery);
+    servers.add("victim", single("victim"));
     Fixture {
-        _runtime: runtime,
-        engine,
-        strict,
-        stream,
-        mme,
-        mme_recovery,
-        victim,
+        servers,
         models_root,
         _victim_repository: victim_repository,
     }
@@ -160,7 +152,7 @@ fn disconnect_mid_request_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
     let mut hung_up = Vec::new();
     for _ in 0..4 {
         hung_up.push(send(
-            f.strict,
+            f.at("strict"),
             &http_post("/invocations", &sleep_request(800).to_string()),
         ));
     }
@@ -172,7 +164,7 @@ fn disconnect_mid_request_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
     );
     drop(hung_up);
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(15))?;
-    let answered = post_json(f.strict, "/invocations", &sleep_request(1));
+    let answered = post_json(f.at("strict"), "/invocations", &sleep_request(1));
     ensure!(answered.status == 200, "next request: {}", answered.status);
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(5))
 }
@@ -182,7 +174,7 @@ fn disconnect_mid_stream_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
     // A long stream (20000 events); hang up after the first bytes.
     let body = json!({"PROMPT": "tick", "COUNT": 20000}).to_string();
     for _ in 0..3 {
-        let mut stream = send(f.stream, &http_post("/invocations", &body));
+        let mut stream = send(f.at("stream"), &http_post("/invocations", &body));
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut first = [0u8; 512];
         let n = stream.read(&mut first)?;
@@ -195,7 +187,7 @@ fn disconnect_mid_stream_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
     }
     ensure_nothing_in_flight(&f.engine, Duration::from_secs(20))?;
     let full = post_json(
-        f.stream,
+        f.at("stream"),
         "/invocations",
         &json!({"PROMPT": "a", "COUNT": 3}),
     );
@@ -209,20 +201,20 @@ fn disconnect_mid_stream_leaks_nothing(f: &Fixture) -> Result<(), Failed> {
 }
 
 fn slow_headers_are_cut_off(f: &Fixture) -> Result<(), Failed> {
-    let mut stream = send(f.strict, b"POST /invocations HTTP/1.1\r\nHost: x\r\n");
+    let mut stream = send(f.at("strict"), b"POST /invocations HTTP/1.1\r\nHost: x\r\n");
     let (took, _) = read_until_closed(&mut stream, Duration::from_secs(10));
     ensure!(
         took >= Duration::from_millis(800) && took < Duration::from_secs(4),
         "a client stalled in its headers was cut off after {took:?} (limit 1 s)"
     );
-    let ping = get(f.strict, "/ping");
+    let ping = get(f.at("strict"), "/ping");
     ensure!(ping.status == 200, "ping after: {}", ping.status);
     Ok(())
 }
 
 fn slow_body_is_408(f: &Fixture) -> Result<(), Failed> {
     let mut stream = send(
-        f.strict,
+        f.at("strict"),
         b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"inputs\": [",
     );
     let (took, received) = read_until_closed(&mut stream, Duration::from_secs(10));
@@ -257,7 +249,7 @@ fn connections_over_the_limit_are_refused_at_once(f: &Fixture) -> Result<(), Fai
     let deadline = Instant::now() + Duration::from_secs(30);
     while holders.len() < 3 {
         let before = f.engine.in_flight().requests;
-        let mut holder = send(f.strict, &http_post("/invocations", &body));
+        let mut holder = send(f.at("strict"), &http_post("/invocations", &body));
         let reached = Instant::now() + Duration::from_secs(3);
         while f.engine.in_flight().requests <= before && Instant::now() < reached {
             std::thread::sleep(Duration::from_millis(10));
@@ -276,7 +268,7 @@ fn connections_over_the_limit_are_refused_at_once(f: &Fixture) -> Result<(), Fai
     }
     let started = Instant::now();
     let refused = common::http_client::raw(
-        f.strict,
+        f.at("strict"),
         b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     let took = started.elapsed();
@@ -302,7 +294,7 @@ fn connections_over_the_limit_are_refused_at_once(f: &Fixture) -> Result<(), Fai
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let ping = get(f.strict, "/ping");
+        let ping = get(f.at("strict"), "/ping");
         if ping.status == 200 {
             return Ok(());
         }
@@ -330,7 +322,7 @@ fn oversized_headers_are_431(f: &Fixture) -> Result<(), Failed> {
     for (total, status) in [(65_536, 200), (65_537, 431), (70_000, 431), (100_000, 431)] {
         let request = head(total);
         assert_eq!(request.len(), total);
-        let mut stream = send(f.strict, request.as_bytes());
+        let mut stream = send(f.at("strict"), request.as_bytes());
         let (_, received) = read_until_closed(&mut stream, Duration::from_secs(10));
         ensure!(!received.is_empty(), "no answer to a {total}-byte head");
         let response = parse(&received);
@@ -355,7 +347,7 @@ fn oversized_headers_are_431(f: &Fixture) -> Result<(), Failed> {
         "{handshake}{}\r\n\r\n",
         "a".repeat(65_537 - handshake.len() - 4)
     );
-    let mut stream = send(f.strict, request.as_bytes());
+    let mut stream = send(f.at("strict"), request.as_bytes());
     let (_, received) = read_until_closed(&mut stream, Duration::from_secs(10));
     ensure!(!received.is_empty(), "no answer to an oversized handshake");
     let response = parse(&received);
@@ -366,7 +358,7 @@ fn oversized_headers_are_431(f: &Fixture) -> Result<(), Failed> {
     );
     let huge = "a".repeat(200 * 1024);
     let mut stream = send(
-        f.strict,
+        f.at("strict"),
         format!("GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: {huge}\r\n\r\n").as_bytes(),
     );
     let (_, received) = read_until_closed(&mut stream, Duration::from_secs(10));
@@ -377,7 +369,7 @@ fn oversized_headers_are_431(f: &Fixture) -> Result<(), Failed> {
         "oversized headers: {}",
         response.status
     );
-    ensure!(get(f.strict, "/ping").status == 200, "ping after");
+    ensure!(get(f.at("strict"), "/ping").status == 200, "ping after");
     Ok(())
 }
 
@@ -387,7 +379,7 @@ fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
     let body = json!({"model_name": "hung", "url": url}).to_string();
     let headers = [("Content-Type", "application/json")];
     let started = Instant::now();
-    let load = request(f.mme, "POST", "/models", &headers, body.as_bytes());
+    let load = request(f.at("mme"), "POST", "/models", &headers, body.as_bytes());
     let took = started.elapsed();
     ensure!(
         load.status == 504,
@@ -400,8 +392,11 @@ fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
         "hung load answered after {took:?} (limit 2 s)"
     );
     // Meanwhile the endpoint serves, and the name is reserved.
-    ensure!(get(f.mme, "/ping").status == 200, "ping during the load");
-    let again = request(f.mme, "POST", "/models", &headers, body.as_bytes());
+    ensure!(
+        get(f.at("mme"), "/ping").status == 200,
+        "ping during the load"
+    );
+    let again = request(f.at("mme"), "POST", "/models", &headers, body.as_bytes());
     ensure!(
         again.status == 409,
         "second load during the first: {}",
@@ -414,7 +409,10 @@ fn hung_model_load_is_bounded_and_undone(f: &Fixture) -> Result<(), Failed> {
         let unloaded = state
             .as_ref()
             .is_none_or(|s| !matches!(s, ModelState::Ready | ModelState::Loading));
-        if unloaded && get(f.mme, "/models/hung").status == 404 && !listed(f.mme, "hung") {
+        if unloaded
+            && get(f.at("mme"), "/models/hung").status == 404
+            && !listed(f.at("mme"), "hung")
+        {
             break;
         }
         ensure!(
@@ -453,7 +451,7 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
     ensure!(!stubs.is_empty(), "no python stub found for {model_path}");
 
     let body = sleep_request(3000).to_string();
-    let mut in_flight = send(f.victim, &http_post("/invocations", &body));
+    let mut in_flight = send(f.at("victim"), &http_post("/invocations", &body));
     std::thread::sleep(Duration::from_millis(500));
     for pid in &stubs {
         // Only processes this test's own core started (found by their model path).
@@ -474,8 +472,8 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
     // meanwhile /ping says why it is not healthy, then requests succeed and /ping is 200.
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let answer = post_json(f.victim, "/invocations", &sleep_request(1));
-        let ping = get(f.victim, "/ping");
+        let answer = post_json(f.at("victim"), "/invocations", &sleep_request(1));
+        let ping = get(f.at("victim"), "/ping");
         if answer.status == 200 && ping.status == 200 {
             break;
         }
@@ -502,7 +500,7 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
     // growth after that: traffic on the reloaded model leaves the thread count where it is.
     let settled = thread_count();
     for _ in 0..100 {
-        let answer = post_json(f.victim, "/invocations", &sleep_request(1));
+        let answer = post_json(f.at("victim"), "/invocations", &sleep_request(1));
         ensure!(answer.status == 200, "after recovery: {}", answer.status);
     }
     ensure!(
@@ -519,7 +517,7 @@ fn load_echo(f: &Fixture, name: &str) -> Result<std::path::PathBuf, Failed> {
     copy_model("slow_echo", url.parent().unwrap(), "model");
     let body = json!({"model_name": name, "url": url}).to_string();
     let load = request(
-        f.mme_recovery,
+        f.at("mme_recovery"),
         "POST",
         "/models",
         &[("Content-Type", "application/json")],
@@ -536,7 +534,7 @@ fn load_echo(f: &Fixture, name: &str) -> Result<std::path::PathBuf, Failed> {
 
 fn invoke_echo(f: &Fixture, name: &str) -> common::http_client::HttpResponse {
     post_json(
-        f.mme_recovery,
+        f.at("mme_recovery"),
         &format!("/models/{name}/invoke"),
         &sleep_request(1),
     )
@@ -563,7 +561,7 @@ fn lost_model_that_cannot_come_back_fails_ping(f: &Fixture) -> Result<(), Failed
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     let ping = loop {
-        let ping = get(f.mme_recovery, "/ping");
+        let ping = get(f.at("mme_recovery"), "/ping");
         if ping.status != 200 && ping.error().contains("could not be reloaded") {
             break ping;
         }
@@ -589,7 +587,7 @@ fn lost_model_that_cannot_come_back_fails_ping(f: &Fixture) -> Result<(), Failed
         started.elapsed()
     );
     ensure!(
-        get(f.mme_recovery, "/ping").status != 200,
+        get(f.at("mme_recovery"), "/ping").status != 200,
         "/ping recovered by itself"
     );
     // Triton 2.51 cannot tear down an instance whose process died (its unload waits on the
@@ -615,7 +613,7 @@ fn concurrent_load_invoke_unload_cycles_are_safe(f: &Fixture) -> Result<(), Fail
             parent.join("model").display().to_string()
         })
         .collect();
-    let server = f.mme_recovery;
+    let server = f.at("mme_recovery");
     let cycle = |i: usize, url: &str, cycle: usize| -> Result<(), String> {
         let name = format!("churn{i}");
         let body = json!({"model_name": name, "url": url}).to_string();

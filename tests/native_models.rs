@@ -8,7 +8,6 @@
 #[macro_use]
 mod common;
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -17,25 +16,24 @@ use std::time::{Duration, Instant};
 use libtest_mimic::Failed;
 use serde_json::{Value, json};
 use trident::config::{Config, InferenceType};
-use trident::engine::triton::TritonEngine;
 use trident::engine::{Engine, InFlight, ModelState};
-use trident::http::AppState;
 
 use common::http_client::{get, post_json, request};
 use common::{Check, configs, copy_model, models_dir};
 
-const BINARY: &str = "application/vnd.sagemaker-triton.binary+json";
+use trident::protocol::binary_header::BINARY_MIME as BINARY;
 
 struct Fixture {
-    runtime: tokio::runtime::Runtime,
-    engine: TritonEngine,
-    servers: HashMap<&'static str, SocketAddr>,
+    /// The servers and their core (`f.at(name)`, `f.engine`, `f.runtime`).
+    servers: common::servers::Servers,
     models_root: tempfile::TempDir,
 }
 
-impl Fixture {
-    fn at(&self, name: &str) -> SocketAddr {
-        self.servers[name]
+impl std::ops::Deref for Fixture {
+    type Target = common::servers::Servers;
+
+    fn deref(&self) -> &common::servers::Servers {
+        &self.servers
     }
 }
 
@@ -58,7 +56,7 @@ fn start() -> Fixture {
         vec![models_dir()],
         &["native_identity", "native_repeat", "native_sequence_sum"],
     );
-    let runtime = common::runtime();
+    let mut servers = common::servers::Servers::new(engine);
     let models_root = tempfile::tempdir().unwrap();
     let deployments: Vec<(&'static str, Config)> = vec![
         (
@@ -78,14 +76,10 @@ fn start() -> Fixture {
         ("broken", configs::single_model("native_load_fail")),
         ("mme", configs::multi_model(models_root.path())),
     ];
-    let mut servers = HashMap::new();
     for (name, config) in deployments {
-        let state = Arc::new(AppState::new(engine.clone(), config));
-        servers.insert(name, common::serve(&runtime, state));
+        servers.add(name, config);
     }
     Fixture {
-        runtime,
-        engine,
         servers,
         models_root,
     }

@@ -8,7 +8,6 @@
 #[macro_use]
 mod common;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +18,6 @@ use std::path::Path;
 
 use trident::config::{Config, InferenceType};
 use trident::engine::Engine;
-use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
 use trident::sessions::SessionSettings;
 
@@ -42,17 +40,18 @@ const SHORT_EXPIRATION: Duration = Duration::from_secs(2);
 const LONG_EXPIRATION: Duration = Duration::from_secs(600);
 
 struct Fixture {
-    _runtime: tokio::runtime::Runtime,
-    engine: TritonEngine,
-    servers: HashMap<&'static str, SocketAddr>,
+    /// The servers and their core (`f.at(name)`, `f.engine`).
+    servers: common::servers::Servers,
     models_root: tempfile::TempDir,
     /// What the stateful streaming model got, a line each (see its config.pbtxt).
     stream_log: std::path::PathBuf,
 }
 
-impl Fixture {
-    fn at(&self, name: &str) -> SocketAddr {
-        self.servers[name]
+impl std::ops::Deref for Fixture {
+    type Target = common::servers::Servers;
+
+    fn deref(&self) -> &common::servers::Servers {
+        &self.servers
     }
 }
 
@@ -135,7 +134,6 @@ fn start() -> Fixture {
             "stream_stateful",
         ],
     );
-    let runtime = common::runtime();
     let with_sessions = |config: Config, settings: SessionSettings| Config {
         sessions: Some(settings),
         ..config
@@ -227,12 +225,12 @@ fn start() -> Fixture {
             ),
         ),
     ];
-    let mut servers = HashMap::new();
+    let mut servers = common::servers::Servers::new(engine);
     for (name, config) in deployments {
-        let state = Arc::new(AppState::new(engine.clone(), config));
+        let state = Arc::new(AppState::new(servers.engine.clone(), config));
         // As `trident serve` does before it serves: the model's idle limit meets the sessions'.
-        runtime.block_on(state.prepare_sessions());
-        servers.insert(name, common::serve(&runtime, state));
+        servers.runtime.block_on(state.prepare_sessions());
+        servers.add_state(name, state);
     }
     // The session-history plugin (Python, `trident:session`) on an identity model.
     let manifest = models_root.path().join("plugins.toml");
@@ -252,7 +250,10 @@ fn start() -> Fixture {
     )
     .unwrap();
     let manifest = Manifest::load(&manifest).unwrap();
-    let plugins = runtime.block_on(PluginHost::load(&manifest)).unwrap();
+    let plugins = servers
+        .runtime
+        .block_on(PluginHost::load(&manifest))
+        .unwrap();
     let config = Config {
         sessions: Some(SessionSettings {
             expiration: Duration::from_secs(600),
@@ -261,18 +262,16 @@ fn start() -> Fixture {
         }),
         ..configs::single_model("native_identity_fp32")
     };
-    let state = AppState::new(engine.clone(), config).with_plugins(Some(Arc::new(plugins)));
-    servers.insert("history", common::serve(&runtime, Arc::new(state)));
+    let state = AppState::new(servers.engine.clone(), config).with_plugins(Some(Arc::new(plugins)));
+    servers.add_state("history", Arc::new(state));
     Fixture {
-        _runtime: runtime,
-        engine,
         servers,
         models_root,
         stream_log,
     }
 }
 
-const SESSION: &str = "X-Amzn-SageMaker-Session-Id";
+use trident::sessions::SESSION_HEADER as SESSION;
 
 fn add(value: i32) -> Value {
     json!({"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}]})

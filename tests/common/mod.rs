@@ -6,6 +6,7 @@ pub mod container;
 pub mod http_client;
 pub mod plugins;
 pub mod process;
+pub mod servers;
 
 /// `assert!` for trials: returns a failure message instead of panicking.
 #[macro_export]

@@ -34,7 +34,7 @@ use trident::http::AppState;
 use common::http_client::{HttpResponse, get, post, post_json, raw, request};
 use common::{Check, configs, copy_model, models_dir};
 
-const BINARY: &str = "application/vnd.sagemaker-triton.binary+json";
+use trident::protocol::binary_header::BINARY_MIME as BINARY;
 
 struct Fixture {
     /// The containers serving, when the checks run against an image (stopped first, before the
