@@ -14,7 +14,8 @@
 //!   table of every endpoint and the rules it is served by), one module per route family, and
 //!   every error status (`http::status`).
 //! - [`invocation`]: what SageMaker's headers say about one invocation (plugins read it too).
-//! - [`config`]: SageMaker's environment variables and flags, resolved once; [`serve`] wires
+//! - [`config`]: SageMaker's environment variables and flags, resolved once into a `Config` in
+//!   sections (http, core, plugins, sessions, process); [`serve`] wires
 //!   configuration, core and server together.
 //! - [`supervisor`]: `trident serve`'s process model: a supervisor without Triton that runs the
 //!   serving process and restarts it, with every model it had, when it crashes.

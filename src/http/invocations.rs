@@ -125,13 +125,13 @@ pub async fn openai_chat<E: Engine>(call: Call<'_, E>) -> Result<Response<Respon
     let invocation = &call.invocation();
     let plugins = state.plugins.load_full();
     let Some(selection) = plugins.as_ref().and_then(|host| host.openai_chat()) else {
-        return Err(ApiError::not_found(format!(
+        return Err(ApiError::route_not_served(format!(
             "{path} needs an OpenAI chat plugin: name one with openai_chat = \"<plugin>\" in \
              the plugin manifest (SAGEMAKER_TRITON_PLUGINS)"
         )));
     };
     if matches!(state.config.mode, crate::config::Mode::MultiModel { .. }) {
-        return Err(ApiError::not_found(format!(
+        return Err(ApiError::route_not_served(format!(
             "{path} serves the default model of a single-model endpoint; a multi-model \
              endpoint has none"
         )));

@@ -16,7 +16,8 @@ pub fn on_metrics_port<E: Engine, B>(
 ) -> Response<ResponseBody> {
     let path = &state.config.http.metrics_path;
     if request.uri().path() != path || request.method() != Method::GET {
-        return ApiError::not_found(format!("metrics are served at GET {path}")).into_response();
+        return ApiError::route_not_served(format!("metrics are served at GET {path}"))
+            .into_response();
     }
     text(state)
 }

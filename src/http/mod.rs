@@ -1,10 +1,10 @@
-//! The HTTP server SageMaker talks to: the router (`routes`: the table of endpoints, whose
-//! rules `handle` carries out here), the listener (`listener`: accept loop, connection limit, graceful stop)
-//! and a module per route family (`ping`, `invocations`, `models`, `bidi_stream`,
-//! `execution_parameters`, `plugin_reload`, `metrics`), beside the
-//! serving threads (`workers`), the limits on a request's head and body (`head_size`, `body`)
-//! and what plugins may answer (`plugin_reply`). No Triton types here: handlers talk to an
-//! [`Engine`].
+//! The HTTP server SageMaker talks to: the router (`routes`: one table of every endpoint, whose
+//! rules `handle` carries out here), every error status (`status`; `error` frames the answer),
+//! the listener (`listener`: accept loop, connection limit, graceful stop) and a module per
+//! route family (`ping`, `invocations`, `models`, `bidi_stream`, `execution_parameters`,
+//! `plugin_reload`, `metrics`), beside the serving threads (`workers`), the limits on a
+//! request's head and body (`head_size`, `body`) and what plugins may answer (`plugin_reply`).
+//! No Triton types here: handlers talk to an [`Engine`].
 
 pub mod bidi_stream;
 pub mod body;

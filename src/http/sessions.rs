@@ -12,8 +12,8 @@ use super::body::{ResponseBody, json_response};
 use super::error::ApiError;
 use crate::engine::Engine;
 use crate::sessions::{
-    CLOSED_SESSION_HEADER, NEW_SESSION_HEADER, SESSION_HEADER, SessionControl, SessionTurn,
-    classify, format_utc,
+    CLOSED_SESSION_HEADER, NEW_SESSION_HEADER, SESSION_HEADER, SessionControl, SessionError,
+    SessionTurn, classify, format_utc,
 };
 
 /// What an inference request does next, sessions considered.
@@ -55,10 +55,11 @@ pub async fn step<E: Engine>(
 /// Refuses a session's request on a route that does not serve sessions.
 pub fn refuse_elsewhere<E>(state: &AppState<E>, headers: &HeaderMap) -> Result<(), ApiError> {
     if state.sessions.is_some() && headers.contains_key(SESSION_HEADER) {
-        return Err(ApiError::bad_request(
+        return Err(ApiError::from(SessionError::Invalid(
             "sessions (X-Amzn-SageMaker-Session-Id) are served on /invocations and \
-             /models/{name}/invoke only",
-        ));
+             /models/{name}/invoke only"
+                .into(),
+        )));
     }
     Ok(())
 }

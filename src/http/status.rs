@@ -38,6 +38,12 @@ impl ApiError {
         ApiError::not_found(format!("no route for {path}"))
     }
 
+    /// 404: the route exists but is not served here, as `message` says (what to configure, or
+    /// why this endpoint cannot serve it).
+    pub fn route_not_served(message: String) -> ApiError {
+        ApiError::not_found(message)
+    }
+
     /// 405, with the `Allow` header listing the methods the path answers.
     pub fn method_not_allowed(allow: String) -> ApiError {
         ApiError {
