@@ -346,6 +346,32 @@ mod tests {
         );
     }
 
+    /// A metrics path one of the routes takes stops the start, naming the setting.
+    #[test]
+    fn the_metrics_path_may_not_take_a_route() {
+        use crate::config::{Config, Mode};
+        for path in [
+            "/ping",
+            "/invocations",
+            "/models",
+            "/models/x",
+            "/plugins/reload",
+        ] {
+            let mut config = Config::new(Mode::MultiModel {
+                repository: "/r".into(),
+                models_root: "/m".into(),
+            });
+            config.http.metrics_path = path.into();
+            let error = config.check_routes(Table::is_reserved).unwrap_err().0;
+            assert!(error.contains("TRIDENT_METRICS_PATH"), "{path}: {error}");
+        }
+        let config = Config::new(Mode::MultiModel {
+            repository: "/r".into(),
+            models_root: "/m".into(),
+        });
+        assert_eq!(config.check_routes(Table::is_reserved), Ok(()));
+    }
+
     /// No method appears twice on a path; every label is one endpoint's; a row that serves
     /// sessions says which model they run on.
     #[test]
