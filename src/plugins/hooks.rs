@@ -1,4 +1,4 @@
-//! A plugin's hooks as data: one table of the worlds it exports ([`Hooks`]), each with the
+//! A plugin's hooks as data: one table of the worlds it exports (`Hooks`), each with the
 //! instances ready for its calls, and what every world shares: the plugin's configuration
 //! check. The one way to call any hook is `host::call`.
 
