@@ -119,6 +119,29 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
+/// The first `max_bytes` of `path` (fewer when it is shorter), in the calling thread, if it is a
+/// regular file; opened without blocking and checked on the open descriptor, as
+/// [`read_regular`].
+pub fn read_head(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FileError::io(path, &e))?;
+    let metadata = file.metadata().map_err(|e| FileError::io(path, &e))?;
+    if !metadata.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+            kind: kind_of(metadata.file_type()),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FileError::io(path, &e))?;
+    Ok(bytes)
+}
+
 /// [`read_regular`] as UTF-8 text.
 pub fn read_regular_text(path: &Path, max_bytes: u64) -> Result<String, FileError> {
     String::from_utf8(read_regular(path, max_bytes)?).map_err(|_| FileError::Io {

@@ -28,6 +28,7 @@
 // No function over 80 lines (clippy.toml); the test crates in tests/ are exempt.
 #![warn(clippy::too_many_lines)]
 
+pub mod artifacts;
 pub mod cli;
 pub mod config;
 pub mod engine;

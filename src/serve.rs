@@ -6,25 +6,32 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::net::TcpListener;
 
+use crate::artifacts::ImageBackends;
 use crate::config::process::{ProcessRole, Supervision};
 use crate::config::{Config, Mode};
 use crate::engine::triton::{self, ModelControl, Server, ServerConfig, Triton, TritonEngine};
 use crate::http::{self, AppState};
 use crate::mme::journal::Journal;
 use crate::plugins::PluginHost;
-use crate::plugins::manifest::Manifest;
 use crate::supervisor;
 
 /// Why serving stopped with an error.
 pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The Triton core's options for a trident configuration.
-pub fn core_config(config: &Config) -> ServerConfig {
+/// The Triton core's options for a trident configuration; `load_default` is false when the
+/// single-model endpoint's artifact was refused (the core then starts with no model).
+pub fn core_config(config: &Config, load_default: bool) -> ServerConfig {
     let (repository, startup_models) = match &config.mode {
         Mode::SingleModel {
             repository,
             default_model,
-        } => (repository.clone(), vec![default_model.clone()]),
+        } => (
+            repository.clone(),
+            load_default
+                .then(|| default_model.clone())
+                .into_iter()
+                .collect(),
+        ),
         Mode::MultiModel { repository, .. } => (repository.clone(), Vec::new()),
     };
     ServerConfig {
@@ -180,7 +187,10 @@ async fn load_plugins(config: &Config) -> Result<Option<Arc<PluginHost>>, ServeE
     let Some(path) = &config.plugins else {
         return Ok(None);
     };
-    let manifest = Manifest::load(path)?;
+    let manifest = crate::plugins::secure_mode::container_manifest(
+        path,
+        config.artifacts.secure_mode.as_ref(),
+    )?;
     let host = PluginHost::load(&manifest).await?;
     tracing::info!(manifest = %path.display(), plugins = host.plugins().count(), "plugins loaded");
     Ok(Some(Arc::new(host)))
@@ -189,10 +199,11 @@ async fn load_plugins(config: &Config) -> Result<Option<Arc<PluginHost>>, ServeE
 /// The server's state over a started core: the Triton library loaded, its start-up models
 /// loaded, the installation folder hidden from error bodies.
 async fn with_core(
-    config: Config,
+    mut config: Config,
     plugins: Option<Arc<PluginHost>>,
 ) -> Result<Arc<AppState<TritonEngine>>, ServeError> {
     let triton = triton::library::load(config.core.triton_home.as_deref())?;
+    let refusal = check_artifacts(&mut config, triton).await?;
     if let Mode::MultiModel { repository, .. } = &config.mode {
         std::fs::create_dir_all(repository).map_err(|e| {
             format!(
@@ -201,7 +212,7 @@ async fn with_core(
             )
         })?;
     }
-    let core = core_config(&config);
+    let core = core_config(&config, refusal.is_none());
     // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
     let triton_folder = triton
         .path()
@@ -210,11 +221,44 @@ async fn with_core(
         .map(Path::to_path_buf);
     let server = start_core(triton, core).await?;
     let engine = TritonEngine::new(server).with_reload_deadline(config.core.model_load_timeout);
-    let mut state = AppState::new(engine, config).with_plugins(plugins);
+    let mut state = AppState::new(engine, config)
+        .with_plugins(plugins)
+        .with_refusal(refusal);
     if let Some(folder) = &triton_folder {
         state = state.hiding(folder, "<triton>");
     }
     Ok(Arc::new(state))
+}
+
+/// Completes the configuration's artifact policy with what the image has (its backends) and
+/// the untrusted channels' check, then checks a single-model endpoint's repository: the
+/// refusal, if any, is what `/ping` and `/invocations` answer, and the core starts without the
+/// model. Reads the file system on the blocking pool.
+async fn check_artifacts(
+    config: &mut Config,
+    triton: &'static Triton,
+) -> Result<Option<String>, ServeError> {
+    let policy = config.artifacts.clone();
+    let backends = triton.home().map(|home| home.join("backends"));
+    let repository = match &config.mode {
+        Mode::SingleModel { repository, .. } => Some(repository.clone()),
+        Mode::MultiModel { .. } => None,
+    };
+    let (policy, refusal) = tokio::task::spawn_blocking(move || {
+        let mut policy = policy;
+        if let Some(backends) = &backends {
+            policy.image = Arc::new(ImageBackends::in_folder(backends));
+        }
+        policy.check_channels();
+        let refusal = repository.and_then(|repository| policy.check(&repository).err());
+        (policy, refusal)
+    })
+    .await?;
+    if let Some(refusal) = &refusal {
+        tracing::error!(%refusal, "the model is not loaded; /ping answers unhealthy");
+    }
+    config.artifacts = policy;
+    Ok(refusal.map(|r| r.to_string()))
 }
 
 /// The supervisor's listener for its serving process; else bound here.

@@ -19,6 +19,10 @@ use super::process::{
     DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW_SECS, RESTARTS_ENV, STATE_DIR_ENV,
     SUPERVISOR_PID_ENV,
 };
+use crate::artifacts::controls::{
+    NATIVE_CODE_ENV, PLUGIN_KEYS_ENV, SECURE_MODE_ENV, SECURITY_CONTROLS_ENV,
+    UNTRUSTED_CHANNELS_ENV,
+};
 use crate::sessions::store::DEFAULT_STORE_BYTES;
 use crate::sessions::table::{DEFAULT_EXPIRATION_SECS, DEFAULT_MAX_SESSIONS};
 
@@ -194,6 +198,25 @@ pub struct ServeArgs {
     /// The window `--max-restarts` counts in, in seconds.
     #[arg(long, env = "TRIDENT_RESTART_WINDOW_SECS", default_value_t = DEFAULT_RESTART_WINDOW_SECS)]
     pub restart_window_secs: u64,
+    /// `true` turns SageMaker Secure Mode on: model artifacts are held to the controls of
+    /// `--security-controls`, and plugins must be signed with `--plugin-trusted-keys`.
+    #[arg(long, env = SECURE_MODE_ENV, default_value = "false")]
+    pub secure_mode: String,
+    /// Secure Mode's controls, comma-separated (required under Secure Mode).
+    #[arg(long, env = SECURITY_CONTROLS_ENV)]
+    pub security_controls: Option<String>,
+    /// The folders whose files are untrusted, comma-separated (required under Secure Mode).
+    #[arg(long, env = UNTRUSTED_CHANNELS_ENV)]
+    pub untrusted_channels: Option<String>,
+    /// `allow` or `refuse`: whether model artifacts may bring native code into the serving
+    /// process (backend libraries, backends the image lacks, custom operation libraries).
+    /// Default: `refuse` on a multi-model endpoint, `allow` on a single-model one.
+    #[arg(long, env = NATIVE_CODE_ENV)]
+    pub artifact_native_code: Option<String>,
+    /// The platform's ed25519 public keys (hex, comma-separated): under Secure Mode, every
+    /// plugin must be signed with one of them.
+    #[arg(long, env = PLUGIN_KEYS_ENV)]
+    pub plugin_trusted_keys: Option<String>,
     /// Set by the supervisor for the serving process it starts: the supervisor's pid.
     #[arg(long, env = SUPERVISOR_PID_ENV, hide = true)]
     pub supervisor_pid: Option<u32>,

@@ -1,9 +1,10 @@
 //! `trident serve` configuration: SageMaker's environment variables and equivalent flags
 //! (`args`), resolved once (`resolve`) into one typed [`Config`] in sections (`http`, `core`,
-//! plugins, sessions, `process`), with the start-up checks of Triton's SageMaker entry script
+//! plugins, sessions, `process`, `artifacts`), with the start-up checks of Triton's SageMaker entry script
 //! (same conditions and messages; the binary exits 1 on any of them).
 
 pub mod args;
+mod artifacts;
 pub mod core;
 pub mod http;
 pub mod ports;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 pub use self::args::ServeArgs;
 pub use self::core::CoreSettings;
 pub use self::http::{ClientLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_METRICS_PATH, HttpSettings};
+use crate::artifacts::ArtifactPolicy;
 use crate::sessions::SessionSettings;
 use process::ProcessRole;
 
@@ -101,6 +103,8 @@ pub struct Config {
     pub sessions: Option<SessionSettings>,
     /// Supervisor, supervised serving process, or alone.
     pub process: ProcessRole,
+    /// What model artifacts may bring: Secure Mode and the native-code boundary.
+    pub artifacts: ArtifactPolicy,
 }
 
 impl Config {
@@ -117,6 +121,7 @@ impl Config {
             plugins: None,
             sessions: None,
             process: ProcessRole::Alone,
+            artifacts: ArtifactPolicy::default(),
         }
     }
 

@@ -33,6 +33,7 @@ impl ServeArgs {
             plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
             sessions: self.session_settings()?,
             process: self.process_role()?,
+            artifacts: self.artifact_policy(multi_model)?,
         })
     }
 

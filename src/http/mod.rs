@@ -107,6 +107,11 @@ async fn dispatch<E: Engine>(
         Found::Nothing => return Err(ApiError::no_route(parts.uri.path())),
     };
     let headers = &parts.headers;
+    if endpoint.model == ModelOf::Default
+        && let Some(refusal) = &state.refused
+    {
+        return Err(ApiError::artifact_refused(refusal));
+    }
     if let Some(category) = endpoint.category
         && let Some(header) = missing_header(&state.config.http.restrictions, category, headers)
     {

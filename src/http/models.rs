@@ -54,13 +54,17 @@ pub async fn load<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>
 }
 
 /// What the container's manifest lets a model artifact's own plugins do (the defaults when
-/// there is none).
+/// there is none), under Secure Mode held to the platform's policy.
 fn policy<E: Engine>(state: &AppState<E>) -> ModelPluginPolicy {
-    state
+    let mut policy = state
         .plugins
         .load_full()
         .map(|host| host.model_policy().clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if let Some(secure) = &state.config.artifacts.secure_mode {
+        crate::plugins::secure_mode::hold_model_policy(&mut policy, secure);
+    }
+    policy
 }
 
 /// Loads again, before the endpoint serves, the models a serving process that ended abnormally

@@ -9,7 +9,6 @@ use crate::mme::registry::{ModelRegistry, UnloadTiming};
 use arc_swap::ArcSwapOption;
 
 use crate::plugins::PluginHost;
-use crate::plugins::manifest::Manifest;
 use crate::sessions::Sessions;
 
 /// The name `/invocations` uses when no default model is configured (as Triton's frontend).
@@ -38,6 +37,9 @@ pub struct AppState<E> {
     pub sessions: Option<Arc<Sessions<E>>>,
     /// Turns `true` when the server starts shutting down: open sessions close (1001).
     pub shutting_down: tokio::sync::watch::Sender<bool>,
+    /// Why a single-model endpoint's artifact was refused at start ([`crate::artifacts`]): its
+    /// model never loaded, `/ping` is unhealthy and its routes answer 503 with this.
+    pub refused: Option<String>,
 }
 
 impl<E: crate::engine::Engine> AppState<E> {
@@ -49,7 +51,10 @@ impl<E: crate::engine::Engine> AppState<E> {
                 "no plugin manifest is configured (--plugins or SAGEMAKER_TRITON_PLUGINS)".into(),
             );
         };
-        let manifest = Manifest::load(path).map_err(|e| e.to_string())?;
+        let manifest = crate::plugins::secure_mode::container_manifest(
+            path,
+            self.config.artifacts.secure_mode.as_ref(),
+        )?;
         let host = PluginHost::load(&manifest)
             .await
             .map_err(|e| e.to_string())?;
@@ -100,6 +105,12 @@ impl<E: crate::engine::Engine> AppState<E> {
         self
     }
 
+    /// Records why the single-model endpoint's artifact was refused at start.
+    pub fn with_refusal(mut self, refused: Option<String>) -> AppState<E> {
+        self.refused = refused;
+        self
+    }
+
     /// The state of a server on `engine` with `config`, without plugins: `/invocations` serves
     /// the configured default model, or on a multi-model endpoint [`UNSPECIFIED_MODEL`].
     pub fn new(engine: E, config: Config) -> AppState<E> {
@@ -117,7 +128,10 @@ impl<E: crate::engine::Engine> AppState<E> {
             .map(|settings| Arc::new(Sessions::new(settings, engine.clone())));
         AppState {
             engine,
-            registry: Arc::new(ModelRegistry::new(models_root, UnloadTiming::default())),
+            registry: Arc::new(
+                ModelRegistry::new(models_root, UnloadTiming::default())
+                    .with_artifact_policy(config.artifacts.clone()),
+            ),
             default_model,
             plugins: ArcSwapOption::empty(),
             metrics: Metrics::default(),
@@ -126,6 +140,7 @@ impl<E: crate::engine::Engine> AppState<E> {
                 config.http.client_limits.max_connections,
             )),
             shutting_down: tokio::sync::watch::Sender::new(false),
+            refused: None,
             sessions,
             config,
         }

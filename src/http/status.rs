@@ -66,6 +66,15 @@ impl ApiError {
         ApiError::bad_request(why)
     }
 
+    /// 503: the endpoint's model is not served because its artifact was refused at start
+    /// (Triton's answer for a model that is not ready is 503 too).
+    pub fn artifact_refused(refusal: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the model is not served: {refusal}"),
+        )
+    }
+
     /// 415: a body of a media type the route's plugin does not take.
     pub fn unsupported_media_type(message: String) -> ApiError {
         ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)

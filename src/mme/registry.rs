@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::journal::{Entry, Journal};
 use super::layout::{Layout, find_model};
 use super::url::validate;
+use crate::artifacts::ArtifactPolicy;
 use crate::engine::{Engine, EngineError};
 use crate::plugins::PluginHost;
 use crate::sessions::Sessions;
@@ -109,6 +110,8 @@ pub struct ModelRegistry {
     slots: Mutex<BTreeMap<String, Slot>>,
     /// Where the loaded models are written down for a restarted serving process, if anywhere.
     journal: OnceLock<Journal>,
+    /// What an artifact may bring; every load's artifact is checked against it.
+    artifacts: ArtifactPolicy,
 }
 
 impl ModelRegistry {
@@ -120,7 +123,14 @@ impl ModelRegistry {
             unload,
             slots: Mutex::new(BTreeMap::new()),
             journal: OnceLock::new(),
+            artifacts: ArtifactPolicy::default(),
         }
+    }
+
+    /// Holds every artifact a load resolves to `policy` ([`crate::artifacts`]).
+    pub fn with_artifact_policy(mut self, policy: ArtifactPolicy) -> ModelRegistry {
+        self.artifacts = policy;
+        self
     }
 
     /// Writes the loaded models down in `journal` after every change from now on.
@@ -199,6 +209,12 @@ impl ModelRegistry {
     pub fn resolve(&self, url: &str) -> Result<Artifact, MmeError> {
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         let layout = find_model(&checked.path).map_err(|e| MmeError::BadRequest(e.0))?;
+        self.artifacts
+            .check(&layout.repository)
+            .map_err(|refusal| {
+                tracing::warn!(url, %refusal, "model artifact refused");
+                MmeError::BadRequest(refusal.to_string())
+            })?;
         Ok(Artifact {
             url: url.to_owned(),
             layout,

@@ -39,6 +39,7 @@ pub mod plugin;
 pub mod routing;
 pub mod runtime;
 pub mod scheduler;
+pub mod secure_mode;
 pub mod signing;
 pub mod store;
 pub mod threads;

@@ -23,6 +23,13 @@ pub fn verify_plugin(
         }
     };
     let signature = parse_signature(text.trim())?;
+    if trusted_keys.is_empty() {
+        // Only Secure Mode asks for signatures without keys (a manifest cannot).
+        return Err(format!(
+            "no key is trusted to sign it (under Secure Mode: {})",
+            crate::artifacts::controls::PLUGIN_KEYS_ENV
+        ));
+    }
     for key in trusted_keys {
         let key = parse_public_key(key)?;
         if key.verify(bytes, &signature).is_ok() {

@@ -1,0 +1,269 @@
+//! What a model artifact may bring into the container, checked before any of it loads.
+//!
+//! A Triton artifact can carry far more than weights: a python backend model, an execution
+//! environment, a backend library the core loads from the model's own folder into the process
+//! that serves every model (`libtriton_<backend>.so` is looked for there before the backends
+//! folder), custom operation libraries, TorchScript archives of pickles, ensembles reaching any
+//! of these. Two things forbid kinds of files:
+//! - **SageMaker Secure Mode** (`SAGEMAKER_SECURE_MODE=true`): the controls in
+//!   `SAGEMAKER_SECURITY_CONTROLS`, for artifacts the platform does not trust;
+//! - **the native-code boundary** (`TRIDENT_ARTIFACT_NATIVE_CODE`): whether an artifact may
+//!   bring native code into the serving process. Refused by default on a multi-model endpoint,
+//!   where one customer's artifact would otherwise run code beside every other customer's
+//!   models; allowed by default on a single-model endpoint, whose one artifact is the
+//!   endpoint's owner's (Triton's own behaviour).
+//!
+//! The unit checked is the whole folder the core is given: a single-model endpoint's
+//! repository (every model in it, so an ensemble cannot reach what was not checked) and each
+//! multi-model load's artifact. Every file is read once ([`walk`]) and held to the rule table
+//! ([`rules::RULES`]); a refusal names each file and what forbids it, and nothing of the
+//! artifact loads. Under Secure Mode the untrusted channels are held to the same rules at
+//! start: a forbidden file in one refuses every artifact, since a model may read any of them.
+
+pub mod controls;
+pub mod model_config;
+pub mod rules;
+pub mod walk;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use controls::{Control, Gate};
+
+/// The backends the image itself has: the folders of its backends folder and their files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageBackends {
+    /// The backends' names (their folders' names).
+    pub names: BTreeSet<String>,
+    /// The files in those folders (candidates for a configuration's `runtime`).
+    pub files: BTreeSet<String>,
+}
+
+impl ImageBackends {
+    /// The backends installed in `folder` (`<triton home>/backends`); none when it cannot be
+    /// read.
+    pub fn in_folder(folder: &Path) -> ImageBackends {
+        let mut image = ImageBackends::default();
+        for backend in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+            if !backend.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            image
+                .names
+                .insert(backend.file_name().to_string_lossy().into_owned());
+            for file in std::fs::read_dir(backend.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                image
+                    .files
+                    .insert(file.file_name().to_string_lossy().into_owned());
+            }
+        }
+        image
+    }
+
+    /// Whether `name` is one of the image's backends.
+    pub fn has_backend(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// Whether `runtime` names a file of one of the image's backends (a plain file name).
+    pub fn has_runtime(&self, runtime: &str) -> bool {
+        !runtime.contains('/') && self.files.contains(runtime)
+    }
+}
+
+/// SageMaker Secure Mode's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecureMode {
+    /// The controls in force.
+    pub controls: BTreeSet<Control>,
+    /// The folders whose files are untrusted.
+    pub untrusted_channels: Vec<PathBuf>,
+    /// The platform's keys: every plugin must be signed with one of them.
+    pub plugin_keys: Vec<String>,
+}
+
+/// Whether an artifact may bring native code into the serving process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeCode {
+    /// Backend libraries, foreign backends and runtimes, custom operation libraries load.
+    Allowed,
+    /// They are refused.
+    Refused,
+}
+
+/// What artifacts may bring, for one endpoint.
+#[derive(Debug, Clone)]
+pub struct ArtifactPolicy {
+    /// Secure Mode, when on.
+    pub secure_mode: Option<SecureMode>,
+    /// The native-code boundary.
+    pub native_code: NativeCode,
+    /// The image's backends (set once the Triton installation is known).
+    pub image: Arc<ImageBackends>,
+    /// A refusal found in the untrusted channels at start, which every artifact meets.
+    pub channels_refusal: Option<ArtifactRefusal>,
+}
+
+impl Default for ArtifactPolicy {
+    fn default() -> ArtifactPolicy {
+        ArtifactPolicy {
+            secure_mode: None,
+            native_code: NativeCode::Allowed,
+            image: Arc::default(),
+            channels_refusal: None,
+        }
+    }
+}
+
+/// One forbidden file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The file.
+    pub path: PathBuf,
+    /// What it is ([`rules::Rule::what`]).
+    pub what: String,
+    /// What forbids it.
+    pub gate: Gate,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}, which {} forbids",
+            self.path.display(),
+            self.what,
+            self.gate
+        )
+    }
+}
+
+/// Why an artifact is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactRefusal {
+    /// Files that the rules forbid.
+    #[error("the model artifact at {} is refused: {}", root.display(), list(findings))]
+    Forbidden {
+        /// The folder checked.
+        root: PathBuf,
+        /// What was found, at most [`MAX_FINDINGS`].
+        findings: Vec<Finding>,
+    },
+    /// The artifact could not be read through (too many files, too deep, unreadable).
+    #[error("the model artifact at {} is refused: it cannot be checked ({why}), and {gate} is in force", root.display())]
+    Unchecked {
+        /// The folder checked.
+        root: PathBuf,
+        /// Why it could not be read.
+        why: String,
+        /// A gate in force.
+        gate: Gate,
+    },
+}
+
+/// The most findings a refusal lists.
+pub const MAX_FINDINGS: usize = 8;
+
+fn list(findings: &[Finding]) -> String {
+    findings
+        .iter()
+        .map(Finding::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl ArtifactPolicy {
+    /// The gates in force, in the order rules name them.
+    pub fn gates(&self) -> BTreeSet<Gate> {
+        let mut gates: BTreeSet<Gate> = self
+            .secure_mode
+            .iter()
+            .flat_map(|secure| secure.controls.iter().copied().map(Gate::Secure))
+            .collect();
+        if self.native_code == NativeCode::Refused {
+            gates.insert(Gate::NativeCode);
+        }
+        gates
+    }
+
+    /// Checks the artifact at `root` (a folder) against the rules in force. It reads the file
+    /// system: call it off the serving threads.
+    pub fn check(&self, root: &Path) -> Result<(), ArtifactRefusal> {
+        if let Some(refusal) = &self.channels_refusal {
+            return Err(refusal.clone());
+        }
+        check_folder(root, &self.gates(), &self.image)
+    }
+
+    /// Checks the untrusted channels (Secure Mode only), keeping the first refusal for every
+    /// later [`ArtifactPolicy::check`].
+    pub fn check_channels(&mut self) {
+        let Some(secure) = &self.secure_mode else {
+            return;
+        };
+        let gates = self.gates();
+        self.channels_refusal = secure
+            .untrusted_channels
+            .iter()
+            .find_map(|channel| check_folder(channel, &gates, &self.image).err());
+        if let Some(refusal) = &self.channels_refusal {
+            tracing::error!(%refusal, "an untrusted channel holds what Secure Mode forbids: no model will load");
+        }
+    }
+}
+
+/// Holds every file under `root` to the rules whose gates are in `gates`.
+fn check_folder(
+    root: &Path,
+    gates: &BTreeSet<Gate>,
+    image: &ImageBackends,
+) -> Result<(), ArtifactRefusal> {
+    let Some(&first_gate) = gates.first() else {
+        return Ok(());
+    };
+    let entries = walk::walk(root).map_err(|error| ArtifactRefusal::Unchecked {
+        root: root.to_path_buf(),
+        why: error.0,
+        gate: first_gate,
+    })?;
+    let mut findings = Vec::new();
+    for entry in &entries {
+        for rule in rules::RULES {
+            let Some(&gate) = rule.gates.iter().find(|g| gates.contains(g)) else {
+                continue;
+            };
+            if (rule.finds)(entry, image) {
+                let what = match (&entry.unreadable, rule.what) {
+                    (Some(why), "cannot be checked") => format!("cannot be checked ({why})"),
+                    _ => rule.what.to_owned(),
+                };
+                findings.push(Finding {
+                    path: entry.path.clone(),
+                    what,
+                    gate,
+                });
+                break;
+            }
+        }
+        if findings.len() == MAX_FINDINGS {
+            break;
+        }
+    }
+    if findings.is_empty() {
+        Ok(())
+    } else {
+        Err(ArtifactRefusal::Forbidden {
+            root: root.to_path_buf(),
+            findings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::*;
+
+fn write(root: &Path, relative: &str, bytes: &[u8]) {
+    let path = root.join(relative);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn image() -> Arc<ImageBackends> {
+    Arc::new(ImageBackends {
+        names: ["onnxruntime", "python", "pytorch", "trident"]
+            .map(String::from)
+            .into(),
+        files: ["libtriton_onnxruntime.so", "libtriton_trident.so"]
+            .map(String::from)
+            .into(),
+    })
+}
+
+fn secure(controls: &[Control]) -> ArtifactPolicy {
+    ArtifactPolicy {
+        secure_mode: Some(SecureMode {
+            controls: controls.iter().copied().collect(),
+            untrusted_channels: Vec::new(),
+            plugin_keys: Vec::new(),
+        }),
+        image: image(),
+        ..ArtifactPolicy::default()
+    }
+}
+
+fn native_boundary() -> ArtifactPolicy {
+    ArtifactPolicy {
+        native_code: NativeCode::Refused,
+        image: image(),
+        ..ArtifactPolicy::default()
+    }
+}
+
+/// The one finding of checking an artifact holding `files` under `policy`.
+fn refusal_of(policy: &ArtifactPolicy, files: &[(&str, &[u8])]) -> Option<(String, Gate)> {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "m/config.pbtxt", b"backend: \"onnxruntime\"\n");
+    write(root.path(), "m/1/model.onnx", b"\x08\x07onnx");
+    for (path, bytes) in files {
+        write(root.path(), path, bytes);
+    }
+    match policy.check(root.path()) {
+        Ok(()) => None,
+        Err(ArtifactRefusal::Forbidden { findings, .. }) => {
+            let finding = &findings[0];
+            let relative = finding.path.strip_prefix(root.path()).unwrap();
+            Some((relative.display().to_string(), finding.gate))
+        }
+        Err(other) => panic!("unexpected {other}"),
+    }
+}
+
+const ALL: &[Control] = &Control::ALL;
+
+#[test]
+fn a_plain_onnx_artifact_passes_every_control_and_the_boundary() {
+    assert_eq!(refusal_of(&secure(ALL), &[]), None);
+    assert_eq!(refusal_of(&native_boundary(), &[]), None);
+    // safetensors and a tokenizer without a template are fine too.
+    let files: &[(&str, &[u8])] = &[
+        ("m/1/model.safetensors", b"{}"),
+        ("m/tokenizer_config.json", b"{\"model_max_length\": 10}"),
+    ];
+    assert_eq!(refusal_of(&secure(ALL), files), None);
+}
+
+#[test]
+fn each_control_refuses_its_own_files_and_only_under_itself() {
+    use Control::*;
+    let cases: &[(Control, &str, &[u8])] = &[
+        (CustomInferenceScripts, "m/1/model.py", b"import os"),
+        (CustomInferenceScripts, "m/helpers/util.pyc", b"\x00"),
+        (CustomInferenceScripts, "m/libcustom.so.1", b"\x7fELF"),
+        (CustomInferenceScripts, "m/1/weights.dat", b"\x7fELF\x02\x01"),
+        (CustomInferenceScripts, "p/config.pbtxt", b"backend: 'py' \"thon\""),
+        (CustomInferenceScripts, "p/config.pbtxt", b"backend: \"\\x70ython\""),
+        (CustomInferenceScripts, "e/config.pbtxt", b"backend: \"onnxruntime\"\nparameters: { key: \"EXECUTION_ENV_PATH\" value: { string_value: \"$$TRITON_MODEL_DIRECTORY/env.tar.gz\" } }"),
+        (PickleFiles, "m/1/model.PT", b"x"),
+        (PickleFiles, "m/1/weights.ckpt", b"x"),
+        (PickleFiles, "m/1/model.onnx.bak", b"\x80\x04\x95"),
+        (PickleFiles, "m/1/archive.zip", b"PK\x03\x04\x14\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00archive/data.pkl"),
+        (PickleFiles, "m/1/array.npy", b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False}"),
+        (PickleFiles, "t/config.pbtxt", b"platform: \"pytorch_libtorch\"\ndefault_model_filename: \"model.ts\""),
+        (RequirementsTxt, "m/requirements.txt", b"torch"),
+        (TrustRemoteCode, "v/1/model.json", b"{\"model\": \"x\", \"trust_remote_code\": true}"),
+        (TrustRemoteCode, "v/config.pbtxt", b"backend: \"onnxruntime\"\nparameters [{ key: \"trust_remote_code\" value { string_value: \"True\" } }]"),
+        (ChatTemplate, "m/tokenizer_config.json", b"{\"chat_template\": \"{{ messages }}\"}"),
+        (ChatTemplate, "m/templates/chat.jinja", b"{{ x }}"),
+    ];
+    for (control, path, bytes) in cases {
+        let found = refusal_of(&secure(&[*control]), &[(path, bytes)]);
+        assert_eq!(
+            found,
+            Some((path.to_string(), Gate::Secure(*control))),
+            "{path}"
+        );
+        let others: Vec<Control> = ALL.iter().copied().filter(|c| c != control).collect();
+        assert_eq!(
+            refusal_of(&secure(&others), &[(path, bytes)]),
+            None,
+            "{path} under the other controls"
+        );
+    }
+}
+
+#[test]
+fn the_native_boundary_refuses_what_the_core_would_load_and_lets_python_models_be() {
+    let refused: &[(&str, &[u8])] = &[
+        ("evil/libtriton_evil.so", b"\x7fELF"),
+        ("evil/config.pbtxt", b"backend: \"evil\""),
+        (
+            "r/config.pbtxt",
+            b"backend: \"onnxruntime\"\nruntime: \"../../tmp/x.so\"",
+        ),
+        (
+            "o/config.pbtxt",
+            b"backend: \"onnxruntime\"\nmodel_operations { op_library_filename: \"ops.so\" }",
+        ),
+    ];
+    for (path, bytes) in refused {
+        assert_eq!(
+            refusal_of(&native_boundary(), &[(path, bytes)]),
+            Some((path.to_string(), Gate::NativeCode)),
+            "{path}"
+        );
+        assert_eq!(
+            refusal_of(
+                &ArtifactPolicy {
+                    image: image(),
+                    ..ArtifactPolicy::default()
+                },
+                &[(path, bytes)]
+            ),
+            None
+        );
+    }
+    let allowed: &[(&str, &[u8])] = &[
+        ("p/config.pbtxt", b"backend: \"python\""),
+        ("p/1/model.py", b"import numpy"),
+        ("p/1/vendored/_speedups.so", b"\x7fELF"),
+        (
+            "r/config.pbtxt",
+            b"backend: \"onnxruntime\"\nruntime: \"libtriton_onnxruntime.so\"",
+        ),
+    ];
+    for (path, bytes) in allowed {
+        assert_eq!(
+            refusal_of(&native_boundary(), &[(path, bytes)]),
+            None,
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn what_cannot_be_checked_is_refused_and_nothing_hangs() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "m/config.pbtxt", b"backend: \"onnxruntime\"");
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "evil.so", b"\x7fELF");
+    std::os::unix::fs::symlink(
+        outside.path().join("evil.so"),
+        root.path().join("m/model.onnx"),
+    )
+    .unwrap();
+    let fifo = root.path().join("m/pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let refusal = secure(&[Control::PickleFiles])
+        .check(root.path())
+        .unwrap_err();
+    let text = refusal.to_string();
+    assert!(
+        text.contains("model.onnx cannot be checked (is a link that leads out of the artifact)"),
+        "{text}"
+    );
+    assert!(text.contains("DISALLOW_PICKLE_FILES"), "{text}");
+    // A configuration that does not parse is not let through.
+    let broken = tempfile::tempdir().unwrap();
+    write(broken.path(), "m/config.pbtxt", b"backend: \"python");
+    let text = native_boundary()
+        .check(broken.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("cannot read: a string is not closed"),
+        "{text}"
+    );
+    // Without any gate nothing is read.
+    assert!(ArtifactPolicy::default().check(root.path()).is_ok());
+}
+
+#[test]
+fn links_inside_the_artifact_are_judged_by_the_name_the_core_sees() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "m/config.pbtxt", b"backend: \"onnxruntime\"");
+    write(root.path(), "m/notes.txt", b"print()");
+    std::os::unix::fs::symlink(
+        root.path().join("m/notes.txt"),
+        root.path().join("m/model.py"),
+    )
+    .unwrap();
+    let text = secure(ALL).check(root.path()).unwrap_err().to_string();
+    assert!(text.contains("model.py is a Python script"), "{text}");
+}
+
+#[test]
+fn the_untrusted_channels_refuse_every_artifact_once_they_hold_a_forbidden_file() {
+    let channel = tempfile::tempdir().unwrap();
+    write(channel.path(), "data/weights.pkl", b"x");
+    let mut policy = secure(&[Control::PickleFiles]);
+    policy.secure_mode.as_mut().unwrap().untrusted_channels = vec![channel.path().to_path_buf()];
+    policy.check_channels();
+    let artifact = tempfile::tempdir().unwrap();
+    write(
+        artifact.path(),
+        "m/config.pbtxt",
+        b"backend: \"onnxruntime\"",
+    );
+    let text = policy.check(artifact.path()).unwrap_err().to_string();
+    assert!(
+        text.contains("weights.pkl is a pickle-based file"),
+        "{text}"
+    );
+}
+
+#[test]
+fn too_many_files_is_a_refusal_not_a_pass() {
+    let root = tempfile::tempdir().unwrap();
+    let mut deep = root.path().to_path_buf();
+    for _ in 0..=walk::MAX_DEPTH + 1 {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    let refusal = secure(&[Control::RequirementsTxt])
+        .check(root.path())
+        .unwrap_err();
+    assert!(
+        matches!(refusal, ArtifactRefusal::Unchecked { .. }),
+        "{refusal}"
+    );
+    assert!(
+        refusal.to_string().contains("nested more than"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn findings_are_listed_up_to_the_cap_with_their_gates() {
+    let root = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        write(root.path(), &format!("m/{i}.py"), b"x");
+    }
+    let Err(ArtifactRefusal::Forbidden { findings, .. }) = secure(ALL).check(root.path()) else {
+        panic!("not refused");
+    };
+    assert_eq!(findings.len(), MAX_FINDINGS);
+    let gates: BTreeSet<Gate> = findings.iter().map(|f| f.gate).collect();
+    assert_eq!(
+        gates,
+        [Gate::Secure(Control::CustomInferenceScripts)].into()
+    );
+}
+
+#[test]
+fn configurations_are_read_as_the_core_reads_them() {
+    let facts = model_config::parse(
+        "# backend: \"python\"\nname: \"x\" platform: \"ensemble\"\nbackend: 'onnx' \"runtime\" # trailing\n\
+         runtime: \"lib\\164riton_x.so\"\nparameters { key: \"a\" value: { string_value: \"b\" } }\n\
+         ensemble_scheduling { step [ { model_name: \"p\" } ] }\n",
+    )
+    .unwrap();
+    assert_eq!(facts.backend.as_deref(), Some("onnxruntime"));
+    assert_eq!(facts.platform.as_deref(), Some("ensemble"));
+    assert_eq!(facts.runtime.as_deref(), Some("libtriton_x.so"));
+    assert_eq!(facts.parameters.get("a").map(String::as_str), Some("b"));
+    // A nested `backend` (none exists in Triton's schema) is not the model's.
+    let nested = model_config::parse("optimization { backend: \"python\" }").unwrap();
+    assert_eq!(nested.backend, None);
+    for broken in ["backend: \"x", "backend: \"\\q\"", "backend: \"\\x\"", "@"] {
+        assert!(model_config::parse(broken).is_err(), "{broken}");
+    }
+}
