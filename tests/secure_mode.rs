@@ -1,0 +1,477 @@
+//! SageMaker Secure Mode and the native-code boundary against the real core, through
+//! `trident serve`: each forbidden kind of artifact refused under its control (single-model at
+//! start, multi-model at load), with the file and the control named, nothing of it loaded and
+//! the endpoint serving; a signed Python plugin as the one way to customise under all five
+//! controls; and, outside Secure Mode, a backend library in a multi-model artifact refused by
+//! default and loaded (with its native code) only when allowed.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::http_client::{HttpResponse, get, request};
+use common::process::{Running, serve_ready_with, start_listening, stub_children};
+use serde_json::json;
+
+const ALL_CONTROLS: &str = "DISALLOW_CUSTOM_INFERENCE_SCRIPTS,DISALLOW_PICKLE_FILES,\
+                            DISALLOW_REQUIREMENTS_TXT,DISALLOW_TRUST_REMOTE_CODE,\
+                            DISALLOW_CHAT_TEMPLATE";
+
+/// The platform's signing key in these tests (and a key that is not the platform's).
+const PLATFORM_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+const OTHER_SECRET: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+
+/// `trident serve` with only the variables each test sets.
+fn trident(env: &[(&str, &OsStr)]) -> Command {
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info").envs(env.iter().copied());
+    command
+}
+
+/// Secure Mode's variables with every control and `channel` untrusted.
+fn secure_env(channel: &Path) -> Vec<(&'static str, &OsStr)> {
+    vec![
+        ("SAGEMAKER_SECURE_MODE", OsStr::new("true")),
+        ("SAGEMAKER_SECURITY_CONTROLS", OsStr::new(ALL_CONTROLS)),
+        ("SAGEMAKER_UNTRUSTED_CHANNELS", channel.as_os_str()),
+    ]
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn invoke_identity(addr: SocketAddr, path: &str) -> HttpResponse {
+    let body = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.5, -2]}]});
+    request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// One forbidden kind of file: where it goes in a model folder, its bytes, and the control
+/// that forbids it.
+struct Forbidden {
+    file: &'static str,
+    bytes: &'static [u8],
+    control: &'static str,
+}
+
+#[rustfmt::skip]
+const FORBIDDEN: &[Forbidden] = &[
+    Forbidden { file: "1/model.py", bytes: b"import os\n", control: "DISALLOW_CUSTOM_INFERENCE_SCRIPTS" },
+    Forbidden { file: "1/weights.pt", bytes: b"PK\x03\x04", control: "DISALLOW_PICKLE_FILES" },
+    Forbidden { file: "requirements.txt", bytes: b"torch==2.5\n", control: "DISALLOW_REQUIREMENTS_TXT" },
+    Forbidden { file: "1/model.json", bytes: b"{\"model\": \"x\", \"trust_remote_code\": true}", control: "DISALLOW_TRUST_REMOTE_CODE" },
+    Forbidden { file: "tokenizer_config.json", bytes: b"{\"chat_template\": \"{% for m in messages %}{{ m }}{% endfor %}\"}", control: "DISALLOW_CHAT_TEMPLATE" },
+];
+
+#[test]
+fn secure_mode_settings_are_checked_at_start() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("native_identity_fp32", repository.path(), "m");
+    let channel = repository.path().as_os_str();
+    let run = |env: &[(&str, &OsStr)]| -> Output {
+        trident(env)
+            .arg("serve")
+            .arg("--model-repository")
+            .arg(repository.path())
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .output()
+            .unwrap()
+    };
+    let on = ("SAGEMAKER_SECURE_MODE", OsStr::new("true"));
+    let controls = (
+        "SAGEMAKER_SECURITY_CONTROLS",
+        OsStr::new("DISALLOW_PICKLE_FILES"),
+    );
+    let channels = ("SAGEMAKER_UNTRUSTED_CHANNELS", channel);
+    let cases: Vec<(Vec<(&str, &OsStr)>, &str)> = vec![
+        (
+            vec![on, channels],
+            "SAGEMAKER_SECURE_MODE is true but SAGEMAKER_SECURITY_CONTROLS is not set",
+        ),
+        (
+            vec![on, controls],
+            "SAGEMAKER_SECURE_MODE is true but SAGEMAKER_UNTRUSTED_CHANNELS is not set",
+        ),
+        (
+            vec![
+                on,
+                channels,
+                (
+                    "SAGEMAKER_SECURITY_CONTROLS",
+                    OsStr::new("DISALLOW_PICKLE_FILES, DISALLOW_EVERYTHING"),
+                ),
+            ],
+            "SAGEMAKER_SECURITY_CONTROLS names DISALLOW_EVERYTHING, which trident does not enforce",
+        ),
+        (
+            vec![
+                on,
+                controls,
+                (
+                    "SAGEMAKER_UNTRUSTED_CHANNELS",
+                    OsStr::new("/nonexistent/channel"),
+                ),
+            ],
+            "SAGEMAKER_UNTRUSTED_CHANNELS names /nonexistent/channel, which is not a folder",
+        ),
+        (
+            vec![
+                on,
+                controls,
+                channels,
+                ("TRIDENT_PLUGIN_TRUSTED_KEYS", OsStr::new("abcd")),
+            ],
+            "TRIDENT_PLUGIN_TRUSTED_KEYS: public key must be 32 bytes",
+        ),
+        (
+            vec![("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("sometimes"))],
+            "TRIDENT_ARTIFACT_NATIVE_CODE must be allow or refuse, got 'sometimes'",
+        ),
+    ];
+    for (env, expected) in cases {
+        let output = run(&env);
+        let printed = String::from_utf8_lossy(&output.stderr).into_owned()
+            + &String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{expected}: {printed}");
+        assert!(
+            printed.contains(expected),
+            "expected '{expected}' in {printed}"
+        );
+    }
+}
+
+/// A single-model endpoint under every control whose repository holds `forbidden` beside (or
+/// inside) a native model: its answers to `/ping` and `/invocations`, the log, and the stubs.
+fn single_model_refusal(model: &str, forbidden: &Forbidden) {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model(model, repository.path(), "m");
+    let file = repository.path().join("m").join(forbidden.file);
+    write(&file, forbidden.bytes);
+    let env = secure_env(repository.path());
+    let (mut running, addr) = start_listening(trident(&env), repository.path(), &[]);
+    let ping = get(addr, "/ping");
+    let body = ping.text();
+    assert_eq!(ping.status, 400, "{body}");
+    // Error bodies show the repository as the redactor names it.
+    let named = format!("<model repository>/m/{}", forbidden.file);
+    assert!(
+        body.contains(&named) && body.contains(forbidden.control),
+        "{body}"
+    );
+    let invoked = invoke_identity(addr, "/invocations");
+    assert_eq!(invoked.status, 503, "{}", invoked.text());
+    assert!(invoked.text().contains(&named), "{}", invoked.text());
+    // Nothing of it loaded: the core never saw the model, and no python stub runs.
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(
+        !log.contains("successfully loaded"),
+        "the core loaded something:\n{log}"
+    );
+    assert!(stub_children(running.0.id()).is_empty());
+    // The endpoint still answers, the same truth.
+    assert_eq!(get(addr, "/ping").status, 400);
+    assert!(running.0.try_wait().unwrap().is_none(), "trident exited");
+}
+
+#[test]
+fn a_single_model_artifact_a_control_forbids_is_not_loaded_and_ping_says_why() {
+    std::thread::scope(|scope| {
+        for forbidden in FORBIDDEN {
+            scope.spawn(|| single_model_refusal("native_identity_fp32", forbidden));
+        }
+        // A python backend model (its model.py the finding) never starts a stub.
+        scope.spawn(|| {
+            single_model_refusal(
+                "identity_fp32",
+                &Forbidden {
+                    file: "config.pbtxt",
+                    bytes: b"backend: \"python\"\nmax_batch_size: 0\n",
+                    control: "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
+                },
+            )
+        });
+    });
+}
+
+/// The worked example of the README's Secure Mode section: the Python CSV adapter, signed with
+/// the platform's key, on a native model, under all five controls.
+#[test]
+fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_controls() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("native_identity_fp32", repository.path(), "m");
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = plugins.path().join("csv_request.wasm");
+    std::fs::copy(
+        common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
+        &wasm,
+    )
+    .unwrap();
+    let bytes = std::fs::read(&wasm).unwrap();
+    let digest = trident::plugins::loading::sha256_hex(&bytes);
+    let manifest = plugins.path().join("plugins.toml");
+    let write_manifest = |secret: Option<&str>, extra: &str| {
+        let signature = secret
+            .map(|s| {
+                format!(
+                    "signature = \"{}\"\n",
+                    trident::plugins::signing::sign(&bytes, s).unwrap()
+                )
+            })
+            .unwrap_or_default();
+        write(
+            &manifest,
+            format!(
+                "[plugins.csv]\npath = \"csv_request.wasm\"\nsha256 = \"{digest}\"\n{signature}\
+                 memory_limit_mb = 128\ntime_limit_ms = 1000\ncontent_types = [\"text/csv\"]\n{extra}\n\
+                 [models.\"*\"]\nrequest = \"csv\"\n"
+            )
+            .as_bytes(),
+        );
+    };
+    let platform_key = trident::plugins::signing::public_key(PLATFORM_SECRET).unwrap();
+    let mut env = secure_env(repository.path());
+    env.push(("TRIDENT_PLUGIN_TRUSTED_KEYS", OsStr::new(&platform_key)));
+    env.push(("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()));
+    let refused = |expected: &str| {
+        let output = trident(&env)
+            .arg("serve")
+            .arg("--model-repository")
+            .arg(repository.path())
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(1), "{printed}");
+        assert!(
+            printed.contains(expected),
+            "expected '{expected}' in {printed}"
+        );
+    };
+    // Unsigned, signed by another key (which the manifest itself trusts), over the ceiling.
+    write_manifest(None, "");
+    refused("is not signed");
+    let other_key = trident::plugins::signing::public_key(OTHER_SECRET).unwrap();
+    write_manifest(Some(OTHER_SECRET), "");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    write(
+        &manifest,
+        format!("require_signatures = true\ntrusted_keys = [\"{other_key}\"]\n{text}").as_bytes(),
+    );
+    refused("not from a trusted key");
+    write_manifest(Some(PLATFORM_SECRET), "");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("memory_limit_mb = 128", "memory_limit_mb = 512");
+    write(&manifest, text.as_bytes());
+    refused("memory_limit_mb = 512 is over Secure Mode's ceiling of 128");
+
+    write_manifest(Some(PLATFORM_SECRET), "");
+    let (_running, addr) = serve_ready_with(trident(&env), repository.path(), &[]);
+    let response = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "text/csv")],
+        b"1,2\n3,4\n",
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.json()["outputs"][0]["data"],
+        json!([1.0, 2.0, 3.0, 4.0])
+    );
+    assert_eq!(get(addr, "/ping").status, 200);
+}
+
+/// A multi-model endpoint with its own folders and `env`; the models root.
+fn serve_multi_model(env: &[(&str, &OsStr)]) -> (Running, SocketAddr, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let repository = tempfile::tempdir().unwrap();
+    let mut env = env.to_vec();
+    env.push(("SAGEMAKER_MULTI_MODEL", OsStr::new("true")));
+    let args = [
+        OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (running, addr) = serve_ready_with(trident(&env), repository.path(), &args);
+    std::mem::forget(repository);
+    (running, addr, root)
+}
+
+fn load(addr: SocketAddr, name: &str, url: &Path) -> HttpResponse {
+    let body = json!({"model_name": name, "url": url}).to_string();
+    request(addr, "POST", "/models", &[], body.as_bytes())
+}
+
+fn listed(addr: SocketAddr) -> Vec<String> {
+    let list = get(addr, "/models").json();
+    list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["modelName"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The image's own backend library, to plant in an artifact under another backend's name.
+fn backend_library() -> PathBuf {
+    let home = common::triton()
+        .home()
+        .expect("a Triton home")
+        .to_path_buf();
+    home.join("backends/trident/libtriton_trident.so")
+}
+
+/// An artifact at `<root>/<name>/model` holding the native identity model whose backend is
+/// `evil`, served by a copy of the image's own backend library inside the model's folder.
+fn evil_backend_artifact(root: &Path, name: &str) -> PathBuf {
+    let url = root.join(name).join("model");
+    common::copy_model("native_identity_fp32", &url, "evil");
+    let config = url.join("evil/config.pbtxt");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("backend: \"trident\"", "backend: \"evil\"");
+    std::fs::write(&config, text).unwrap();
+    std::fs::copy(backend_library(), url.join("evil/libtriton_evil.so")).unwrap();
+    url
+}
+
+#[test]
+fn multi_model_loads_of_forbidden_artifacts_are_refused_and_the_endpoint_serves() {
+    let channel = tempfile::tempdir().unwrap();
+    let (_running, addr, root) = serve_multi_model(&secure_env(channel.path()));
+    let mut refusals = Vec::new();
+    for (i, forbidden) in FORBIDDEN.iter().enumerate() {
+        let url = root.path().join(format!("f{i}")).join("model");
+        common::copy_model("native_identity_fp32", &url, "m");
+        write(&url.join("m").join(forbidden.file), forbidden.bytes);
+        refusals.push((
+            format!("f{i}"),
+            url.clone(),
+            url.join("m").join(forbidden.file),
+            forbidden.control,
+        ));
+    }
+    let mut extra = |name: &str, url: PathBuf, file: PathBuf, control: &'static str| {
+        refusals.push((name.to_owned(), url, file, control));
+    };
+    // A python model, an execution environment, a TorchScript model, a backend library of its
+    // own, a link out of the artifact.
+    let python = root.path().join("python/model");
+    common::copy_model("identity_fp32", &python, "p");
+    extra(
+        "python",
+        python.clone(),
+        python.join("p/1/model.py"),
+        "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
+    );
+    let env = root.path().join("env/model");
+    common::copy_model("native_identity_fp32", &env, "e");
+    let config = env.join("e/config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap()
+        + "parameters { key: \"EXECUTION_ENV_PATH\" value: { string_value: \"$$TRITON_MODEL_DIRECTORY/env.tar.gz\" } }\n";
+    std::fs::write(&config, text).unwrap();
+    extra(
+        "env",
+        env.clone(),
+        config,
+        "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
+    );
+    let torch = root.path().join("torch/model");
+    write(
+        &torch.join("t/config.pbtxt"),
+        b"platform: \"pytorch_libtorch\"\nmax_batch_size: 0\n",
+    );
+    write(&torch.join("t/1/model.ts"), b"not really");
+    extra(
+        "torch",
+        torch.clone(),
+        torch.join("t/config.pbtxt"),
+        "DISALLOW_PICKLE_FILES",
+    );
+    let evil = evil_backend_artifact(root.path(), "evil");
+    extra(
+        "evil",
+        evil.clone(),
+        evil.join("evil/config.pbtxt"),
+        "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
+    );
+    let link = root.path().join("link/model");
+    common::copy_model("native_identity_fp32", &link, "l");
+    std::os::unix::fs::symlink("/etc/passwd", link.join("l/1.onnx")).unwrap();
+    extra(
+        "link",
+        link.clone(),
+        link.join("l/1.onnx"),
+        "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
+    );
+
+    for (name, url, file, control) in &refusals {
+        let response = load(addr, name, url);
+        let text = response.text();
+        assert_eq!(response.status, 400, "{name}: {text}");
+        assert!(
+            text.contains(&file.display().to_string()) && text.contains(control),
+            "{name}: {text}"
+        );
+        // The endpoint serves on: nothing listed, and its health unchanged.
+        assert!(listed(addr).is_empty(), "{name} was listed");
+        assert_eq!(get(addr, "/ping").status, 200, "after {name}");
+    }
+    let clean = root.path().join("clean/model");
+    common::copy_model("native_identity_fp32", &clean, "c");
+    let loaded = load(addr, "clean", &clean);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let invoked = invoke_identity(addr, "/models/clean/invoke");
+    assert_eq!(invoked.status, 200, "{}", invoked.text());
+    assert_eq!(invoked.json()["outputs"][0]["data"], json!([1.5, -2.0]));
+}
+
+#[test]
+fn a_multi_model_artifact_brings_no_native_code_unless_allowed() {
+    // The default: refused, naming the file and the setting; a python model still loads.
+    let (_running, addr, root) = serve_multi_model(&[]);
+    let evil = evil_backend_artifact(root.path(), "evil");
+    let response = load(addr, "evil", &evil);
+    let text = response.text();
+    assert_eq!(response.status, 400, "{text}");
+    assert!(
+        text.contains("libtriton_evil.so") && text.contains("TRIDENT_ARTIFACT_NATIVE_CODE=refuse"),
+        "{text}"
+    );
+    let python = root.path().join("python/model");
+    common::copy_model("identity_fp32", &python, "p");
+    let loaded = load(addr, "python", &python);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    assert_eq!(invoke_identity(addr, "/models/python/invoke").status, 200);
+
+    // Allowed: the artifact's own library is what serves it (Triton's own behaviour).
+    let allow = [("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    let (running, addr, root) = serve_multi_model(&allow);
+    let evil = evil_backend_artifact(root.path(), "evil");
+    let loaded = load(addr, "evil", &evil);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let invoked = invoke_identity(addr, "/models/evil/invoke");
+    assert_eq!(invoked.status, 200, "{}", invoked.text());
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(
+        log.contains("libtriton_evil.so"),
+        "the core did not log the artifact's library"
+    );
+}
