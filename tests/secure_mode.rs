@@ -434,6 +434,28 @@ fn multi_model_loads_of_forbidden_artifacts_are_refused_and_the_endpoint_serves(
         assert!(listed(addr).is_empty(), "{name} was listed");
         assert_eq!(get(addr, "/ping").status, 200, "after {name}");
     }
+    // Plugins an artifact brings are held to the platform's keys too: none are set here.
+    let adapted = root.path().join("adapted/model");
+    common::copy_model("native_identity_fp32", &adapted, "a");
+    std::fs::copy(
+        common::plugins::guest("csv_request"),
+        adapted.join("a/csv_request.wasm"),
+    )
+    .unwrap();
+    let manifest = format!(
+        "[plugins.csv]\npath = \"csv_request.wasm\"\nsha256 = \"{}\"\n[models.\"*\"]\nrequest = \"csv\"\n",
+        common::plugins::digest("csv_request")
+    );
+    write(&adapted.join("a/plugins.toml"), manifest.as_bytes());
+    let response = load(addr, "adapted", &adapted);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(
+        response.text().contains("is not signed"),
+        "{}",
+        response.text()
+    );
+    assert!(listed(addr).is_empty());
+
     let clean = root.path().join("clean/model");
     common::copy_model("native_identity_fp32", &clean, "c");
     let loaded = load(addr, "clean", &clean);
