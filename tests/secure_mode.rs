@@ -162,7 +162,9 @@ fn single_model_refusal(model: &str, forbidden: &Forbidden) {
     common::copy_model(model, repository.path(), "m");
     let file = repository.path().join("m").join(forbidden.file);
     write(&file, forbidden.bytes);
-    let env = secure_env(repository.path());
+    // An untrusted channel of its own: the refusal is the repository's check, not the channels'.
+    let channel = tempfile::tempdir().unwrap();
+    let env = secure_env(channel.path());
     let (mut running, addr) = start_listening(trident(&env), repository.path(), &[]);
     let ping = get(addr, "/ping");
     let body = ping.text();
