@@ -10,7 +10,7 @@ use super::walk::Entry;
 pub struct Rule {
     /// What forbids it (the first of these that is in force is named in the refusal).
     pub gates: &'static [Gate],
-    /// What the file is, for the refusal: "<path>: <what>".
+    /// What the file is, for the refusal: `<path> <what>`.
     pub what: &'static str,
     /// Whether `entry` is one.
     pub finds: fn(&Entry, &ImageBackends) -> bool,
