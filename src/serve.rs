@@ -230,6 +230,9 @@ async fn with_core(
     Ok(Arc::new(state))
 }
 
+/// The backends folder the Triton core uses when it is given none.
+const TRITON_DEFAULT_BACKENDS: &str = "/opt/tritonserver/backends";
+
 /// Completes the configuration's artifact policy with what the image has (its backends) and
 /// the untrusted channels' check, then checks a single-model endpoint's repository: the
 /// refusal, if any, is what `/ping` and `/invocations` answer, and the core starts without the
@@ -239,16 +242,18 @@ async fn check_artifacts(
     triton: &'static Triton,
 ) -> Result<Option<String>, ServeError> {
     let policy = config.artifacts.clone();
-    let backends = triton.home().map(|home| home.join("backends"));
+    // Without a home the core looks in its own default folder, and so does the check.
+    let backends = triton.home().map_or_else(
+        || std::path::PathBuf::from(TRITON_DEFAULT_BACKENDS),
+        |home| home.join("backends"),
+    );
     let repository = match &config.mode {
         Mode::SingleModel { repository, .. } => Some(repository.clone()),
         Mode::MultiModel { .. } => None,
     };
     let (policy, refusal) = tokio::task::spawn_blocking(move || {
         let mut policy = policy;
-        if let Some(backends) = &backends {
-            policy.image = Arc::new(ImageBackends::in_folder(backends));
-        }
+        policy.image = Arc::new(ImageBackends::in_folder(&backends));
         policy.check_channels();
         let refusal = repository.and_then(|repository| policy.check(&repository).err());
         (policy, refusal)
