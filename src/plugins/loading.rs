@@ -179,7 +179,7 @@ async fn load_one(
     let (engine, linker) = (runtime.engine.clone(), runtime.linker.clone());
     let pre = tokio::task::spawn_blocking(move || {
         let component =
-            Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e}"))?;
+            Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e:#}"))?;
         linker
             .instantiate_pre(&component)
             .map_err(|e| format!("imports something trident does not offer: {e}"))

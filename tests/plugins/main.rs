@@ -7,6 +7,7 @@
 mod common;
 
 mod adapters;
+mod advisories;
 mod authoring;
 mod hostile;
 mod lifecycle;
@@ -86,6 +87,7 @@ fn main() -> std::process::ExitCode {
         hostile::CHECKS,
         replies::CHECKS,
         lifecycle::CHECKS,
+        advisories::CHECKS,
         authoring::CHECKS,
         model_plugins::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
