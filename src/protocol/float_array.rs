@@ -24,31 +24,38 @@ enum Expect {
     ValueOrClose,
     /// `,` or `]` (after an element).
     CommaOrClose,
-    /// Nothing but whitespace (after the outermost value).
+    /// Nothing more: the outermost value has ended.
     End,
 }
 
 /// Triton's bytes for `raw` (a JSON number or nested arrays of them) as a tensor of `dtype`
 /// (`FP16`, `BF16`, `FP32` or `FP64`), and the element count; `None` when `raw` is anything else.
 pub fn decode(raw: &str, dtype: DataType) -> Option<(Vec<u8>, usize)> {
+    let bytes = raw.as_bytes();
+    let (out, count, end) = decode_at(bytes, 0, dtype)?;
+    (skip_whitespace(bytes, end) == bytes.len()).then_some((out, count))
+}
+
+/// As [`decode`], for the value starting at `start` in `bytes` (after any whitespace) and ending
+/// wherever its outermost array or number ends: its bytes, its element count and the offset
+/// just past it. What follows it is the caller's to read (the request's own reader reads `data`
+/// this way, in the same pass as the rest of the request).
+pub fn decode_at(bytes: &[u8], start: usize, dtype: DataType) -> Option<(Vec<u8>, usize, usize)> {
     if !matches!(
         dtype,
         DataType::Fp16 | DataType::Bf16 | DataType::Fp32 | DataType::Fp64
     ) {
         return None;
     }
-    let bytes = raw.as_bytes();
-    // As much room as the text takes (as the general path): enough for the usual few digits per
-    // number; it grows if the numbers are shorter.
-    let mut out = Vec::with_capacity(bytes.len());
-    let (mut count, mut depth, mut at) = (0usize, 0usize, 0usize);
+    // As much room as the text left takes (as the general path): enough for the usual few
+    // digits per number; it grows if the numbers are shorter.
+    let mut out = Vec::with_capacity(bytes.len().saturating_sub(start));
+    let (mut count, mut depth, mut at) = (0usize, 0usize, start);
     let mut expect = Expect::Value;
     loop {
         at = skip_whitespace(bytes, at);
         let byte = bytes.get(at).copied();
         match (expect, byte) {
-            (Expect::End, None) => return Some((out, count)),
-            (Expect::End, Some(_)) => return None,
             (Expect::Value | Expect::ValueOrClose, Some(b'[')) => {
                 depth += 1;
                 if depth > MAX_DEPTH {
@@ -63,7 +70,7 @@ pub fn decode(raw: &str, dtype: DataType) -> Option<(Vec<u8>, usize)> {
                 expect = after_value(depth);
             }
             (Expect::Value | Expect::ValueOrClose, Some(b'-' | b'0'..=b'9')) => {
-                let (end, value) = number(raw, at)?;
+                let (end, value) = number(bytes, at)?;
                 push(&mut out, dtype, value);
                 count += 1;
                 at = end;
@@ -74,6 +81,9 @@ pub fn decode(raw: &str, dtype: DataType) -> Option<(Vec<u8>, usize)> {
                 expect = Expect::Value;
             }
             _ => return None,
+        }
+        if expect == Expect::End {
+            return Some((out, count, at));
         }
     }
 }
@@ -109,8 +119,7 @@ const EXACT_POWERS: [f64; 23] = [
 /// ten up to 22 is one exact multiplication or division, which IEEE rounds correctly (Clinger's
 /// fast path); anything else goes to the standard library's correctly rounded parser. All three
 /// give the double nearest the decimal, as serde's `float_roundtrip` does.
-fn number(text: &str, start: usize) -> Option<(usize, f64)> {
-    let bytes = text.as_bytes();
+fn number(bytes: &[u8], start: usize) -> Option<(usize, f64)> {
     let negative = bytes[start] == b'-';
     let mut at = start + usize::from(negative);
     let (mut mantissa, mut digits) = (0u64, 0usize);
@@ -184,7 +193,10 @@ fn number(text: &str, start: usize) -> Option<(usize, f64)> {
                 };
                 Some(signed(magnitude))
             }
-            _ => text[start..at].parse::<f64>().ok(),
+            // The number's bytes are ASCII digits, signs, points and exponents.
+            _ => std::str::from_utf8(&bytes[start..at])
+                .ok()
+                .and_then(|text| text.parse::<f64>().ok()),
         }
     };
     if number_too_big(&bytes[start..at]) {

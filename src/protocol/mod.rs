@@ -11,6 +11,7 @@ pub mod generate;
 pub mod json_syntax;
 pub mod sse;
 pub mod tensor_data;
+pub mod v2_envelope;
 pub mod v2_request;
 pub mod v2_response;
 

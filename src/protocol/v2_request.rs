@@ -3,13 +3,12 @@
 //! copied, and JSON `data` is parsed straight into typed buffers.
 
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::ProtocolError;
-use super::json_syntax::{refusal, syntax_error};
+use super::json_syntax::syntax_error;
 use super::tensor_data::{DataError, decode_json_data};
+use super::v2_envelope::{self, InputFields, OutputFields, TensorData};
 use std::time::Duration;
 
 use crate::engine::{DataType, InferRequest, InputTensor, ParameterValue, SequenceId};
@@ -38,41 +37,6 @@ impl OutputEncoding {
     }
 }
 
-// `parameters` objects are captured as text and read once checked by RapidJSON's rules
-// (`parameters`): serde takes numbers RapidJSON refuses (`0e400`).
-#[derive(Deserialize)]
-struct RequestJson<'a> {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(borrow, default)]
-    parameters: Option<&'a RawValue>,
-    #[serde(borrow)]
-    inputs: Vec<InputJson<'a>>,
-    #[serde(borrow, default)]
-    outputs: Vec<OutputJson<'a>>,
-}
-
-#[derive(Deserialize)]
-struct InputJson<'a> {
-    name: String,
-    datatype: String,
-    shape: Vec<i64>,
-    #[serde(borrow, default)]
-    parameters: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct OutputJson<'a> {
-    name: String,
-    #[serde(borrow, default)]
-    parameters: Option<&'a RawValue>,
-}
-
-// Unknown keys are ignored, as Triton's own frontend does, so clients that send extra fields
-// keep working.
-
 /// Parameters that steer the frontend and are not passed to the model.
 const FRONTEND_PARAMETERS: [&str; 2] = ["binary_data_output", "binary_data_size"];
 
@@ -85,8 +49,7 @@ pub fn decode_infer_request(
 ) -> Result<(InferRequest, OutputEncoding), ProtocolError> {
     let json_len = json_len.unwrap_or(body.len());
     let json_bytes = &body[..json_len];
-    let json: RequestJson = serde_json::from_slice(json_bytes)
-        .map_err(|e| bad(refusal(json_bytes, &e, "failed to parse the request JSON")))?;
+    let json = v2_envelope::read(json_bytes)?;
     let mut request = InferRequest::new(model_name);
     request.id = json.id.filter(|id| !id.is_empty());
     let mut encoding = OutputEncoding::default();
@@ -179,7 +142,7 @@ impl BinaryData<'_> {
 /// One input: its data from JSON or from the binary part, checked against its shape.
 fn decode_input(
     json: &[u8],
-    input: InputJson,
+    input: InputFields,
     binary: &mut BinaryData,
 ) -> Result<InputTensor, ProtocolError> {
     let datatype: DataType = input
@@ -207,9 +170,12 @@ fn decode_input(
             check_binary_size(&input.name, datatype, &input.shape, elements, &data)?;
             data
         }
-        (None, Some(raw)) => {
-            let (data, count) = decode_json_data(raw.get(), datatype)
-                .map_err(|e| bad(e.message(&input.name, offset_in(json, raw.get()))))?;
+        (None, Some(data)) => {
+            let (data, count) = match data {
+                TensorData::Decoded(data, count) => (data, count),
+                TensorData::Text(raw) => decode_json_data(raw, datatype)
+                    .map_err(|e| bad(e.message(&input.name, offset_in(json, raw))))?,
+            };
             if count != elements {
                 return Err(bad(format!(
                     "input '{}' has shape {:?}, {elements} elements, but its data has {count}",
@@ -228,7 +194,7 @@ fn decode_input(
 }
 
 /// Whether a requested output asks for binary data; classification outputs are refused.
-fn output_is_binary(json: &[u8], output: &OutputJson) -> Result<bool, ProtocolError> {
+fn output_is_binary(json: &[u8], output: &OutputFields) -> Result<bool, ProtocolError> {
     let mut binary = false;
     for (key, value) in parameters(json, output.parameters)?.iter().flatten() {
         match key.as_str() {
@@ -297,19 +263,16 @@ fn offset_in(json: &[u8], part: &str) -> usize {
 
 /// A `parameters` object of the request (`raw`, within `json`): refused in Triton's words when
 /// RapidJSON refuses it, else read.
-fn parameters(
-    json: &[u8],
-    raw: Option<&RawValue>,
-) -> Result<Option<Map<String, Value>>, ProtocolError> {
+fn parameters(json: &[u8], raw: Option<&str>) -> Result<Option<Map<String, Value>>, ProtocolError> {
     let Some(raw) = raw else {
         return Ok(None);
     };
-    if let Some(error) = syntax_error(raw.get().as_bytes()) {
+    if let Some(error) = syntax_error(raw.as_bytes()) {
         return Err(bad(
-            DataError::Syntax(error).message("parameters", offset_in(json, raw.get()))
+            DataError::Syntax(error).message("parameters", offset_in(json, raw))
         ));
     }
-    serde_json::from_str(raw.get())
+    serde_json::from_str(raw)
         .map(Some)
         .map_err(|e| bad(format!("'parameters' must be a JSON object: {e}")))
 }

@@ -1,0 +1,164 @@
+//! The floor under every frontend: the same inference request through the Triton core in this
+//! process, with no HTTP, no parsing and no encoding, as `scripts/bench` sends it over HTTP. What
+//! a server's CPU per request is above this is its frontend's cost (`scripts/bench` prints that
+//! row for trident and for Triton's own frontend).
+//!
+//!     cargo bench --bench engine_floor -- --repository tests/models --model native_add_sub \
+//!         --body small.json [--concurrency 1] [--seconds 5]
+//!
+//! The body is a KServe v2 request (JSON, or binary with `--json-length N`) decoded once by
+//! trident's decoder; each request is then a clone of it (its tensors shared, not copied),
+//! submitted to the core with `concurrency` in flight from one thread, the way a serving thread
+//! submits them. Prints one JSON line: requests per second, the process's CPU time per request
+//! (µs, all its threads: the core's and this one) and context switches per request.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use trident::engine::InferRequest;
+use trident::engine::triton::{self, BackendSetting, CoreLogging, ModelControl, ServerConfig};
+use trident::protocol::v2_request::decode_infer_request;
+
+struct Args {
+    repository: PathBuf,
+    model: String,
+    body: PathBuf,
+    json_length: Option<usize>,
+    concurrency: usize,
+    seconds: f64,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        repository: PathBuf::from("tests/models"),
+        model: String::new(),
+        body: PathBuf::new(),
+        json_length: None,
+        concurrency: 1,
+        seconds: 5.0,
+    };
+    let mut given = std::env::args().skip(1);
+    while let Some(flag) = given.next() {
+        // cargo passes `--bench` to every bench binary.
+        if flag == "--bench" {
+            continue;
+        }
+        let value = given
+            .next()
+            .unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--repository" => args.repository = value.into(),
+            "--model" => args.model = value,
+            "--body" => args.body = value.into(),
+            "--json-length" => args.json_length = Some(value.parse().expect("--json-length")),
+            "--concurrency" => args.concurrency = value.parse().expect("--concurrency"),
+            "--seconds" => args.seconds = value.parse().expect("--seconds"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    assert!(!args.model.is_empty(), "--model is required");
+    args
+}
+
+/// CPU time this process has used, all its threads together.
+fn process_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Context switches of every thread of this process so far.
+fn context_switches() -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten() {
+        let Ok(task) = task else { continue };
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            if let Some(n) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += n.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+/// Runs requests, `concurrency` at a time (one task each, one request after another), until
+/// `until`; how many completed.
+async fn drive(
+    server: &Arc<triton::Server>,
+    request: &Arc<InferRequest>,
+    concurrency: usize,
+    until: Instant,
+) -> u64 {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (server, request) = (Arc::clone(server), Arc::clone(request));
+        tasks.spawn(async move {
+            let mut done = 0u64;
+            while Instant::now() < until {
+                let stream = server
+                    .infer(InferRequest::clone(&request))
+                    .expect("the core takes the request");
+                stream.single().await.expect("the model answers");
+                done += 1;
+            }
+            done
+        });
+    }
+    tasks.join_all().await.into_iter().sum()
+}
+
+fn main() {
+    let args = args();
+    let body = Bytes::from(std::fs::read(&args.body).expect("the body file reads"));
+    let (request, _) = decode_infer_request(&args.model, &body, args.json_length)
+        .unwrap_or_else(|e| panic!("{}: {e}", args.body.display()));
+    let triton = triton::library::load(None).expect("the Triton core loads (scripts/setup)");
+    let config = ServerConfig {
+        model_repositories: vec![args.repository.clone()],
+        model_control: ModelControl::Explicit {
+            startup_models: vec![args.model.clone()],
+        },
+        backend_config: vec![
+            BackendSetting::new("python", "shm-default-byte-size", 16 * 1024 * 1024),
+            BackendSetting::new("python", "shm-growth-byte-size", 1024 * 1024),
+        ],
+        logging: CoreLogging {
+            info: false,
+            warn: false,
+            error: true,
+            verbose: 0,
+        },
+        ..ServerConfig::default()
+    };
+    let server = Arc::new(triton::Server::start(triton, &config).expect("the core starts"));
+    let request = Arc::new(request);
+    // One thread, as one serving thread of trident's submits and receives.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let warm_up = Instant::now() + Duration::from_millis(500);
+        drive(&server, &request, args.concurrency, warm_up).await;
+        let (cpu, switches, started) = (process_cpu(), context_switches(), Instant::now());
+        let until = started + Duration::from_secs_f64(args.seconds);
+        let done = drive(&server, &request, args.concurrency, until).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu_us = (process_cpu() - cpu).as_secs_f64() * 1e6 / done as f64;
+        let switches = (context_switches() - switches) as f64 / done as f64;
+        let rps = done as f64 / elapsed;
+        // The one line scripts/bench reads.
+        println!(
+            "{{\"requests\": {done}, \"rps\": {rps:.1}, \"cpu_us\": {cpu_us:.1}, \"switches\": {switches:.2}}}"
+        );
+    });
+    drop(server);
+}
