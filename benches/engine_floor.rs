@@ -11,6 +11,10 @@
 //! submitted to the core with `concurrency` in flight from one thread, the way a serving thread
 //! submits them. Prints one JSON line: requests per second, the process's CPU time per request
 //! (µs, all its threads: the core's and this one) and context switches per request.
+//!
+//! `--decode` times the decoding instead, with no core: the body's fields read in one pass
+//! (`v2_envelope::one_pass`, what trident does) against serde's reading with each float input's
+//! text decoded after it (what it did before), and the whole `decode_infer_request`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use trident::engine::InferRequest;
 use trident::engine::triton::{self, BackendSetting, CoreLogging, ModelControl, ServerConfig};
+use trident::protocol::float_array;
+use trident::protocol::v2_envelope::{self, TensorData};
 use trident::protocol::v2_request::decode_infer_request;
 
 struct Args {
@@ -28,6 +34,7 @@ struct Args {
     json_length: Option<usize>,
     concurrency: usize,
     seconds: f64,
+    decode: bool,
 }
 
 fn args() -> Args {
@@ -38,11 +45,16 @@ fn args() -> Args {
         json_length: None,
         concurrency: 1,
         seconds: 5.0,
+        decode: false,
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
         // cargo passes `--bench` to every bench binary.
         if flag == "--bench" {
+            continue;
+        }
+        if flag == "--decode" {
+            args.decode = true;
             continue;
         }
         let value = given
@@ -115,9 +127,53 @@ async fn drive(
     tasks.join_all().await.into_iter().sum()
 }
 
+/// The median time of `run` over `rounds` calls.
+fn median_time(rounds: usize, mut run: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let started = Instant::now();
+            run();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[rounds / 2]
+}
+
+/// `--decode`: the one-pass reading against serde's two passes, and the whole decode.
+fn time_decoding(args: &Args, body: &Bytes) {
+    let json = &body[..args.json_length.unwrap_or(body.len())];
+    let rounds = 50;
+    let one_pass = median_time(rounds, || {
+        std::hint::black_box(v2_envelope::one_pass(json).expect("the one-pass reader takes it"));
+    });
+    let two_passes = median_time(rounds, || {
+        let envelope = v2_envelope::with_serde(json).expect("serde takes it");
+        for input in &envelope.inputs {
+            if let (Some(TensorData::Text(text)), Ok(dtype)) = (&input.data, input.datatype.parse())
+            {
+                std::hint::black_box(float_array::decode(text, dtype));
+            }
+        }
+    });
+    let whole = median_time(rounds, || {
+        std::hint::black_box(decode_infer_request(&args.model, body, args.json_length).unwrap());
+    });
+    println!(
+        "{{\"one_pass_us\": {:.1}, \"serde_then_data_us\": {:.1}, \"decode_infer_request_us\": {:.1}}}",
+        one_pass.as_secs_f64() * 1e6,
+        two_passes.as_secs_f64() * 1e6,
+        whole.as_secs_f64() * 1e6
+    );
+}
+
 fn main() {
     let args = args();
     let body = Bytes::from(std::fs::read(&args.body).expect("the body file reads"));
+    if args.decode {
+        time_decoding(&args, &body);
+        return;
+    }
     let (request, _) = decode_infer_request(&args.model, &body, args.json_length)
         .unwrap_or_else(|e| panic!("{}: {e}", args.body.display()));
     let triton = triton::library::load(None).expect("the Triton core loads (scripts/setup)");
