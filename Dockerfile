@@ -88,6 +88,8 @@ LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
       org.opencontainers.image.title="trident (cpu)" \
       org.opencontainers.image.description="NVIDIA Triton as a SageMaker inference container, CPU runtime from PyPI"
 ENV TRITON_HOME=/opt/tritonserver
+# mimalloc gives back what trident frees (bench/analysis.md, memory at rest).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/trident"]
 CMD ["serve"]
@@ -121,6 +123,8 @@ LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
       org.opencontainers.image.title="trident" \
       org.opencontainers.image.description="NVIDIA Triton as a SageMaker inference container"
 ENV TRITON_HOME=/opt/tritonserver
+# mimalloc gives back what trident frees (bench/analysis.md, memory at rest).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/trident"]
 CMD ["serve"]

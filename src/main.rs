@@ -5,7 +5,9 @@ use tracing_subscriber::EnvFilter;
 
 /// Rust's allocations go to mimalloc: on the small-request path glibc's malloc, free and its
 /// fastbin consolidation were about a seventh of an HTTP thread's time (bench/analysis.md).
-/// Triton's core and backends keep their own allocator.
+/// Triton's core and backends keep their own allocator. The serving process runs with
+/// `MIMALLOC_ARENA_EAGER_COMMIT=0` (set by the supervisor, and by the image for both processes)
+/// so that memory it frees is given back (`scripts/idle-memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

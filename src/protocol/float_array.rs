@@ -193,18 +193,20 @@ fn number(bytes: &[u8], start: usize) -> Option<(usize, f64)> {
                 };
                 Some(signed(magnitude))
             }
-            // The number's bytes are ASCII digits, signs, points and exponents.
-            _ => std::str::from_utf8(&bytes[start..at])
-                .ok()
-                .and_then(|text| text.parse::<f64>().ok()),
+            _ => correctly_rounded(&bytes[start..at]),
         }
     };
-    // RapidJSON's bound needs an exponent, or an integer part of at least 308 digits, to be
-    // passed: most numbers are spared the second look.
+    // Only an exponent or 308 integer digits can pass RapidJSON's bound: most skip the check.
     if (exponent.is_some() || digits > 300) && number_too_big(&bytes[start..at]) {
         return None;
     }
     value.map(|v| (at, v))
+}
+
+/// The standard library's correctly rounded reading of a number's text (ASCII digits, signs,
+/// points and exponents).
+fn correctly_rounded(number: &[u8]) -> Option<f64> {
+    std::str::from_utf8(number).ok()?.parse().ok()
 }
 
 fn push(out: &mut Vec<u8>, dtype: DataType, value: f64) {

@@ -659,7 +659,7 @@ mod tests {
             let shape =
                 prop::collection::vec(dimension, 0..3).prop_map(|d| format!("[{}]", d.join(",")));
             let data = prop_oneof![3 => float_data(), 1 => value(3)];
-            let members = (
+            (
                 datatype,
                 shape,
                 data,
@@ -679,8 +679,7 @@ mod tests {
                     members.extend(extra.map(|x| format!("\"extra\":{x}")));
                     shuffle(&mut members, order);
                     format!("{{{}}}", members.join(","))
-                });
-            members
+                })
         }
 
         fn shuffle(items: &mut [String], mut seed: u64) {

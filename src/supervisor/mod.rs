@@ -175,6 +175,9 @@ impl Program {
     }
 }
 
+/// mimalloc's setting for committing its arenas whole when reserved (its default on Linux).
+const MIMALLOC_EAGER_COMMIT: &str = "MIMALLOC_ARENA_EAGER_COMMIT";
+
 /// Starts a serving process: this binary with this process's arguments, the listener as its
 /// standard input, and what it needs to know in its environment. Returns its pid; it is reaped
 /// by [`reap_any`], never through `Child`.
@@ -193,6 +196,12 @@ fn start(
         )
         .args(std::env::args_os().skip(1))
         .envs(supervision.environment());
+    // mimalloc's arenas committed eagerly keep what was freed resident (10 MiB of an idle
+    // serving process, `scripts/idle-memory`); committed as used, they give it back, at no cost
+    // measured per request (bench/analysis.md). A value the operator set is kept.
+    if std::env::var_os(MIMALLOC_EAGER_COMMIT).is_none() {
+        command.env(MIMALLOC_EAGER_COMMIT, "0");
+    }
     // A port chosen from SAGEMAKER_SAFE_PORT_RANGE stays the same across restarts.
     if let Some(port) = config.http.metrics_port {
         command.env("TRIDENT_METRICS_PORT", port.to_string());

@@ -147,9 +147,15 @@ fn both_flavours_carry_the_same_labels_and_entrypoint(_: &Fixture) -> Result<(),
         lines
             .iter()
             .filter(|l| {
-                ["ENTRYPOINT ", "CMD ", "EXPOSE ", "ENV TRITON_HOME"]
-                    .iter()
-                    .any(|p| l.starts_with(p))
+                [
+                    "ENTRYPOINT ",
+                    "CMD ",
+                    "EXPOSE ",
+                    "ENV TRITON_HOME",
+                    "ENV MIMALLOC_",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
             })
             .cloned()
             .collect()
@@ -173,6 +179,7 @@ fn both_flavours_carry_the_same_labels_and_entrypoint(_: &Fixture) -> Result<(),
             contract(lines)
                 == [
                     "ENV TRITON_HOME=/opt/tritonserver",
+                    "ENV MIMALLOC_ARENA_EAGER_COMMIT=0",
                     "EXPOSE 8080",
                     "ENTRYPOINT [\"/usr/local/bin/trident\"]",
                     "CMD [\"serve\"]",
