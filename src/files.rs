@@ -84,11 +84,9 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
     }
 }
 
-/// Reads `path` whole, in the calling thread, if it is a regular file of at most `max_bytes`.
-/// It is opened without blocking (a FIFO's `open` waits for a writer otherwise) and checked on
-/// the open descriptor, so a file swapped for a FIFO after a check is still refused; a file
-/// that grows while it is read is cut at `max_bytes + 1` and refused.
-pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+/// `path` opened for reading without blocking (a FIFO's `open` waits for a writer otherwise),
+/// with its metadata, if the open descriptor is a regular file.
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), FileError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -101,6 +99,15 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
             kind: kind_of(metadata.file_type()),
         });
     }
+    Ok((file, metadata))
+}
+
+/// Reads `path` whole, in the calling thread, if it is a regular file of at most `max_bytes`.
+/// It is opened without blocking (a FIFO's `open` waits for a writer otherwise) and checked on
+/// the open descriptor, so a file swapped for a FIFO after a check is still refused; a file
+/// that grows while it is read is cut at `max_bytes + 1` and refused.
+pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let (file, metadata) = open_regular(path)?;
     let too_large = |size| FileError::TooLarge {
         path: path.to_owned(),
         size,
@@ -123,18 +130,7 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
 /// regular file; opened without blocking and checked on the open descriptor, as
 /// [`read_regular`].
 pub fn read_head(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| FileError::io(path, &e))?;
-    let metadata = file.metadata().map_err(|e| FileError::io(path, &e))?;
-    if !metadata.is_file() {
-        return Err(FileError::NotRegular {
-            path: path.to_owned(),
-            kind: kind_of(metadata.file_type()),
-        });
-    }
+    let (file, _) = open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(max_bytes)
         .read_to_end(&mut bytes)

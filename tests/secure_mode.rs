@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::http_client::{HttpResponse, get, request};
+use common::http_client::{HttpResponse, get, post_json, request};
 use common::process::{Running, serve_ready_with, start_listening, stub_children};
 use serde_json::json;
 
@@ -52,13 +52,7 @@ fn write(path: &Path, bytes: &[u8]) {
 
 fn invoke_identity(addr: SocketAddr, path: &str) -> HttpResponse {
     let body = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.5, -2]}]});
-    request(
-        addr,
-        "POST",
-        path,
-        &[("Content-Type", "application/json")],
-        body.to_string().as_bytes(),
-    )
+    post_json(addr, path, &body)
 }
 
 /// One forbidden kind of file: where it goes in a model folder, its bytes, and the control

@@ -543,29 +543,29 @@ mod tests {
             prop::sample::select(vec!["", "", " ", "\n ", "\t"]).prop_map(str::to_owned)
         }
 
+        /// Numbers every JSON reader takes.
+        const WELL_FORMED: [&str; 11] = [
+            "0",
+            "-0",
+            "1",
+            "-2.5",
+            "1e3",
+            "1E-3",
+            "0.1",
+            "3.4028235e38",
+            "9e308",
+            "12345678901234567890",
+            "5e-324",
+        ];
+
+        /// Numbers RapidJSON refuses (past its bound) or that are not JSON.
+        const REFUSED: [&str; 10] = [
+            "1e400", "0e400", "01", "1.", ".5", "+1", "-", "1e", "NaN", "-0.e1",
+        ];
+
         fn number() -> impl Strategy<Value = String> {
-            prop::sample::select(vec![
-                "0",
-                "-0",
-                "1",
-                "-2.5",
-                "1e3",
-                "1E-3",
-                "0.1",
-                "3.4028235e38",
-                "1e400",
-                "0e400",
-                "9e308",
-                "12345678901234567890",
-                "01",
-                "1.",
-                ".5",
-                "+1",
-                "-",
-                "1e",
-                "NaN",
-            ])
-            .prop_map(str::to_owned)
+            prop::sample::select([WELL_FORMED.as_slice(), REFUSED.as_slice()].concat())
+                .prop_map(str::to_owned)
         }
 
         fn value(depth: u32) -> BoxedStrategy<String> {
@@ -609,20 +609,7 @@ mod tests {
         /// A well-formed number: one of the edge cases, or any finite double written either way.
         fn good_number() -> impl Strategy<Value = String> {
             prop_oneof![
-                prop::sample::select(vec![
-                    "0",
-                    "-0",
-                    "1",
-                    "-2.5",
-                    "1e3",
-                    "1E-3",
-                    "0.1",
-                    "3.4028235e38",
-                    "9e308",
-                    "12345678901234567890",
-                    "5e-324",
-                ])
-                .prop_map(str::to_owned),
+                prop::sample::select(WELL_FORMED.as_slice()).prop_map(str::to_owned),
                 any::<f64>()
                     .prop_filter("finite", |v| v.is_finite())
                     .prop_map(|v| format!("{v}")),
