@@ -7,11 +7,16 @@
 //! switches per response where one is needed, paid in latency and CPU on every small request.
 //! A single-threaded runtime has one thread to wake. Work is spread by connection instead: the
 //! accept loop hands each new connection to the thread with the fewest open ones.
+//!
+//! Each thread also keeps a [timer anchor](timer_anchor): a one-second tick that stops tokio's
+//! timer from waking its own thread through the I/O driver's eventfd each time a request arms a
+//! timeout.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -49,6 +54,7 @@ impl Workers {
                 .enable_all()
                 .build()?;
             let handle = runtime.handle().clone();
+            handle.spawn(timer_anchor());
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new()
                 .name(format!("trident-http-{index}"))
@@ -101,6 +107,29 @@ impl Workers {
     }
 }
 
+/// The period of [`timer_anchor`]: shorter than any timeout a request arms (the header and body
+/// read timeouts are whole seconds, at least one).
+const TIMER_ANCHOR_PERIOD: Duration = Duration::from_secs(1);
+
+/// Keeps a timer pending on the thread at all times, so that arming a request's timeout never
+/// costs a system call.
+///
+/// tokio's timer remembers, when its thread parks, the earliest deadline it will wake for; a
+/// timer armed later with an earlier deadline (or any timer, when none was pending) unparks the
+/// thread through the I/O driver's eventfd, even when the thread arming it is the runtime's own
+/// and is awake. With no timer pending while a request waits for the model, hyper's header-read
+/// timeout for the next request did exactly that once per request: a `write` to the eventfd and
+/// a spare turn of `epoll_wait` (`bench/analysis.md`). With this tick pending, every timeout of a
+/// second or more lands after the remembered deadline and is armed in memory only. The cost is
+/// one wake-up per second on an idle thread.
+async fn timer_anchor() {
+    let mut tick = tokio::time::interval(TIMER_ANCHOR_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+    }
+}
+
 /// How many serving threads a listener gets: `configured`, else one per available core.
 pub fn default_count(configured: Option<usize>) -> usize {
     configured
@@ -110,6 +139,8 @@ pub fn default_count(configured: Option<usize>) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use std::task::Poll;
+
     use super::*;
 
     #[test]
@@ -134,6 +165,37 @@ mod tests {
         assert_eq!((open(0), open(1)), (2, 1));
         held.clear();
         assert_eq!((open(0), open(1)), (0, 0));
+        workers.stop();
+    }
+
+    /// Write system calls made by the calling thread so far (`/proc/thread-self/io`).
+    fn writes_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").expect("task I/O accounting");
+        io.lines()
+            .find_map(|line| line.strip_prefix("syscw: "))
+            .and_then(|n| n.parse().ok())
+            .expect("a syscw line")
+    }
+
+    #[test]
+    fn arming_a_timeout_on_a_serving_thread_makes_no_system_call() {
+        let workers = Workers::start(1).unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        workers.assign(move |_assignment| async move {
+            // Park once with only the anchor and this short sleep pending, as between requests.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let before = writes_by_this_thread();
+            // Arm a timeout as hyper does for the next request's header, and poll it once.
+            let mut timeout = std::pin::pin!(tokio::time::sleep(Duration::from_secs(30)));
+            let polled = std::future::poll_fn(|cx| Poll::Ready(timeout.as_mut().poll(cx))).await;
+            sender
+                .send((polled.is_pending(), writes_by_this_thread() - before))
+                .unwrap();
+        });
+        let (pending, writes) = receiver.recv().unwrap();
+        assert!(pending);
+        // Without the anchor, tokio's timer writes to the driver's eventfd here (one write).
+        assert_eq!(writes, 0, "arming the timeout wrote to the eventfd");
         workers.stop();
     }
 
