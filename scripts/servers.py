@@ -40,8 +40,8 @@ def serving_pid(pid):
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split():
-                # The serving process runs the supervisor's own binary (through /proc/self/exe,
-                # so its name is `exe`).
+                # The serving process runs the supervisor's own binary (through /proc/self/exe;
+                # it names itself `trident-serve`, builds before that were named `exe`).
                 if os.path.samefile(f"/proc/{child}/exe", f"/proc/{pid}/exe"):
                     return int(child)
     except OSError:

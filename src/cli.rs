@@ -35,6 +35,9 @@ pub enum Command {
     },
 }
 
+/// What `ps` shows for a serving process a supervisor started (at most 15 bytes).
+pub const SERVING_PROCESS_NAME: &std::ffi::CStr = c"trident-serve";
+
 impl Cli {
     /// Runs the command; the error is what the binary reports before exiting 1.
     pub fn run(self) -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
@@ -45,6 +48,13 @@ impl Cli {
                 config.check_routes(crate::http::routes::Router::<TritonEngine>::is_reserved)?;
                 if let ProcessRole::Supervisor(limit) = config.process {
                     return crate::supervisor::run(&config, limit);
+                }
+                if let ProcessRole::Supervised(_) = config.process {
+                    // Started through /proc/self/exe, the process would be named `exe` in `ps`
+                    // and `top`; the name is a label only, so failing to set it is harmless.
+                    if let Err(e) = rustix::thread::set_name(SERVING_PROCESS_NAME) {
+                        tracing::debug!(error = %e, "naming the serving process failed");
+                    }
                 }
                 // The control runtime: start-up, signals, the accept loop, the metrics port,
                 // plugin reloads. Requests are served on the HTTP worker threads

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use common::http_client::{NoResponse, get, request, try_request};
 use common::process::{
-    Running, current_serving_process, serve_ready_with, serving_process, stub_children,
-    supervised_stubs,
+    Running, current_serving_process, process_name, serve_ready_with, serving_process,
+    stub_children, supervised_stubs,
 };
 use serde_json::json;
 
@@ -94,6 +94,11 @@ fn crash_under_traffic(
 ) -> Crash {
     let supervisor = running.0.id();
     let serving = serving_process(supervisor);
+    assert_eq!(
+        process_name(serving),
+        "trident-serve",
+        "the serving process's name"
+    );
     let stubs = stub_children(serving);
     let regions: Vec<PathBuf> = stubs
         .iter()
@@ -129,6 +134,12 @@ fn crash_under_traffic(
         stop.store(true, Ordering::Relaxed);
         took
     });
+    let replacement = serving_process(supervisor);
+    assert_eq!(
+        process_name(replacement),
+        "trident-serve",
+        "the new serving process's name"
+    );
     let (answered, lost): (Vec<_>, Vec<_>) = outcomes
         .into_inner()
         .unwrap()

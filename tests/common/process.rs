@@ -293,6 +293,13 @@ pub fn stub_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The name `ps` shows for process `pid` (`/proc/<pid>/comm`).
+pub fn process_name(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|e| panic!("process {pid}'s name: {e}"))
+}
+
 /// The serving process of the supervised trident `supervisor` (its child running trident), if
 /// one runs now.
 pub fn current_serving_process(supervisor: u32) -> Option<u32> {
