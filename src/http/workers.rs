@@ -8,7 +8,7 @@
 //! A single-threaded runtime has one thread to wake. Work is spread by connection instead: the
 //! accept loop hands each new connection to the thread with the fewest open ones.
 //!
-//! Each thread also keeps a [timer anchor](timer_anchor): a one-second tick that stops tokio's
+//! Each thread also keeps a timer anchor (`timer_anchor`): a one-second tick that stops tokio's
 //! timer from waking its own thread through the I/O driver's eventfd each time a request arms a
 //! timeout.
 
