@@ -1,13 +1,20 @@
-"""What the benchmark scripts need of the servers they start: a free port for Triton's frontend
-(trident picks its own, see listening.py), waiting for `/ping` 200, and trident's serving
-process behind its supervisor."""
+"""What the benchmark scripts need of the servers they start: both servers side by side
+(`Servers`), a free port for Triton's frontend (trident picks its own, see listening.py), waiting
+for `/ping` 200, and trident's serving process behind its supervisor."""
 
 import os
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from listening import listening_port
+
+RUNTIME = Path(__file__).resolve().parent.parent / "triton-runtime"
 
 
 def free_port():
@@ -47,3 +54,63 @@ def serving_pid(pid):
     except OSError:
         pass
     return pid
+
+
+class Servers:
+    """Triton's frontend and trident, both serving `model` from `repository` (or, with
+    `models_root`, both as multi-model endpoints starting empty), their logs quiet. `trident` is
+    the binary to run, `trident_env` variables for trident's processes alone; `what` names the
+    calling script in errors."""
+
+    def __init__(self, repository, model, trident, trident_env, what, plugins=None, models_root=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_") and k != "RUST_BACKTRACE"}
+        if model:
+            env["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = model
+        # Triton's frontend cannot say which port it took, so it gets a probed one; trident
+        # picks its own (scripts/listening.py says why).
+        self.triton_port = free_port()
+        quiet = ["--log-verbose=0", "--log-info=false", "--log-warning=false"]
+        self.triton = subprocess.Popen(
+            [str(RUNTIME / "bin/tritonserver"), f"--model-repository={repository}",
+             f"--backend-directory={RUNTIME / 'backends'}", "--model-control-mode=explicit",
+             *([f"--load-model={model}"] if model else []), "--allow-sagemaker=true",
+             f"--sagemaker-port={self.triton_port}",
+             "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
+             "--backend-config=python,shm-default-byte-size=16777216",
+             "--backend-config=python,shm-growth-byte-size=1048576", *quiet],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        environment = dict(env, SAGEMAKER_TRITON_LOG_VERBOSE="false", SAGEMAKER_TRITON_LOG_INFO="false",
+                           SAGEMAKER_TRITON_LOG_WARNING="false", RUST_LOG="warn,trident::supervisor=info,trident::serve=info")
+        environment.update(trident_env)
+        if plugins:
+            environment["SAGEMAKER_TRITON_PLUGINS"] = str(plugins)
+        mme = []
+        if models_root:
+            environment["SAGEMAKER_MULTI_MODEL"] = "true"
+            mme = ["--multi-model-repository", str(repository), "--models-root", str(models_root)]
+        self.log = Path(tempfile.mkstemp(prefix=f"{what}-trident-", suffix=".log")[1])
+        with open(self.log, "wb") as log:
+            self.trident = subprocess.Popen(
+                [str(trident), "serve", "--model-repository", str(repository), *mme,
+                 "--bind", "127.0.0.1", "--port", "0"],
+                env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            self.trident_port = listening_port(self.log, self.trident, f"{what}: trident")
+            wait_ready(self.triton_port, self.triton, f"{what}: tritonserver")
+            wait_ready(self.trident_port, self.trident, f"{what}: trident")
+        except SystemExit:
+            # One server failed to start: the other must not outlive the script.
+            self.stop()
+            raise
+        self.trident_pid = serving_pid(self.trident.pid)
+
+    def stop(self):
+        for proc in (self.trident, self.triton):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in (self.trident, self.triton):
+            try:
+                proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.log.unlink(missing_ok=True)

@@ -36,7 +36,7 @@ pub enum Command {
 }
 
 /// What `ps` shows for a serving process a supervisor started (at most 15 bytes).
-pub const SERVING_PROCESS_NAME: &std::ffi::CStr = c"trident-serve";
+const SERVING_PROCESS_NAME: &std::ffi::CStr = c"trident-serve";
 
 impl Cli {
     /// Runs the command; the error is what the binary reports before exiting 1.
