@@ -22,13 +22,15 @@ use std::time::{Duration, Instant};
 
 use common::http_client::{NoResponse, get, request, try_request};
 use common::process::{
-    Running, current_serving_process, process_name, serve_ready_with, serving_process,
-    stub_children, supervised_stubs,
+    Running, current_serving_process, process_environment, process_name, serve_ready_with,
+    serving_process, stub_children, supervised_stubs,
 };
 use serde_json::json;
 
 fn trident() -> std::process::Command {
     let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    // The supervisor chooses the serving process's allocator setting unless this is set.
+    command.env_remove("MIMALLOC_ARENA_EAGER_COMMIT");
     for (key, _) in std::env::vars() {
         if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
             command.env_remove(key);
@@ -98,6 +100,10 @@ fn crash_under_traffic(
         process_name(serving),
         "trident-serve",
         "the serving process's name"
+    );
+    assert!(
+        process_environment(serving).contains(&"MIMALLOC_ARENA_EAGER_COMMIT=0".to_owned()),
+        "the supervisor sets the serving process's allocator to give memory back"
     );
     let stubs = stub_children(serving);
     let regions: Vec<PathBuf> = stubs

@@ -300,6 +300,15 @@ pub fn process_name(pid: u32) -> String {
         .unwrap_or_else(|e| panic!("process {pid}'s name: {e}"))
 }
 
+/// The environment process `pid` started with (`/proc/<pid>/environ`), one `NAME=VALUE` each.
+pub fn process_environment(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_else(|e| panic!("process {pid}'s environment: {e}"))
+        .split(|&b| b == 0)
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect()
+}
+
 /// The serving process of the supervised trident `supervisor` (its child running trident), if
 /// one runs now.
 pub fn current_serving_process(supervisor: u32) -> Option<u32> {
