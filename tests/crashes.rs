@@ -1129,3 +1129,70 @@ fn open_session(addr: SocketAddr) -> String {
     let header = opened.header("x-amzn-sagemaker-new-session-id").unwrap();
     header.split_once(';').unwrap().0.to_owned()
 }
+
+/// Waits (up to 90 s) for a serving process other than `old` to answer `/ping` with 200.
+fn replaced(running: &mut Running, addr: SocketAddr, old: u32) {
+    let supervisor = running.0.id();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(
+            running.0.try_wait().unwrap().is_none(),
+            "trident exited instead of replacing its serving process: {}",
+            std::fs::read_to_string(running.log()).unwrap_or_default()
+        );
+        if current_serving_process(supervisor).is_some_and(|pid| pid != old)
+            && try_request(addr, "GET", "/ping", &[], b"").is_ok_and(|r| r.status == 200)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not serving again within 90 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Once the serving process has served, every end the supervisor did not ask for is replaced:
+/// a native library's `exit(1)` in a request (issue 43's case 3: the supervisor took it for a
+/// normal end and exited 1), a SIGTERM sent to the serving process alone (it drains and exits
+/// 0), and a SIGKILL; the endpoint serves after each, and a SIGTERM to trident still ends it
+/// with 0.
+#[test]
+fn every_end_of_a_serving_process_that_served_is_replaced() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("native_identity_fp32", repository.path(), "exits");
+    let config = repository.path().join("exits/config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        r#"parameters { key: "model" value: { string_value: "identity" } }"#,
+        r#"parameters [ { key: "model" value: { string_value: "identity" } },
+                        { key: "exit_code" value: { string_value: "1" } } ]"#,
+    );
+    std::fs::write(&config, text).unwrap();
+    let (mut running, addr) = serve_ready_with(trident(), repository.path(), &[]);
+    let supervisor = running.0.id();
+    let body = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}]}"#;
+    // exit(1) inside a request: the request is lost with its process, the endpoint is not.
+    let serving = serving_process(supervisor);
+    let lost = try_request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "application/json")],
+        body,
+    );
+    assert!(lost.is_err(), "the request that ends the process: {lost:?}");
+    replaced(&mut running, addr, serving);
+    assert_eq!(restarts(addr), 1);
+    // A SIGTERM to the serving process alone, then a SIGKILL.
+    for (n, signal) in ["TERM", "KILL"].into_iter().enumerate() {
+        let serving = serving_process(supervisor);
+        assert!(common::send_signal(serving, signal));
+        replaced(&mut running, addr, serving);
+        assert_eq!(restarts(addr), n as u64 + 2, "after SIG{signal}");
+    }
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert!(log.contains("exit code 1"), "{log}");
+    assert!(common::send_signal(supervisor, "TERM"));
+    assert_eq!(
+        exit_code_within(&mut running, Duration::from_secs(30)),
+        Some(0)
+    );
+}

@@ -109,6 +109,10 @@ fn serve(
     in_execution: usize,
 ) -> Result<Served, BackendError> {
     let settings = &state.settings;
+    if let Some(code) = settings.exit_code {
+        // A test model of a native library that ends its host: nothing else runs after it.
+        std::process::exit(i32::from(code));
+    }
     let inputs = request.inputs()?;
     let rows = if settings.max_batch_size > 0 {
         inputs

@@ -8,6 +8,7 @@
 //! | `fail_code` | `INTERNAL` (default), `INVALID_ARG`, `UNAVAILABLE`, ... | the code of those failures |
 //! | `delay_ms` | 0–600000 | each request (each response of a stream) waits this long first |
 //! | `fail_load` | text | the load fails with this message |
+//! | `exit_code` | 0–255 | each request ends the whole process with this code, as a native library's `exit()` would |
 
 use serde_json::Value;
 
@@ -57,6 +58,8 @@ pub struct ModelSettings {
     pub failure: Option<BackendError>,
     /// How long each request (each response, for a stream) waits first, in milliseconds.
     pub delay_ms: u64,
+    /// Each request ends the process with this exit code, when set.
+    pub exit_code: Option<u8>,
 }
 
 /// The longest delay a configuration may ask for: ten minutes.
@@ -112,6 +115,12 @@ impl ModelSettings {
                     ))
                 })?,
         };
+        let exit_code = match parameter("exit_code") {
+            None => None,
+            Some(text) => Some(text.trim().parse::<u8>().map_err(|_| {
+                BackendError::invalid(format!("exit_code {text:?} is not a number from 0 to 255"))
+            })?),
+        };
         // Triton writes max_batch_size as a number; older configurations may quote it.
         let max_batch_size = match config.get("max_batch_size") {
             None => 0,
@@ -124,6 +133,7 @@ impl ModelSettings {
             max_batch_size,
             failure,
             delay_ms,
+            exit_code,
         })
     }
 }

@@ -9,11 +9,19 @@
 //! difference is Triton's: a number past the double range that RapidJSON still takes (`9e308`)
 //! is infinity, as Triton's frontend reads it, where serde refuses it.
 
-use super::json_syntax::number_too_big;
+use super::json_syntax::{nan_or_infinity, number_too_big};
 use crate::engine::DataType;
 
 /// Arrays nested deeper than this go to the general parser (serde's own limit is 128).
 const MAX_DEPTH: usize = 100;
+
+/// The most a value's buffer reserves before its numbers are read (64 KiB: a 16,000-element
+/// FP32 tensor decodes without growing it; a larger one doubles it a few times).
+const FIRST_RESERVATION: usize = 64 * 1024;
+
+/// Spare room a finished buffer may keep without being shrunk (a reallocation saves nothing
+/// below it).
+const SMALL_VALUE: usize = 64;
 
 /// What the reader expects next.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,9 +55,12 @@ pub fn decode_at(bytes: &[u8], start: usize, dtype: DataType) -> Option<(Vec<u8>
     ) {
         return None;
     }
-    // As much room as the text left takes (as the general path): enough for the usual few
-    // digits per number; it grows if the numbers are shorter.
-    let mut out = Vec::with_capacity(bytes.len().saturating_sub(start));
+    // Room from what this value can need, never from the text after it: `bytes` may be a whole
+    // request whose other inputs follow, and a reservation as large as the rest of the body for
+    // each of 100,000 one-element inputs was 168 GB of address space. The first reservation is
+    // capped, the buffer doubles as the numbers come, and a value that ends far short of its
+    // reservation gives the rest back, so a decoded value holds at most twice its bytes.
+    let mut out = Vec::with_capacity(bytes.len().saturating_sub(start).min(FIRST_RESERVATION));
     let (mut count, mut depth, mut at) = (0usize, 0usize, start);
     let mut expect = Expect::Value;
     loop {
@@ -69,8 +80,8 @@ pub fn decode_at(bytes: &[u8], start: usize, dtype: DataType) -> Option<(Vec<u8>
                 at += 1;
                 expect = after_value(depth);
             }
-            (Expect::Value | Expect::ValueOrClose, Some(b'-' | b'0'..=b'9')) => {
-                let (end, value) = number(bytes, at)?;
+            (Expect::Value | Expect::ValueOrClose, Some(b'-' | b'0'..=b'9' | b'N' | b'I')) => {
+                let (end, value) = number_or_non_finite(bytes, at)?;
                 push(&mut out, dtype, value);
                 count += 1;
                 at = end;
@@ -83,6 +94,9 @@ pub fn decode_at(bytes: &[u8], start: usize, dtype: DataType) -> Option<(Vec<u8>
             _ => return None,
         }
         if expect == Expect::End {
+            if out.capacity() > 2 * out.len() + SMALL_VALUE {
+                out.shrink_to_fit();
+            }
             return Some((out, count, at));
         }
     }
@@ -101,6 +115,15 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
         at += 1;
     }
     at
+}
+
+/// [`number`], or `NaN`, `Infinity` or `Inf` (with a `-`), which Triton reads as numbers.
+fn number_or_non_finite(bytes: &[u8], start: usize) -> Option<(usize, f64)> {
+    let sign = usize::from(bytes[start] == b'-');
+    match bytes.get(start + sign) {
+        Some(b'N' | b'I') => nan_or_infinity(bytes, start).ok(),
+        _ => number(bytes, start),
+    }
 }
 
 /// Powers of ten a double holds exactly.
@@ -239,6 +262,27 @@ mod tests {
             Some((7f64.to_le_bytes().to_vec(), 1))
         );
         assert_eq!(decode("[]", DataType::Fp64), Some((Vec::new(), 0)));
+        // Non-finite numbers, as Triton's frontend reads them (and writes them).
+        let (bytes, count) = decode(
+            "[NaN, -NaN, Infinity, -Infinity, Inf, -Inf]",
+            DataType::Fp64,
+        )
+        .unwrap();
+        assert_eq!(count, 6);
+        let values: Vec<f64> = bytes
+            .chunks(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert!(values[0].is_nan() && values[1].is_nan());
+        assert_eq!(
+            values[2..],
+            [
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY
+            ]
+        );
         // Past the double range but within RapidJSON's bound: infinity, as Triton reads it.
         assert_eq!(
             decode("[9e308]", DataType::Fp64),
@@ -260,8 +304,11 @@ mod tests {
             "[1e]",
             "[1e+]",
             "[-]",
-            "[NaN]",
-            "[Infinity]",
+            "[Na]",
+            "[nan]",
+            "[Infinit]",
+            "[-Infinityy]",
+            "[+Inf]",
             "[\"1\"]",
             "[null]",
             "[true]",

@@ -1,8 +1,9 @@
 //! Triton's wording for a request body that is not JSON: its frontend parses with RapidJSON and
 //! answers `failed to parse the request JSON buffer: <RapidJSON's message> at <byte offset>`, and
 //! clients (NVIDIA's own SageMaker QA among them) check that text. trident parses with serde;
-//! when serde refuses a body, this scanner finds the error RapidJSON (1.1, default flags) would
-//! report, with its message and offset. It runs only on bodies already refused, so it costs
+//! when serde refuses a body, this scanner finds the error RapidJSON (1.1, with the
+//! `kParseNanAndInfFlag` Triton's JSON wrapper parses with: `NaN` and `Infinity` are numbers)
+//! would report, with its message and offset. It runs only on bodies already refused, so it costs
 //! nothing on the good path, and it is iterative, so no depth of nesting can exhaust the stack.
 
 /// A syntax error as RapidJSON reports it.
@@ -29,6 +30,40 @@ const INVALID_ENCODING: &str = "Invalid encoding in string.";
 const NUMBER_TOO_BIG: &str = "Number too big to be stored in double.";
 const MISS_FRACTION: &str = "Miss fraction part in number.";
 const MISS_EXPONENT: &str = "Miss exponent in number.";
+
+/// A non-finite number as Triton's frontend reads it (RapidJSON's `kParseNanAndInfFlag`, which
+/// its JSON wrapper parses with, as Python's `json.dumps` writes them): `NaN`, `Inf` or
+/// `Infinity`, each with an optional `-`, at `start` in `input`. `Ok` with the offset past it and
+/// its value (`-NaN` is NaN); `Err` with RapidJSON's error offset when the text there starts as
+/// one and is not (`Na`, `Infinit`), which RapidJSON refuses as an invalid value.
+pub fn nan_or_infinity(input: &[u8], start: usize) -> Result<(usize, f64), usize> {
+    let negative = input.get(start) == Some(&b'-');
+    let at = start + usize::from(negative);
+    let word = |word: &[u8]| -> Result<usize, usize> {
+        for (i, &byte) in word.iter().enumerate() {
+            if input.get(at + i) != Some(&byte) {
+                return Err(at + i);
+            }
+        }
+        Ok(at + word.len())
+    };
+    match input.get(at) {
+        Some(b'N') => word(b"NaN").map(|end| (end, f64::NAN)),
+        Some(b'I') => {
+            let mut end = word(b"Inf")?;
+            if input.get(end) == Some(&b'i') {
+                end = word(b"Infinity")?;
+            }
+            let value = if negative {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
+            Ok((end, value))
+        }
+        _ => Err(at),
+    }
+}
 
 /// Why serde refused `body`: in Triton's words whenever RapidJSON would refuse the body too
 /// (whatever serde's first complaint was: `[1,2` fails serde's types before its syntax);
@@ -191,6 +226,15 @@ impl Scanner<'_> {
         match self.peek() {
             b'0' => self.at += 1,
             b'1'..=b'9' => self.digits(),
+            b'N' | b'I' => {
+                return match nan_or_infinity(self.input, start) {
+                    Ok((end, _)) => {
+                        self.at = end;
+                        Ok(())
+                    }
+                    Err(at) => self.fail_at(VALUE_INVALID, at),
+                };
+            }
             _ => return self.fail(VALUE_INVALID),
         }
         if self.peek() == b'.' {
@@ -417,6 +461,7 @@ mod tests {
             "\"caf\u{e9}\"",
             "0",
             "{}\0trailing after a NUL",
+            "[NaN,-NaN,Inf,-Inf,Infinity,-Infinity]",
         ] {
             assert_eq!(error(good), None, "{good}");
         }
@@ -439,6 +484,10 @@ mod tests {
         assert_eq!(error("[1,]"), Some((VALUE_INVALID, 3)));
         assert_eq!(error("nul"), Some((VALUE_INVALID, 3)));
         assert_eq!(error("-x"), Some((VALUE_INVALID, 1)));
+        assert_eq!(error("[Na]"), Some((VALUE_INVALID, 3)));
+        assert_eq!(error("[Infin]"), Some((VALUE_INVALID, 6)));
+        assert_eq!(error("[-I]"), Some((VALUE_INVALID, 3)));
+        assert_eq!(error("[Infinity1]"), Some((ARRAY_MISS_COMMA, 9)));
         assert_eq!(error("1."), Some((MISS_FRACTION, 2)));
         assert_eq!(error("1e+"), Some((MISS_EXPONENT, 3)));
         assert_eq!(error("[1e400]"), Some((NUMBER_TOO_BIG, 1)));

@@ -14,16 +14,17 @@
 //!   the supervisor's state folder (a multi-model endpoint's loaded models:
 //!   [`crate::mme::journal`]).
 //!
-//! When the serving process ends abnormally (killed by a signal, or exit code
-//! [`RESTART_EXIT_CODE`], which it uses when the core cannot bring a model back), the
+//! When the serving process ends abnormally (any end the supervisor did not ask for once it has
+//! served; before that, a signal or exit code [`RESTART_EXIT_CODE`], which it uses when the core
+//! cannot bring a model back), the
 //! supervisor ends and reaps what it left ([`leftovers`]: its backends' processes, orphaned to
 //! the supervisor, a child subreaper, and their shared memory regions) and starts a new one on
 //! the same socket, which loads every model that was loaded before it accepts a connection.
 //! Meanwhile connections wait in the socket's backlog: none is refused. More than
 //! `--max-restarts` abnormal ends within `--restart-window-secs` is a crash loop: the
-//! supervisor exits 1 so SageMaker replaces the instance ([`restarts`]). A serving process that
-//! ends with any other code the first time (a model that fails to load at start) ends the
-//! supervisor with that code, as an unsupervised trident would. As a container's PID 1 the
+//! supervisor exits 1 so SageMaker replaces the instance ([`restarts`]). The first serving
+//! process ending with any other code before it serves (a model that fails to load at start)
+//! ends the supervisor with that code, as an unsupervised trident would. As a container's PID 1 the
 //! supervisor also reaps every process orphaned to it.
 
 pub mod leftovers;
@@ -91,15 +92,13 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
         )
         .await;
         let how = describe(ended.status);
-        let code = ended.status.exit_status();
-        let abnormal = !ended.stopping
-            && (ended.status.signaled()
-                || code == Some(i32::from(RESTART_EXIT_CODE))
-                || (restarts.total() > 0 && code != Some(0)));
+        let served = is_serving(state.path(), serving);
+        let abnormal = !ended.stopping && is_abnormal(ended.status, served, restarts.total());
         if abnormal {
             tracing::error!(
                 pid = serving,
                 how,
+                served,
                 served_seconds = started.elapsed().as_secs(),
                 "the serving process ended abnormally"
             );
@@ -138,6 +137,24 @@ async fn supervise(config: &Config, limit: RestartLimit) -> Result<ExitCode, Sup
             }
         }
     }
+}
+
+/// Whether a serving process that ended with `status` when the supervisor had not asked it to
+/// stop is to be replaced: every such end once it has `served` (a native library's `exit(1)`,
+/// a SIGTERM sent to it alone, even an exit 0: the endpoint was serving and nothing asked it to
+/// stop), a signal or [`RESTART_EXIT_CODE`] at any time, and any failure of a replacement. The
+/// first process's own failure before it serves (a model that cannot load at start) is not: it
+/// ends the supervisor with its code, as an unsupervised trident would.
+fn is_abnormal(status: WaitStatus, served: bool, restarts: u32) -> bool {
+    end_is_abnormal(status.signaled(), status.exit_status(), served, restarts)
+}
+
+/// [`is_abnormal`] for an end by a signal (`signaled`) or with exit `code`.
+fn end_is_abnormal(signaled: bool, code: Option<i32>, served: bool, restarts: u32) -> bool {
+    served
+        || signaled
+        || code == Some(i32::from(RESTART_EXIT_CODE))
+        || (restarts > 0 && code != Some(0))
 }
 
 /// Connections the listener queues while no serving process accepts (a restart); the kernel
@@ -468,6 +485,25 @@ mod tests {
         std::fs::write(path.join("models.json"), b"{}").unwrap();
         drop(state);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn every_end_after_serving_is_replaced() {
+        let exited = |code| (false, Some(code));
+        let signalled = (true, None);
+        // Once it served: any end the supervisor did not ask for.
+        for (signaled, code) in [exited(0), exited(1), exited(75), signalled] {
+            assert!(end_is_abnormal(signaled, code, true, 0), "{code:?}");
+        }
+        // The first start, before serving: only a signal or the restart code.
+        let first = |(signaled, code)| end_is_abnormal(signaled, code, false, 0);
+        assert!(!first(exited(1)));
+        assert!(!first(exited(0)));
+        assert!(first(exited(75)));
+        assert!(first(signalled));
+        // A replacement that fails before serving.
+        assert!(end_is_abnormal(false, Some(1), false, 2));
+        assert!(!end_is_abnormal(false, Some(0), false, 2));
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub struct TritonEngine {
     /// Transaction policy per loaded model, asked once per load instead of once per request;
     /// loads and unloads through this engine forget the model's entry.
     decoupled: Arc<RwLock<HashMap<String, bool>>>,
+    /// How many inputs and outputs each loaded model declares, read off its metadata once per
+    /// load: a request naming more is refused before Triton builds an object for each;
+    /// forgotten with `decoupled`.
+    declared: Arc<RwLock<HashMap<String, (usize, usize)>>>,
     /// Models whose python backend process died ([`super::recovery`]).
     recovery: Arc<Recovery>,
 }
@@ -32,6 +36,7 @@ impl TritonEngine {
             recovery: Recovery::start(&server),
             server,
             decoupled: Arc::default(),
+            declared: Arc::default(),
         }
     }
 
@@ -53,6 +58,55 @@ impl TritonEngine {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(model);
+        self.declared
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(model);
+    }
+
+    /// Refuses a request naming more inputs or outputs than its model declares, before Triton
+    /// builds an object for each: a 6 MB body can name 100,000 one-element inputs (or outputs),
+    /// which cost the core seconds and about 1.5 KB each before it refuses them itself. A model
+    /// whose metadata cannot be read is left to the core, which words that error.
+    fn check_counts(&self, request: &InferRequest) -> Result<(), EngineError> {
+        let model = &request.model_name;
+        let known = self
+            .declared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(model)
+            .copied();
+        let declared = match known {
+            Some(declared) => declared,
+            None => {
+                let Ok(metadata) = self.server.model_metadata(model, None) else {
+                    return Ok(());
+                };
+                let count = |key: &str| metadata[key].as_array().map(Vec::len);
+                let (Some(inputs), Some(outputs)) = (count("inputs"), count("outputs")) else {
+                    return Ok(());
+                };
+                self.declared
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(model.clone(), (inputs, outputs));
+                (inputs, outputs)
+            }
+        };
+        for (what, named, declared) in [
+            ("inputs", request.inputs.len(), declared.0),
+            ("outputs", request.requested_outputs.len(), declared.1),
+        ] {
+            if named > declared {
+                return Err(EngineError::new(
+                    ErrorCode::InvalidArg,
+                    format!(
+                        "the request names {named} {what}, but model '{model}' declares {declared}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     async fn blocking<T: Send + 'static>(
@@ -144,6 +198,7 @@ impl Engine for TritonEngine {
     fn infer(&self, request: InferRequest) -> Result<TritonResponses, EngineError> {
         // Whatever produced the request (a codec, a plugin), its inputs pass one rule here.
         request.check_inputs()?;
+        self.check_counts(&request)?;
         let model = request.model_name.clone();
         let stream = self.server.infer(request)?;
         Ok(TritonResponses {

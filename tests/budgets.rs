@@ -1,0 +1,246 @@
+//! The resource budget, measured on `trident serve` as a process (README, "Budgets"): hostile
+//! bodies of the worst shapes found cost the serving process a small multiple of what is in
+//! flight, are refused with 400, and leave it serving with its memory at rest where it was.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::http_client::{request, try_request};
+use common::process::{serve_ready, serving_process};
+
+fn trident() -> Command {
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command.env("RUST_LOG", "info");
+    command
+}
+
+/// SageMaker's request limit, trident's default body limit.
+const BODY_LIMIT: usize = 6 * 1024 * 1024;
+
+/// A field of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+        * 1024
+}
+
+/// Resets the peak resident set of `pid` to its present one (`VmHWM`, `clear_refs` 5).
+fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
+/// A JSON body of one-element FP32 inputs, as many as fit under the body limit, with each
+/// input's `datatype` before its `data` (the one-pass reader decodes as it reads) or after it.
+fn many_inputs(datatype_first: bool) -> Vec<u8> {
+    let mut body = br#"{"inputs":["#.to_vec();
+    for n in 0.. {
+        let input = if datatype_first {
+            format!(r#"{{"name":"I{n}","datatype":"FP32","shape":[1],"data":[1.5]}}"#)
+        } else {
+            format!(r#"{{"name":"I{n}","data":[1.5],"shape":[1],"datatype":"FP32"}}"#)
+        };
+        if body.len() + input.len() + 8 > BODY_LIMIT {
+            break;
+        }
+        if n > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(input.as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    body
+}
+
+/// One FP64 input whose data is one-digit numbers: 8 bytes decoded per 2 of text, under a
+/// shape that does not match (refused once decoded).
+fn dense_fp64() -> Vec<u8> {
+    let mut body =
+        br#"{"inputs":[{"name":"INPUT0","datatype":"FP64","shape":[1,1],"data":["#.to_vec();
+    while body.len() + 8 < BODY_LIMIT {
+        body.extend_from_slice(b"7,");
+    }
+    body.extend_from_slice(b"7]}]}");
+    body
+}
+
+/// One good input and as many requested outputs as fit.
+fn many_outputs() -> Vec<u8> {
+    let mut body =
+        br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}],"outputs":["#
+            .to_vec();
+    for n in 0.. {
+        let output = format!(r#"{{"name":"O{n}"}}"#);
+        if body.len() + output.len() + 8 > BODY_LIMIT {
+            break;
+        }
+        if n > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(output.as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    body
+}
+
+/// Inputs whose tensors come from the binary part (`binary_data_size` 0), each with its own
+/// `parameters` object: the binary-header route.
+fn many_binary_inputs() -> (Vec<u8>, usize) {
+    let mut json = br#"{"inputs":["#.to_vec();
+    for n in 0.. {
+        let input = format!(
+            r#"{{"name":"I{n}","datatype":"FP32","shape":[0],"parameters":{{"binary_data_size":0}}}}"#
+        );
+        if json.len() + input.len() + 8 > BODY_LIMIT {
+            break;
+        }
+        if n > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(input.as_bytes());
+    }
+    json.extend_from_slice(b"]}");
+    let len = json.len();
+    (json, len)
+}
+
+/// A hostile body: its shape's name, its bytes and the headers it needs beyond its type.
+type Hostile = (&'static str, Vec<u8>, Vec<(&'static str, String)>);
+
+fn good(addr: SocketAddr) -> u16 {
+    let body = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2]}]}"#;
+    let response = request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", "application/json")],
+        body,
+    );
+    if response.status == 200 {
+        assert_eq!(
+            response.json()["outputs"][0]["data"],
+            serde_json::json!([1.0, 2.0])
+        );
+    }
+    response.status
+}
+
+/// Twenty concurrent bodies of the worst shapes (issue 43's case 1: 100,000 one-element inputs
+/// reserved the rest of the body each, 168 GB of address space, and two at once aborted the
+/// serving process): each is refused with 400 naming what is wrong, the serving process's peak
+/// resident set grows by less than 10× the bodies in flight, its resident set comes back within
+/// 10 MB of where it was once ordinary traffic resumes, and the next request succeeds.
+#[test]
+fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("native_identity_fp32", repository.path(), "identity");
+    let (running, addr) = serve_ready(trident(), repository.path());
+    let serving = serving_process(running.0.id());
+    assert_eq!(good(addr), 200);
+    let at_rest = status_bytes(serving, "VmRSS");
+    reset_peak(serving);
+
+    let (binary, json_len) = many_binary_inputs();
+    let binary_header = json_len.to_string();
+    let bodies: Vec<Hostile> = vec![
+        ("datatype first", many_inputs(true), vec![]),
+        ("data first", many_inputs(false), vec![]),
+        ("dense FP64", dense_fp64(), vec![]),
+        ("many outputs", many_outputs(), vec![]),
+        (
+            "binary header",
+            binary,
+            vec![("Inference-Header-Content-Length", binary_header)],
+        ),
+    ];
+    let in_flight: usize = bodies.iter().map(|(_, body, _)| body.len()).sum::<usize>() * 4;
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let mut clients = Vec::new();
+        for round in 0..4 {
+            for (shape, body, extra) in &bodies {
+                clients.push(scope.spawn(move || {
+                    let mut headers = vec![("Content-Type", "application/json".to_owned())];
+                    headers.extend(extra.iter().map(|(k, v)| (*k, v.clone())));
+                    let headers: Vec<(&str, &str)> =
+                        headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    let response = try_request(addr, "POST", "/invocations", &headers, body)
+                        .unwrap_or_else(|e| panic!("{shape} (round {round}): no answer: {e:?}"));
+                    assert_eq!(response.status, 400, "{shape}: {}", response.text());
+                    let error = response.error();
+                    assert!(
+                        ["inputs", "outputs", "elements"]
+                            .iter()
+                            .any(|w| error.contains(w)),
+                        "{shape}: {error}"
+                    );
+                }));
+            }
+        }
+        for client in clients {
+            client.join().unwrap();
+        }
+    });
+    eprintln!(
+        "20 hostile bodies ({} MiB in all) refused in {:?}",
+        in_flight >> 20,
+        started.elapsed()
+    );
+    let peak = status_bytes(serving, "VmHWM");
+    assert!(
+        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
+        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
+        peak >> 20,
+        at_rest >> 20,
+        in_flight >> 20
+    );
+    assert_eq!(good(addr), 200, "the request after them");
+    assert_eq!(
+        serving_process(running.0.id()),
+        serving,
+        "the serving process was replaced"
+    );
+    // Back to serving ordinary traffic (health checks on a few connections at once, so every
+    // serving thread sees some): mimalloc gives freed memory back on the allocating thread's
+    // next activity after its purge delay (1 s), never from an idle thread (README, "Budgets").
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..25 {
+                        assert_eq!(request(addr, "GET", "/ping", &[], b"").status, 200);
+                    }
+                });
+            }
+        });
+        let now = status_bytes(serving, "VmRSS");
+        if now <= at_rest + 10 * 1024 * 1024 {
+            eprintln!(
+                "resident set: {} MiB at rest, {} MiB at the peak, {} MiB after",
+                at_rest >> 20,
+                peak >> 20,
+                now >> 20
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "resident set {} MiB after the bodies, {} MiB before",
+            now >> 20,
+            at_rest >> 20
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
