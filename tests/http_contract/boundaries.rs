@@ -285,7 +285,8 @@ fn restricted_apis_need_their_header(f: &Fixture) -> Result<(), Failed> {
 
 /// Every body Triton's RapidJSON refuses gets Triton 2.51's answer word for word (seen on its
 /// frontend with these very bodies), whatever serde would have said first, and the numbers
-/// RapidJSON bounds though serde takes them (`0e400`); the next request is served.
+/// RapidJSON bounds though serde takes them (`0e400`); the next request is served. `NaN` and
+/// `Infinity`, which it takes, are taken (issue 43, case 6).
 fn bodies_rapidjson_refuses_get_tritons_words(f: &Fixture) -> Result<(), Failed> {
     let at = |message: &str, offset: usize| {
         format!("failed to parse the request JSON buffer: {message} at {offset}")
@@ -321,6 +322,35 @@ fn bodies_rapidjson_refuses_get_tritons_words(f: &Fixture) -> Result<(), Failed>
         "9e308: {} {}",
         inf.status,
         inf.text()
+    );
+    // Non-finite numbers, as Triton's reader takes them (RapidJSON's kParseNanAndInfFlag) and
+    // Python's json.dumps writes them: in the data, with the datatype before or after it, and
+    // in a field trident ignores; the answer writes them back as Triton does.
+    let data = "[NaN,-NaN,Infinity,-Infinity,Inf,-Inf,1.5]";
+    let after = format!(
+        r#"{{"x":[NaN],"inputs":[{{"name":"INPUT0","data":{data},"shape":[1,7],"datatype":"FP32"}}]}}"#
+    );
+    for body in [one(data, "[1,7]"), after] {
+        let response = post_body(f, body.as_bytes());
+        ensure!(
+            response.status == 200,
+            "{body}: {} {}",
+            response.status,
+            response.text()
+        );
+        let text = response.text();
+        ensure!(
+            text.contains("[NaN,NaN,Infinity,-Infinity,Infinity,-Infinity,1.5]"),
+            "{body}: {text}"
+        );
+    }
+    // A word that starts as one and is not stays RapidJSON's invalid value.
+    let bad = post_body(f, one("[Infinit]", "[1,1]").as_bytes());
+    ensure!(
+        bad.status == 400 && bad.error() == at("Invalid value.", 75),
+        "Infinit: {} {}",
+        bad.status,
+        bad.text()
     );
     Ok(())
 }
