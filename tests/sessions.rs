@@ -152,6 +152,17 @@ fn start() -> Fixture {
         ),
         ("probe", configs::single_model("native_sequence_sum")),
         (
+            "no_model",
+            with_sessions(
+                configs::single_model("no_such_model"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 4,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
+        (
             "expiring",
             with_sessions(
                 configs::single_model("sequence_expiring"),
@@ -558,6 +569,32 @@ fn bad_session_requests_are_4xx_and_the_endpoint_serves(f: &Fixture) -> Result<(
         "non-ASCII id: {} {}",
         response.status,
         response.text()
+    );
+    // A default model the core does not have: NEW_SESSION is 404, as the plain request is
+    // (issue 43, case 13: it was 400).
+    let missing = f.at("no_model");
+    let json = [("Content-Type", "application/json")];
+    let plain = request(
+        missing,
+        "POST",
+        "/invocations",
+        &json,
+        &add(1).to_string().into_bytes(),
+    );
+    let new = request(
+        missing,
+        "POST",
+        "/invocations",
+        &[(SESSION, "NEW_SESSION"), json[0]],
+        br#"{"requestType":"NEW_SESSION"}"#,
+    );
+    ensure!(
+        plain.status == 404 && new.status == 404 && new.error().contains("no_such_model"),
+        "plain {} {}; NEW_SESSION {} {}",
+        plain.status,
+        plain.text(),
+        new.status,
+        new.text()
     );
     still_serves(f)
 }

@@ -37,15 +37,66 @@ pub fn parse_load_request(body: &[u8]) -> Result<LoadRequest, String> {
             )),
         }
     };
+    let model_name = field("model_name")?;
+    check_addressable(&model_name)?;
     Ok(LoadRequest {
-        model_name: field("model_name")?,
+        model_name,
         url: field("url")?,
     })
+}
+
+/// Refuses a model name that `/models/{name}` and `/models/{name}/invoke` cannot address: the
+/// routes match the path's segment as it is, with no percent-decoding (as Triton's frontend),
+/// so a name must be made of the characters a path segment carries unencoded (RFC 3986's
+/// unreserved characters, sub-delimiters, `:` and `@`), and not be `.` or `..`, which clients
+/// fold away. A name with `/`, a space or a non-ASCII letter loaded, was journalled, and could
+/// never be invoked or unloaded.
+pub fn check_addressable(name: &str) -> Result<(), String> {
+    let addressable =
+        |byte: u8| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte);
+    if name != "." && name != ".." && name.bytes().all(addressable) {
+        return Ok(());
+    }
+    Err(format!(
+        "'model_name' {:?} cannot be invoked or unloaded at /models/<name>: a name is made of \
+         letters, digits and -._~!$&'()*+,;=:@ (what a URL path segment carries as it is), and \
+         is not '.' or '..'",
+        name.escape_debug().to_string()
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_the_routes_cannot_address_are_refused() {
+        for good in [
+            "m",
+            "resnet-50_v1.2",
+            "a~b!$&'()*+,;=:@",
+            "...",
+            "model.tar.gz",
+        ] {
+            assert_eq!(check_addressable(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "a/b",
+            "a b",
+            ".",
+            "..",
+            "caf\u{e9}",
+            "a%2Fb",
+            "a?b",
+            "a#b",
+            "a\tb",
+            "a\\b",
+        ] {
+            let body = serde_json::json!({"model_name": bad, "url": "/u"}).to_string();
+            let refused = parse_load_request(body.as_bytes()).unwrap_err();
+            assert!(refused.contains("cannot be invoked"), "{bad}: {refused}");
+        }
+    }
 
     #[test]
     fn fields_must_be_non_empty_strings() {

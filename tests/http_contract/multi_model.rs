@@ -209,6 +209,11 @@ fn mme_refuses_bad_urls_and_bodies(f: &Fixture) -> Result<(), Failed> {
         r#"{"url":"x"}"#.to_string(),
         "[]".to_string(),
         String::new(),
+        // Names the routes cannot address (issue 43, case 12): they loaded, and could never
+        // be invoked or unloaded.
+        format!(r#"{{"model_name":"a/b","url":"{good}"}}"#),
+        format!(r#"{{"model_name":"a b","url":"{good}"}}"#),
+        format!(r#"{{"model_name":"..","url":"{good}"}}"#),
     ] {
         let response = request(at, "POST", "/models", &[], body.as_bytes());
         ensure!(

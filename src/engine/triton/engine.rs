@@ -64,6 +64,18 @@ impl TritonEngine {
             .remove(model);
     }
 
+    /// `error`, from asking the core about `model`, as a client should read it: the 2.51 core
+    /// calls an unknown model an invalid argument, and SageMaker clients expect Triton's HTTP
+    /// answer for it, 404.
+    fn unknown_is_not_found(&self, model: &str, error: EngineError) -> EngineError {
+        if error.code != ErrorCode::NotFound
+            && !self.server.model_is_ready(model, None).unwrap_or(false)
+        {
+            return EngineError::new(ErrorCode::NotFound, error.message);
+        }
+        error
+    }
+
     /// Refuses a request naming more inputs or outputs than its model declares, before Triton
     /// builds an object for each: a 6 MB body can name 100,000 one-element inputs (or outputs),
     /// which cost the core seconds and about 1.5 KB each before it refuses them itself. A model
@@ -164,12 +176,7 @@ impl Engine for TritonEngine {
                     .insert(model.to_owned(), decoupled);
                 Ok(decoupled)
             }
-            // The 2.51 core calls an unknown model an invalid argument; SageMaker clients expect
-            // Triton's HTTP answer for it, 404.
-            Err(error) if !self.server.model_is_ready(model, None).unwrap_or(false) => {
-                Err(EngineError::new(ErrorCode::NotFound, error.message))
-            }
-            Err(error) => Err(error),
+            Err(error) => Err(self.unknown_is_not_found(model, error)),
         }
     }
 
@@ -178,7 +185,11 @@ impl Engine for TritonEngine {
     }
 
     fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError> {
-        self.server.model_config(model, None)
+        // Read for a session's NEW_SESSION among others: an unknown model is 404 there too, as
+        // the plain request is (issue 43, case 13).
+        self.server
+            .model_config(model, None)
+            .map_err(|error| self.unknown_is_not_found(model, error))
     }
 
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError> {
