@@ -148,6 +148,13 @@ impl Metrics {
         entry.1 += latency.as_secs_f64();
     }
 
+    /// Drops the request series of `model` (unloaded, or never loaded), and the plugin call
+    /// series of every plugin for which `plugin_exists` is false.
+    pub fn forget_model(&self, model: &str, plugin_exists: impl Fn(&str) -> bool) {
+        lock(&self.series).retain(|(_, named), _| named != model);
+        lock(&self.plugin_calls).retain(|(plugin, ..), _| plugin_exists(plugin));
+    }
+
     /// Counts one multi-model endpoint load (`trident_model_loads_total`).
     pub fn model_loaded(&self, outcome: Outcome) {
         *lock(&self.loads).entry(outcome).or_default() += 1;
@@ -402,6 +409,20 @@ fn label_value(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forgotten_model_takes_its_series_and_its_plugins_with_it() {
+        let metrics = Metrics::default();
+        let second = Duration::from_secs(1);
+        metrics.observe("model_invoke", "gone", 200, second);
+        metrics.observe("model_invoke", "kept", 200, second);
+        metrics.observe_plugin("gone_csv", "request", "", "ok", second);
+        metrics.observe_plugin("shared", "request", "", "ok", second);
+        metrics.forget_model("gone", |plugin| plugin == "shared");
+        let text = metrics.render();
+        assert!(!text.contains("gone"), "{text}");
+        assert!(text.contains("model=\"kept\"") && text.contains("plugin=\"shared\""));
+    }
 
     #[test]
     fn renders_what_was_withheld_from_each_plugin() {

@@ -66,10 +66,10 @@ pub async fn handle<E: Engine>(
         Found::WrongMethod(endpoint, _) => (endpoint.label, ModelOf::None, String::new()),
         Found::Nothing => ("unknown", ModelOf::None, String::new()),
     };
-    // The model label names only models the endpoint has (loaded before or after the
-    // request): a client inventing names in urls adds no series.
+    // The model label names only models the endpoint has once the request is answered: a
+    // client inventing names in urls adds no series, and an unload's own request adds none
+    // for the model it unloaded (whose series went with it).
     let named = matches!(model_of, ModelOf::Named | ModelOf::Loaded);
-    let loaded_before = named && state.registry.contains(&name);
     // Every line logged while the request is handled names SageMaker's id for it.
     let span = match crate::invocation::log_id(&parts.headers) {
         Some(id) => tracing::info_span!("request", inference_id = %id),
@@ -84,7 +84,7 @@ pub async fn handle<E: Engine>(
     .await;
     let model = match model_of {
         ModelOf::Default => state.default_model.clone(),
-        _ if named && (loaded_before || state.registry.contains(&name)) => name,
+        _ if named && state.registry.contains(&name) => name,
         _ => String::new(),
     };
     state

@@ -173,6 +173,18 @@ impl ModelRegistry {
         self.slots().contains_key(name)
     }
 
+    /// The names of the plugins every model loaded, loading or unloading brought.
+    pub fn plugin_names(&self) -> std::collections::HashSet<String> {
+        self.slots()
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Ready(model) | Slot::Unloading(model) => model.plugins.as_ref(),
+                Slot::Loading { .. } => None,
+            })
+            .flat_map(|host| host.plugins().map(|plugin| plugin.name.to_string()))
+            .collect()
+    }
+
     /// The loaded model called `name`.
     pub fn get(&self, name: &str) -> Option<LoadedModel> {
         match self.slots().get(name) {
