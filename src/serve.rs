@@ -54,9 +54,16 @@ pub fn core_config(config: &Config, load_default: bool) -> ServerConfig {
 /// How long the core's stop may wait for its models to unload, once the requests have drained
 /// and the sessions ended (Triton's default is 30 s): a model brought back after its process
 /// died leaves instances whose unload never finishes, and SageMaker kills the container 30 s
-/// after its SIGTERM. It fits within the supervisor's margin after the drain's grace period
-/// (`supervisor::STOP_MARGIN`, 4 s); what a cut-short stop leaves, the supervisor ends.
+/// after its SIGTERM. With the sessions' ENDs before it, it fits within the supervisor's margin
+/// after the drain's grace period ([`supervisor::STOP_MARGIN`], checked here); what a cut-short
+/// stop leaves, the supervisor ends.
 pub const CORE_EXIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+// A stop's ENDs and the core's stop end before the supervisor's SIGKILL, with 2 s to spare.
+const _: () = assert!(
+    crate::sessions::END_WITHIN.as_secs() + CORE_EXIT_TIMEOUT.as_secs() + 2
+        <= supervisor::STOP_MARGIN.as_secs()
+);
 
 /// The python backend's setting that names its shared memory regions.
 const SHM_PREFIX_SETTING: &str = "shm-region-prefix-name";

@@ -593,3 +593,62 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
     );
     eprintln!("SIGTERM with 100 open sessions: exit 0 after {took:?}");
 }
+
+/// SIGTERM at the default grace with a session request that outlives the drain (issue 43, case
+/// 7: the drain, the session's END and the core's stop outlasted the supervisor's margin, which
+/// killed the serving process: exit 1): trident exits 0 within SageMaker's 30 s.
+#[test]
+fn sigterm_with_a_session_request_outliving_the_drain_exits_0_within_30_s() {
+    let repository = tempfile::tempdir().unwrap();
+    copy_model("native_sequence_sum", repository.path(), "slow_counter");
+    let config = repository.path().join("slow_counter/config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        r#"parameters { key: "model" value: { string_value: "sequence_sum" } }"#,
+        r#"parameters [ { key: "model" value: { string_value: "sequence_sum" } },
+                        { key: "delay_ms" value: { string_value: "120000" } } ]"#,
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut command = trident();
+    command.env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true");
+    let (mut running, addr) = serve_ready(command, repository.path());
+    let id = open_session(addr);
+    let body = r#"{"inputs":[{"name":"INPUT","datatype":"INT32","shape":[1,1],"data":[1]}]}"#;
+    let in_flight = std::thread::spawn(move || {
+        try_request(
+            addr,
+            "POST",
+            "/invocations",
+            &[
+                ("Content-Type", "application/json"),
+                ("X-Amzn-SageMaker-Session-Id", &id),
+            ],
+            body.as_bytes(),
+        )
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let stopping = Instant::now();
+    assert!(common::send_signal(running.0.id(), "TERM"));
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopping.elapsed() < Duration::from_secs(40),
+            "trident did not stop within 40 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = stopping.elapsed();
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert_eq!(status.code(), Some(0), "after {took:?}: {log}");
+    assert!(
+        took < Duration::from_secs(30),
+        "the stop took {took:?}: {log}"
+    );
+    assert!(
+        !log.contains("outlived its grace period"),
+        "the supervisor killed it: {log}"
+    );
+    let _ = in_flight.join();
+    eprintln!("SIGTERM with a session request outliving the drain: exit 0 after {took:?}");
+}

@@ -13,8 +13,10 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 6 * 1024 * 1024;
 /// Default for `--list-page-size`.
 pub const DEFAULT_LIST_PAGE_SIZE: usize = 1000;
-/// Default for `--shutdown-grace-secs` (SageMaker kills 30 s after SIGTERM).
-pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 25;
+/// Default for `--shutdown-grace-secs`: SageMaker kills 30 s after SIGTERM, and after the
+/// drain a stop may still take the supervisor's margin (`supervisor::STOP_MARGIN`, 10 s: the
+/// sessions' ENDs and the core's stop, with 2 s to spare), so 19 + 10 s end before it.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 19;
 /// Default for `--max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default for `--header-read-timeout-secs`.

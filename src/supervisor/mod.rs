@@ -49,8 +49,11 @@ use restarts::Restarts;
 pub const RESTART_EXIT_CODE: u8 = 75;
 
 /// How long after the serving process's own grace period the supervisor waits for it to stop
-/// after SIGTERM, before SIGKILL (stopping the core can take a few seconds).
-const STOP_MARGIN: Duration = Duration::from_secs(4);
+/// after SIGTERM, before SIGKILL: what the serving process does after its drain (its sessions'
+/// ENDs, at most 5 s, then the core's stop, at most 3 s; `serve.rs` checks that they fit) and
+/// two seconds to exit. With the default grace (19 s) the supervisor's SIGKILL, if it comes,
+/// comes at 29 s, before SageMaker's at 30 s.
+pub const STOP_MARGIN: Duration = Duration::from_secs(10);
 
 /// Why supervising stopped with an error.
 pub type SuperviseError = Box<dyn std::error::Error + Send + Sync>;
