@@ -63,6 +63,7 @@ fn main() -> std::process::ExitCode {
         expiry_ends_the_sequence_in_the_model_with_no_traffic,
         bad_session_requests_are_4xx_and_the_endpoint_serves,
         the_session_bound_holds,
+        sessions_past_a_models_sequence_slots_are_refused_at_once,
         sessions_are_off_unless_enabled,
         multi_model_sessions_are_per_model_and_expire,
         a_python_plugin_keeps_each_sessions_history_in_its_store,
@@ -103,6 +104,13 @@ fn start() -> Fixture {
     let models_root = tempfile::tempdir().unwrap();
     let repository = models_root.path().join("repository");
     copy_model("native_sequence_sum", &repository, "sequence_expiring");
+    // Two sequences at once (the direct strategy over 2 batch rows): the sessions' slot bound.
+    copy_edited(
+        "native_sequence_sum",
+        &repository,
+        "sequence_two_slots",
+        |config| config.replace("max_batch_size: 32", "max_batch_size: 2"),
+    );
     copy_edited(
         "native_sequence_sum",
         &repository,
@@ -132,6 +140,7 @@ fn start() -> Fixture {
             "sequence_expiring",
             "sequence_default",
             "stream_stateful",
+            "sequence_two_slots",
         ],
     );
     let with_sessions = |config: Config, settings: SessionSettings| Config {
@@ -151,6 +160,17 @@ fn start() -> Fixture {
             ),
         ),
         ("probe", configs::single_model("native_sequence_sum")),
+        (
+            "two_slots",
+            with_sessions(
+                configs::single_model_in(repository.clone(), "sequence_two_slots"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 100,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
         (
             "no_model",
             with_sessions(
@@ -628,6 +648,58 @@ fn the_session_bound_holds(f: &Fixture) -> Result<(), Failed> {
         ensure!(closed.status == 200, "{}", closed.text());
     }
     still_serves(f)
+}
+
+/// A stateful model holds as many sequences at once as its sequence batcher has slots; one more
+/// waited in the core's backlog with no bound (issue 43, case 2: 32 abandoned sessions made
+/// the 33rd's first request wait 20 minutes). Past the slots NEW_SESSION is 429 at once, with
+/// when to retry in the header and in the body; a close makes room.
+fn sessions_past_a_models_sequence_slots_are_refused_at_once(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("two_slots");
+    let held = [open(at, "/invocations")?, open(at, "/invocations")?];
+    ensure!(step(at, "/invocations", &held[0], 3)? == 3, "a held slot");
+    let asked = Instant::now();
+    let refused = post(
+        at,
+        "/invocations",
+        Some("NEW_SESSION"),
+        br#"{"requestType":"NEW_SESSION"}"#,
+    );
+    ensure!(
+        refused.status == 429 && refused.error().contains("holds 2 sequences"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    ensure!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    let header: u64 = refused
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .ok_or("no Retry-After")?;
+    ensure!(
+        refused.json()["retry_after"] == json!(header) && header > 0,
+        "{header}: {}",
+        refused.text()
+    );
+    let closed = close(at, "/invocations", &held[1]);
+    ensure!(closed.status == 200, "{}", closed.text());
+    let third = open(at, "/invocations")?;
+    ensure!(
+        step(at, "/invocations", &third, 5)? == 5,
+        "the session after a close"
+    );
+    ensure!(
+        step(at, "/invocations", &held[0], 1)? == 4,
+        "the held session's sum"
+    );
+    for id in [&held[0], &third] {
+        close(at, "/invocations", id);
+    }
+    Ok(())
 }
 
 fn sessions_are_off_unless_enabled(f: &Fixture) -> Result<(), Failed> {

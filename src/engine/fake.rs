@@ -176,7 +176,9 @@ impl Engine for FakeEngine {
             .collect();
         let mut config = serde_json::json!({ "input": inputs });
         if model.stateful {
+            // The direct strategy over 256 batch rows: 256 sequences at once.
             config["sequence_batching"] = serde_json::json!({});
+            config["max_batch_size"] = serde_json::json!(256);
         }
         Ok(config)
     }

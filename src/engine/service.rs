@@ -48,6 +48,11 @@ pub struct SequenceBatching {
     /// (`max_sequence_idle_microseconds`; Triton fills in [`DEFAULT_SEQUENCE_IDLE`] when the
     /// configuration says nothing).
     pub idle_limit: Duration,
+    /// How many sequences the model holds at once, when its configuration bounds them: the
+    /// direct strategy (Triton's default) has a slot per batch row (`max_batch_size`, at least
+    /// 1) of each instance; the oldest strategy keeps `max_candidate_sequences` when set. A
+    /// sequence past them waits in the core's backlog until one ends, with no bound.
+    pub slots: Option<usize>,
 }
 
 /// Triton's `max_sequence_idle_microseconds` when a model's configuration sets none: 1 s.
@@ -68,8 +73,31 @@ impl SequenceBatching {
             .filter(|&micros| micros > 0);
         Some(SequenceBatching {
             idle_limit: micros.map_or(DEFAULT_SEQUENCE_IDLE, Duration::from_micros),
+            slots: sequence_slots(config, batching),
         })
     }
+}
+
+/// A number of Triton's JSON form of a configuration, written as a number or a string.
+fn number(value: &serde_json::Value) -> Option<u64> {
+    value.as_u64().or_else(|| value.as_str()?.parse().ok())
+}
+
+/// [`SequenceBatching::slots`] of `config`, whose sequence batcher is `batching`.
+fn sequence_slots(config: &serde_json::Value, batching: &serde_json::Value) -> Option<usize> {
+    if let Some(oldest) = batching.get("oldest").filter(|o| o.is_object()) {
+        let candidates = number(&oldest["max_candidate_sequences"]).filter(|&n| n > 0)?;
+        return usize::try_from(candidates).ok();
+    }
+    let rows = number(&config["max_batch_size"]).unwrap_or(0).max(1);
+    let instances: u64 = match config["instance_group"].as_array() {
+        Some(groups) if !groups.is_empty() => groups
+            .iter()
+            .map(|group| number(&group["count"]).unwrap_or(1))
+            .sum(),
+        _ => 1,
+    };
+    usize::try_from(rows.saturating_mul(instances.max(1))).ok()
 }
 
 /// What the engine holds on the server's behalf right now; both are zero when idle.
@@ -192,5 +220,24 @@ mod tests {
                 .idle_limit,
             Duration::from_micros(2500)
         );
+    }
+
+    fn slots(config: serde_json::Value) -> Option<usize> {
+        SequenceBatching::of_config(&config).unwrap().slots
+    }
+
+    #[test]
+    fn a_sequence_batchers_slots_are_read_off_the_configuration() {
+        let direct = serde_json::json!({"max_batch_size": 32, "sequence_batching": {},
+            "instance_group": [{"count": 2}, {"count": "1"}]});
+        assert_eq!(slots(direct), Some(96));
+        let unbatched =
+            serde_json::json!({"max_batch_size": 0, "sequence_batching": {"direct": {}}});
+        assert_eq!(slots(unbatched), Some(1));
+        let oldest = serde_json::json!({"max_batch_size": 8,
+            "sequence_batching": {"oldest": {"max_candidate_sequences": 100}}});
+        assert_eq!(slots(oldest), Some(100));
+        let unbounded = serde_json::json!({"sequence_batching": {"oldest": {}}});
+        assert_eq!(slots(unbounded), None);
     }
 }

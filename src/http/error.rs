@@ -15,6 +15,10 @@ pub struct ApiError {
     pub message: String,
     /// The `Allow` header of a 405: the methods the route answers.
     pub allow: Option<String>,
+    /// Seconds after which a client refused for want of room may retry: the `Retry-After`
+    /// header, and `retry_after` in the body (SageMaker passes a container's error body to the
+    /// client, not its headers).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,6 +28,7 @@ impl ApiError {
             status,
             message: message.into(),
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -43,9 +48,12 @@ impl ApiError {
         } else {
             tracing::debug!(status = self.status.as_u16(), error = %self.message, "request refused");
         }
-        let mut body = Vec::with_capacity(self.message.len() + 12);
+        let mut body = Vec::with_capacity(self.message.len() + 40);
         body.extend_from_slice(b"{\"error\":");
         crate::protocol::tensor_data::write_json_string(&mut body, &self.message);
+        if let Some(seconds) = self.retry_after {
+            body.extend_from_slice(format!(",\"retry_after\":{seconds}").as_bytes());
+        }
         body.push(b'}');
         let mut response = Response::new(ResponseBody::full(body));
         *response.status_mut() = self.status;
@@ -54,6 +62,9 @@ impl ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if let Some(allow) = self.allow
             && let Ok(allow) = HeaderValue::from_str(&allow)
         {

@@ -204,7 +204,9 @@ impl From<MmeError> for ApiError {
 impl From<SessionError> for ApiError {
     fn from(error: SessionError) -> ApiError {
         let status = match &error {
-            SessionError::Full(_) => StatusCode::TOO_MANY_REQUESTS,
+            SessionError::Full { .. } | SessionError::NoSequenceSlot { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             SessionError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             SessionError::Model(engine) => return ApiError::from_engine(engine.clone()),
             SessionError::Invalid(_)
@@ -212,7 +214,9 @@ impl From<SessionError> for ApiError {
             | SessionError::WrongModel(_)
             | SessionError::Lost(_) => StatusCode::BAD_REQUEST,
         };
-        ApiError::new(status, error.message())
+        let mut answer = ApiError::new(status, error.message());
+        answer.retry_after = error.retry_after().map(|after| after.as_secs().max(1));
+        answer
     }
 }
 
@@ -342,7 +346,13 @@ mod tests {
             409
         );
         assert_eq!(status(MmeError::Engine(engine(ErrorCode::InvalidArg))), 400);
-        assert_eq!(status(SessionError::Full(1)), 429);
+        assert_eq!(
+            status(SessionError::Full {
+                limit: 1,
+                retry_after: std::time::Duration::from_secs(3)
+            }),
+            429
+        );
         assert_eq!(status(SessionError::Internal("m".into())), 500);
         assert_eq!(
             status(SessionError::Model(engine(ErrorCode::Unavailable))),

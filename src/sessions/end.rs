@@ -129,6 +129,7 @@ mod tests {
         let table = SessionTable::new(SessionSettings::default());
         let batching = SequenceBatching {
             idle_limit: std::time::Duration::from_secs(60),
+            slots: None,
         };
         table.create("m", Some(batching)).unwrap().0
     }

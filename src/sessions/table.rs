@@ -46,6 +46,16 @@ impl Default for SessionSettings {
     }
 }
 
+/// When the first of `sessions` expires if left idle from `now` (at least a second: a client
+/// told to retry sooner would find it still open).
+fn first_expiry<'a>(sessions: impl Iterator<Item = &'a Arc<Session>>, now: Instant) -> Duration {
+    sessions
+        .map(|session| session.expiration.saturating_sub(session.idle_for(now)))
+        .min()
+        .unwrap_or_default()
+        .max(Duration::from_secs(1))
+}
+
 /// One open session.
 #[derive(Debug)]
 pub struct Session {
@@ -250,8 +260,22 @@ impl SessionTable {
         });
         let session = {
             let mut open = lock(&self.open);
+            let now = Instant::now();
             if open.len() >= self.settings.max_sessions {
-                return Err(SessionError::Full(self.settings.max_sessions));
+                return Err(SessionError::Full {
+                    limit: self.settings.max_sessions,
+                    retry_after: first_expiry(open.values(), now),
+                });
+            }
+            if let Some(slots) = batching.and_then(|b| b.slots) {
+                let holding = || open.values().filter(|s| s.stateful && s.model == model);
+                if holding().count() >= slots {
+                    return Err(SessionError::NoSequenceSlot {
+                        model: model.to_owned(),
+                        slots,
+                        retry_after: first_expiry(holding(), now),
+                    });
+                }
             }
             let session = Arc::new(Session {
                 id: id.clone(),
@@ -417,6 +441,7 @@ mod tests {
 
     const STATEFUL: Option<SequenceBatching> = Some(SequenceBatching {
         idle_limit: Duration::from_secs(3600),
+        slots: None,
     });
 
     fn table(expiration: Duration, max_sessions: usize) -> Arc<SessionTable> {
@@ -468,15 +493,48 @@ mod tests {
         assert_eq!((counts.open, counts.created, counts.closed), (0, 2, 2));
     }
 
+    #[test]
+    fn a_stateful_models_sequence_slots_bound_its_sessions() {
+        let sessions = table(Duration::from_secs(600), 100);
+        let two = Some(SequenceBatching {
+            idle_limit: Duration::from_secs(3600),
+            slots: Some(2),
+        });
+        let (first, _) = sessions.create("m", two).unwrap();
+        sessions.create("m", two).unwrap();
+        let refused = sessions.create("m", two).unwrap_err();
+        let SessionError::NoSequenceSlot {
+            slots, retry_after, ..
+        } = &refused
+        else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(*slots, 2);
+        assert!(
+            *retry_after <= Duration::from_secs(600) && *retry_after >= Duration::from_secs(599)
+        );
+        assert!(
+            refused.message().contains("model 'm' holds 2 sequences"),
+            "{}",
+            refused.message()
+        );
+        // Another model, and a stateless session, are not bounded by m's slots.
+        sessions.create("n", two).unwrap();
+        sessions.create("m", None).unwrap();
+        // A closed session gives its slot back.
+        sessions.take(&first.id, "m").unwrap();
+        sessions.create("m", two).unwrap();
+    }
+
     #[tokio::test]
     async fn the_bound_holds_and_idle_sessions_expire() {
         let sessions = table(Duration::from_millis(10), 2);
         let (a, _) = sessions.create("m", STATEFUL).unwrap();
         let (b, _) = sessions.create("m", STATEFUL).unwrap();
-        assert_eq!(
+        assert!(matches!(
             sessions.create("m", STATEFUL).err(),
-            Some(SessionError::Full(2))
-        );
+            Some(SessionError::Full { limit: 2, .. })
+        ));
         // A session whose request is running does not expire.
         let busy = sessions.turn(&b.id, "m").await.unwrap();
         let later = Instant::now() + Duration::from_secs(1);
@@ -496,6 +554,7 @@ mod tests {
         let sessions = table(Duration::from_secs(1200), 8);
         let short = Some(SequenceBatching {
             idle_limit: Duration::from_secs(1),
+            slots: None,
         });
         let (a, expires) = sessions.create("m", short).unwrap();
         assert_eq!(a.expiration, Duration::from_secs(1));
