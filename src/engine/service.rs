@@ -49,9 +49,9 @@ pub struct SequenceBatching {
     /// configuration says nothing).
     pub idle_limit: Duration,
     /// How many sequences the model holds at once, when its configuration bounds them: the
-    /// direct strategy (Triton's default) has a slot per batch row (`max_batch_size`, at least
-    /// 1) of each instance; the oldest strategy keeps `max_candidate_sequences` when set. A
-    /// sequence past them waits in the core's backlog until one ends, with no bound.
+    /// direct strategy (Triton's default) has a slot per batch row of each instance
+    /// (`max_batch_size`, at least one); the oldest strategy keeps `max_candidate_sequences`
+    /// when set. A sequence past them waits in the core's backlog until one ends, unbounded.
     pub slots: Option<usize>,
 }
 
