@@ -64,6 +64,7 @@ fn main() -> std::process::ExitCode {
         bad_session_requests_are_4xx_and_the_endpoint_serves,
         the_session_bound_holds,
         sessions_past_a_models_sequence_slots_are_refused_at_once,
+        sessions_on_an_ensemble_run_in_its_stateful_steps_sequence,
         sessions_are_off_unless_enabled,
         multi_model_sessions_are_per_model_and_expire,
         a_python_plugin_keeps_each_sessions_history_in_its_store,
@@ -104,6 +105,21 @@ fn start() -> Fixture {
     let models_root = tempfile::tempdir().unwrap();
     let repository = models_root.path().join("repository");
     copy_model("native_sequence_sum", &repository, "sequence_expiring");
+    // An ensemble whose one step is a stateful model (issue 43, case 5).
+    copy_model("native_sequence_sum", &repository, "sum_step");
+    let ensemble = repository.join("sum_ensemble");
+    std::fs::create_dir_all(ensemble.join("1")).unwrap();
+    std::fs::write(
+        ensemble.join("config.pbtxt"),
+        r#"platform: "ensemble"
+max_batch_size: 32
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "SUM", data_type: TYPE_INT32, dims: [ 1 ] } ]
+ensemble_scheduling { step [ { model_name: "sum_step", model_version: -1,
+  input_map { key: "INPUT" value: "IN" } output_map { key: "OUTPUT" value: "SUM" } } ] }
+"#,
+    )
+    .unwrap();
     // Two sequences at once (the direct strategy over 2 batch rows): the sessions' slot bound.
     copy_edited(
         "native_sequence_sum",
@@ -141,6 +157,8 @@ fn start() -> Fixture {
             "sequence_default",
             "stream_stateful",
             "sequence_two_slots",
+            "sum_step",
+            "sum_ensemble",
         ],
     );
     let with_sessions = |config: Config, settings: SessionSettings| Config {
@@ -160,6 +178,28 @@ fn start() -> Fixture {
             ),
         ),
         ("probe", configs::single_model("native_sequence_sum")),
+        (
+            "ensemble",
+            with_sessions(
+                configs::single_model_in(repository.clone(), "sum_ensemble"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 100,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
+        (
+            "stateless",
+            with_sessions(
+                configs::single_model("native_identity_fp32"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 100,
+                    store_bytes: 1024,
+                },
+            ),
+        ),
         (
             "two_slots",
             with_sessions(
@@ -699,6 +739,58 @@ fn sessions_past_a_models_sequence_slots_are_refused_at_once(f: &Fixture) -> Res
     for id in [&held[0], &third] {
         close(at, "/invocations", id);
     }
+    Ok(())
+}
+
+/// An ensemble over a stateful model is stateful (issue 43, case 5: NEW_SESSION was 200, then
+/// every request 400 for want of a correlation id): each session keeps its own sum through the
+/// ensemble, and its close ends the step's sequence. A client's own `sequence_id` in the
+/// reserved range is refused in a session of a stateless model too.
+fn sessions_on_an_ensemble_run_in_its_stateful_steps_sequence(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("ensemble");
+    let ensemble_step = |id: &str, value: i32| -> Result<i64, Failed> {
+        let body = json!({"inputs": [
+            {"name": "IN", "datatype": "INT32", "shape": [1, 1], "data": [value]}]});
+        let response = post(at, "/invocations", Some(id), body.to_string().as_bytes());
+        ensure!(
+            response.status == 200,
+            "{} {}",
+            response.status,
+            response.text()
+        );
+        Ok(response.json()["outputs"][0]["data"][0]
+            .as_i64()
+            .unwrap_or(-1))
+    };
+    let (a, b) = (open(at, "/invocations")?, open(at, "/invocations")?);
+    ensure!(ensemble_step(&a, 4)? == 4, "first step of a");
+    ensure!(ensemble_step(&b, 10)? == 10, "first step of b");
+    ensure!(ensemble_step(&a, 3)? == 7, "a's sum through the ensemble");
+    ensure!(ensemble_step(&b, 1)? == 11, "b's sum through the ensemble");
+    for id in [&a, &b] {
+        let closed = close(at, "/invocations", id);
+        ensure!(closed.status == 200, "{}", closed.text());
+    }
+    // A stateless model's session: the client's sequence_id may not reach a session's.
+    let stateless = f.at("stateless");
+    let id = open(stateless, "/invocations")?;
+    let reserved = json!({
+        "parameters": {"sequence_id": 9223372036854775808u64, "sequence_start": true},
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1]}],
+    });
+    let refused = post(
+        stateless,
+        "/invocations",
+        Some(&id),
+        reserved.to_string().as_bytes(),
+    );
+    ensure!(
+        refused.status == 400 && refused.error().contains("reserved"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    close(stateless, "/invocations", &id);
     Ok(())
 }
 

@@ -55,6 +55,32 @@ pub struct SequenceBatching {
     pub slots: Option<usize>,
 }
 
+/// How deep ensembles of ensembles are followed for their stateful steps.
+pub const MAX_ENSEMBLE_DEPTH: usize = 8;
+
+/// The steps of the ensemble configured by `config` (none when it is no ensemble) that have a
+/// sequence batcher, found through nested ensembles down to `depth` levels: each with its
+/// batcher and its model's name.
+pub fn stateful_steps<E: Engine + ?Sized>(
+    engine: &E,
+    config: &serde_json::Value,
+    depth: usize,
+) -> Result<Vec<(SequenceBatching, String)>, EngineError> {
+    let Some(steps) = config["ensemble_scheduling"]["step"].as_array() else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for name in steps.iter().filter_map(|step| step["model_name"].as_str()) {
+        let step = engine.model_config(name)?;
+        match SequenceBatching::of_config(&step) {
+            Some(batching) => found.push((batching, name.to_owned())),
+            None if depth > 0 => found.extend(stateful_steps(engine, &step, depth - 1)?),
+            None => {}
+        }
+    }
+    Ok(found)
+}
+
 /// Triton's `max_sequence_idle_microseconds` when a model's configuration sets none: 1 s.
 pub const DEFAULT_SEQUENCE_IDLE: Duration = Duration::from_secs(1);
 
@@ -137,9 +163,28 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// The model's configuration, in Triton's JSON form (with what the core filled in).
     fn model_config(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's sequence batcher, if it has one (a stateful model: requests carry a
-    /// correlation id and start and end flags).
+    /// correlation id and start and end flags). An ensemble is stateful when any of its steps
+    /// is (the core passes a request's correlation id and flags on to every step): its idle
+    /// limit and slots are the smallest of its stateful steps'.
     fn sequence_batching(&self, model: &str) -> Result<Option<SequenceBatching>, EngineError> {
-        Ok(SequenceBatching::of_config(&self.model_config(model)?))
+        let config = self.model_config(model)?;
+        if let Some(batching) = SequenceBatching::of_config(&config) {
+            return Ok(Some(batching));
+        }
+        let mut combined: Option<SequenceBatching> = None;
+        for (step, _) in stateful_steps(self, &config, MAX_ENSEMBLE_DEPTH)? {
+            combined = Some(match combined {
+                None => step,
+                Some(so_far) => SequenceBatching {
+                    idle_limit: so_far.idle_limit.min(step.idle_limit),
+                    slots: match (so_far.slots, step.slots) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
+                },
+            });
+        }
+        Ok(combined)
     }
     /// The model's state in the index, `None` when the engine has never heard of it.
     fn model_state(&self, model: &str) -> Result<Option<ModelState>, EngineError>;

@@ -190,22 +190,26 @@ impl<E: Engine> Pipeline<'_, E> {
         request: &Request<'_>,
         mut infer: InferRequest,
     ) -> Result<E::Responses, Failure> {
+        // A session's sequence replaces the client's; anywhere else (no session, or a session
+        // on a stateless model) a client's sequence_id may not reach a session's.
+        let session_sequence = request.session.as_ref().and_then(|turn| turn.sequence());
+        if self.sessions
+            && session_sequence.is_none()
+            && let Some(SequenceId::Number(id)) = infer.sequence.id
+            && id >= FIRST_SESSION_SEQUENCE_ID
+        {
+            return Err(Failure::Refused(EngineError::new(
+                ErrorCode::InvalidArg,
+                format!(
+                    "sequence_id {id} is reserved: ids from {FIRST_SESSION_SEQUENCE_ID} \
+                     belong to stateful sessions (X-Amzn-SageMaker-Session-Id)"
+                ),
+            )));
+        }
         let Some(turn) = &request.session else {
-            if self.sessions
-                && let Some(SequenceId::Number(id)) = infer.sequence.id
-                && id >= FIRST_SESSION_SEQUENCE_ID
-            {
-                return Err(Failure::Refused(EngineError::new(
-                    ErrorCode::InvalidArg,
-                    format!(
-                        "sequence_id {id} is reserved: ids from {FIRST_SESSION_SEQUENCE_ID} \
-                         belong to stateful sessions (X-Amzn-SageMaker-Session-Id)"
-                    ),
-                )));
-            }
             return self.engine.infer(infer).map_err(Failure::Refused);
         };
-        if let Some(sequence) = turn.sequence() {
+        if let Some(sequence) = session_sequence {
             infer.sequence = sequence;
         }
         let responses = self

@@ -11,12 +11,15 @@
 //! - it sets one: the model's word stands, and a session of it expires after the shorter of the
 //!   two (its `Expires` says so). The load logs which applies and the field that raises it.
 //!
+//! An ensemble has no sequence batcher of its own: each of its stateful steps is aligned so.
+//!
 //! Either way, a request the core refuses because the sequence is gone ends its session with a
 //! clear 400 (`SessionTurn::lost`).
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::engine::service::{MAX_ENSEMBLE_DEPTH, stateful_steps};
 use crate::engine::{Engine, EngineError, SequenceBatching};
 
 /// How much longer than the session expiration a model's raised idle limit is: the endpoint's
@@ -46,6 +49,12 @@ pub async fn align<E: Engine>(
 ) -> Result<(), EngineError> {
     let config = engine.model_config(model)?;
     let Some(batching) = SequenceBatching::of_config(&config) else {
+        // An ensemble: each stateful step (in the ensemble's repository, beside its folder) is
+        // aligned as a model of its own; its sessions take the steps' sequence.
+        let repository = folder.parent().unwrap_or(folder);
+        for (_, step) in stateful_steps(engine, &config, MAX_ENSEMBLE_DEPTH)? {
+            Box::pin(align(engine, &step, &repository.join(&step), expiration)).await?;
+        }
         return Ok(());
     };
     let folder_owned = folder.to_path_buf();
