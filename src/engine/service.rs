@@ -61,7 +61,7 @@ pub const MAX_ENSEMBLE_DEPTH: usize = 8;
 /// The steps of the ensemble configured by `config` (none when it is no ensemble) that have a
 /// sequence batcher, found through nested ensembles down to `depth` levels: each with its
 /// batcher and its model's name.
-pub fn stateful_steps<E: Engine + ?Sized>(
+pub fn stateful_steps<E: Engine>(
     engine: &E,
     config: &serde_json::Value,
     depth: usize,
