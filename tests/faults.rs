@@ -495,6 +495,24 @@ fn killed_model_process_is_a_clean_error_then_recovers(f: &Fixture) -> Result<()
         !stub_pids(&model_path).iter().any(|pid| stubs.contains(pid)),
         "the killed stubs are still listed"
     );
+    // Nor do they stay zombies of the process that runs the core (issue 43, case 9: one per
+    // death, for good): the engine's watcher reaps them.
+    let zombie = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let rest = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            rest.starts_with("Z ")
+                && rest.split(' ').nth(1) == Some(std::process::id().to_string().as_str())
+        })
+    };
+    let reaped_by = Instant::now() + Duration::from_secs(10);
+    while stubs.iter().any(zombie) {
+        ensure!(
+            Instant::now() < reaped_by,
+            "killed stubs are still zombies: {:?}",
+            stubs.iter().filter(|pid| zombie(pid)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Triton's python backend keeps the threads of the instances whose stub died (about 35
     // each) until the server stops, and a reload does not free them; what must not happen is
     // growth after that: traffic on the reloaded model leaves the thread count where it is.

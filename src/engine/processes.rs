@@ -150,6 +150,30 @@ pub fn is_dead(pid: u32) -> bool {
         .is_none_or(|state| state == 'Z' || state == 'X')
 }
 
+/// Reaps `pid` when it is a child of this process that has exited and not been waited for (a
+/// zombie): a python stub that died stays one of the serving process for good otherwise (the
+/// python backend waits for a stub only when it stops it, and an instance a recovery replaced is
+/// never stopped). Anything else (alive, gone, another's child) is left alone. Whether it
+/// reaped one.
+pub fn reap_if_zombie_child(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // After the command name: the state, then the parent's pid.
+    let mut fields = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split(' ');
+    let (state, parent) = (fields.next(), fields.next());
+    if state != Some("Z") || parent != Some(std::process::id().to_string().as_str()) {
+        return false;
+    }
+    let Some(child) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    matches!(
+        rustix::process::waitpid(Some(child), rustix::process::WaitOptions::NOHANG),
+        Ok(Some(_))
+    )
+}
+
 /// The stub process `pid` is, if it is one: the stub's command line names the instance it
 /// serves (`<stub> <model.py> <shm region> … <instance> <kind>`).
 pub fn stub_process(pid: u32) -> Option<StubProcess> {

@@ -23,10 +23,13 @@ pub(super) struct Seen {
 }
 
 /// Forgets a stub the watcher saw: if its process is dead, the name of its shared memory
-/// region is removed.
+/// region is removed and, a zombie of this process, it is reaped.
 fn forget(pid: u32, stub: &Seen, alive: bool) {
     if let Some(region) = stub.shm_region.as_deref().filter(|_| !alive) {
         remove_region(pid, region);
+    }
+    if !alive && processes::reap_if_zombie_child(pid) {
+        tracing::debug!(pid, model = stub.model, "reaped a dead python backend process");
     }
 }
 
@@ -71,6 +74,7 @@ pub fn run(server: Weak<Server>, recovery: Weak<Recovery>) {
             if let Some(region) = region {
                 remove_region(pid, &region);
             }
+            processes::reap_if_zombie_child(pid);
         }
         let mut seen = recovery.watched();
         learn(&mut seen, &children, &held, &recovery);
