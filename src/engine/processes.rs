@@ -160,12 +160,18 @@ pub fn reap_if_zombie_child(pid: u32) -> bool {
         return false;
     };
     // After the command name: the state, then the parent's pid.
-    let mut fields = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split(' ');
+    let mut fields = stat
+        .rsplit_once(") ")
+        .map_or("", |(_, rest)| rest)
+        .split(' ');
     let (state, parent) = (fields.next(), fields.next());
     if state != Some("Z") || parent != Some(std::process::id().to_string().as_str()) {
         return false;
     }
-    let Some(child) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(child) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     matches!(

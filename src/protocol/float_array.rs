@@ -138,10 +138,11 @@ const EXACT_POWERS: [f64; 23] = [
 /// body).
 ///
 /// The value: an integer of at most 19 digits is that integer widened to a double (as serde
-/// reads integers; `-0` is `-0.0` either way); a decimal whose digits fit 2^53 with a power of
-/// ten up to 22 is one exact multiplication or division, which IEEE rounds correctly (Clinger's
-/// fast path); anything else goes to the standard library's correctly rounded parser. All three
-/// give the double nearest the decimal, as serde's `float_roundtrip` does.
+/// reads integers, but `-0` is +0.0: RapidJSON reads it as the integer 0); a decimal whose
+/// digits fit 2^53 with a power of ten up to 22 is one exact multiplication or division, which
+/// IEEE rounds correctly (Clinger's fast path); anything else goes to the standard library's
+/// correctly rounded parser. All three give the double nearest the decimal, as serde's
+/// `float_roundtrip` does.
 fn number(bytes: &[u8], start: usize) -> Option<(usize, f64)> {
     let negative = bytes[start] == b'-';
     let mut at = start + usize::from(negative);
@@ -202,7 +203,9 @@ fn number(bytes: &[u8], start: usize) -> Option<(usize, f64)> {
     }
     let signed = |value: f64| if negative { -value } else { value };
     let value = if digits <= 19 && fraction == 0 && exponent.is_none() {
-        Some(signed(mantissa as f64))
+        // An integer, as RapidJSON reads it: `-0` is the integer 0, so +0.0 (IEEE's -0 + 0 is
+        // +0; any other value is unchanged; `-0.0` stays -0.0 below).
+        Some(signed(mantissa as f64) + 0.0)
     } else {
         let power = exponent
             .unwrap_or(0)
@@ -262,6 +265,10 @@ mod tests {
             Some((7f64.to_le_bytes().to_vec(), 1))
         );
         assert_eq!(decode("[]", DataType::Fp64), Some((Vec::new(), 0)));
+        // `-0` is RapidJSON's integer 0; `-0.0` is negative zero.
+        let (zeros, _) = decode("[-0, -0.0]", DataType::Fp64).unwrap();
+        assert_eq!(zeros[..8], 0f64.to_le_bytes());
+        assert_eq!(zeros[8..], (-0f64).to_le_bytes());
         // Non-finite numbers, as Triton's frontend reads them (and writes them).
         let (bytes, count) = decode(
             "[NaN, -NaN, Infinity, -Infinity, Inf, -Inf]",

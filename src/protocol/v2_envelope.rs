@@ -4,22 +4,25 @@
 //!
 //! serde's pass over a request captures `data` as text, which a second pass decodes: for a
 //! 2.4 MB body of `FP32` numbers that first pass alone took 3.6–4.9 ms. This reader is the
-//! common case without it. It takes a strict subset of what serde takes and gives, for what it
-//! takes, exactly the fields serde's path gives (`v2_request` checks that with properties): any
-//! string with an escape or a control character, a duplicate field, a `null` where a value is
-//! expected, a shape that is not integers, nesting past 100, or anything else out of the
-//! ordinary, and it declines (`None`), and the caller reads the body with serde, which also
-//! words every error. One thing it takes that serde does not: `NaN`, `Infinity` and `Inf` (with
-//! a `-`) as numbers, as Triton's frontend reads them (RapidJSON's `kParseNanAndInfFlag`) and
-//! Python's `json.dumps` writes them; a body serde must read (one this reader declines for
-//! another reason) is refused with them, as serde reads JSON strictly.
+//! common case without it. But for what the end of this paragraph says, it takes a strict
+//! subset of what serde takes and gives, for what it takes, exactly the fields serde's path
+//! gives (`v2_request` checks that with properties): any string with an escape or a control
+//! character, a `null` where a value is expected, a shape that is not integers, nesting past
+//! 100, or anything else out of the ordinary, and it declines (`None`), and the caller reads the
+//! body with serde, which also words every error. What it takes that serde does not, as Triton's frontend (RapidJSON) does:
+//! `NaN`, `Infinity` and `Inf` (with a `-`) as numbers (RapidJSON's `kParseNanAndInfFlag`;
+//! Python's `json.dumps` writes them), and a field given twice, of which the first counts (the
+//! later ones are checked for grammar only). A body serde must read (one this reader declines
+//! for another reason) is refused with either, as serde reads JSON strictly. Either reader
+//! takes a UTF-8 byte order mark before the document ([`read`]), and a number past RapidJSON's
+//! bound anywhere, in a field nobody reads too, refuses the body in RapidJSON's words.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::ProtocolError;
 use super::float_array;
-use super::json_syntax::{nan_or_infinity, refusal};
+use super::json_syntax::{nan_or_infinity, number_too_big, rapidjson_message, refusal};
 use crate::engine::DataType;
 
 /// Nesting deeper than this is declined (serde's own limit is 128).
@@ -74,11 +77,21 @@ pub enum TensorData<'a> {
 /// The request's fields: in one pass when the body is ordinary, else by serde, which also words
 /// every refusal (in RapidJSON's words where RapidJSON refuses the body).
 pub fn read(json: &[u8]) -> Result<Envelope<'_>, ProtocolError> {
+    // A UTF-8 byte order mark before the document, which Triton's frontend takes.
+    let json = json.strip_prefix(UTF8_BOM).unwrap_or(json);
     if let Some(envelope) = one_pass(json) {
         return Ok(envelope);
     }
+    // RapidJSON refuses the whole body for a number past its bound anywhere, in a field serde
+    // ignores too (`{"x":1e400,...}`).
+    if let Some(message) = rapidjson_message(json) {
+        return Err(ProtocolError::BadRequest(message));
+    }
     with_serde(json)
 }
+
+/// The UTF-8 byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The request's fields, read in one pass; `None` when the reader declines the body (see the
 /// module's doc), and serde's path must read it.
@@ -163,18 +176,23 @@ pub fn with_serde(json: &[u8]) -> Result<Envelope<'_>, ProtocolError> {
         })
 }
 
-/// A field read once: a second occurrence declines the body (serde refuses a duplicate field).
+/// A field of which the first occurrence counts.
 struct Once<T>(Option<T>);
 
 impl<T> Once<T> {
-    fn set(&mut self, value: T) -> Option<()> {
-        match self.0 {
-            Some(_) => None,
-            None => {
-                self.0 = Some(value);
-                Some(())
-            }
+    /// Reads the field with `read` the first time it occurs; a later occurrence is only
+    /// checked for grammar and ignored, as RapidJSON keeps every member and Triton's frontend
+    /// reads the first.
+    fn first<'a>(
+        &mut self,
+        r: &mut Reader<'a>,
+        read: impl FnOnce(&mut Reader<'a>) -> Option<T>,
+    ) -> Option<()> {
+        if self.0.is_some() {
+            return r.skip(0);
         }
+        self.0 = Some(read(r)?);
+        Some(())
     }
 }
 
@@ -198,10 +216,10 @@ impl<'a> Reader<'a> {
             Once::default(),
         );
         self.object(|r, key| match key {
-            "id" => id.set(r.optional_string()?),
-            "parameters" => parameters.set(r.optional_object()?),
-            "inputs" => inputs.set(r.array(Self::input)?),
-            "outputs" => outputs.set(r.array(Self::output)?),
+            "id" => id.first(r, Self::optional_string),
+            "parameters" => parameters.first(r, Self::optional_object),
+            "inputs" => inputs.first(r, |r| r.array(Self::input)),
+            "outputs" => outputs.first(r, |r| r.array(Self::output)),
             _ => r.skip(0),
         })?;
         Some(Envelope {
@@ -221,13 +239,13 @@ impl<'a> Reader<'a> {
             Once::default(),
         );
         self.object(|r, key| match key {
-            "name" => name.set(r.string()?.to_owned()),
-            "datatype" => datatype.set(r.string()?.to_owned()),
-            "shape" => shape.set(r.array(Self::integer)?),
-            "parameters" => parameters.set(r.optional_object()?),
+            "name" => name.first(r, |r| r.string().map(str::to_owned)),
+            "datatype" => datatype.first(r, |r| r.string().map(str::to_owned)),
+            "shape" => shape.first(r, |r| r.array(Self::integer)),
+            "parameters" => parameters.first(r, Self::optional_object),
             "data" => {
                 let dtype = datatype.0.as_deref().and_then(|d| d.parse().ok());
-                data.set(r.data(dtype)?)
+                data.first(r, |r| r.data(dtype))
             }
             _ => r.skip(0),
         })?;
@@ -243,8 +261,8 @@ impl<'a> Reader<'a> {
     fn output(&mut self) -> Option<OutputFields<'a>> {
         let (mut name, mut parameters) = (Once::default(), Once::default());
         self.object(|r, key| match key {
-            "name" => name.set(r.string()?.to_owned()),
-            "parameters" => parameters.set(r.optional_object()?),
+            "name" => name.first(r, |r| r.string().map(str::to_owned)),
+            "parameters" => parameters.first(r, Self::optional_object),
             _ => r.skip(0),
         })?;
         Some(OutputFields {
@@ -405,12 +423,19 @@ impl<'a> Reader<'a> {
         if json.get(at) == Some(&b'.') {
             at = digits(at + 1)?;
         }
+        let mut exponent = false;
         if let Some(b'e' | b'E') = json.get(at) {
             at += 1;
             if let Some(b'+' | b'-') = json.get(at) {
                 at += 1;
             }
             at = digits(at)?;
+            exponent = true;
+        }
+        // Past RapidJSON's bound (only an exponent or 300 digits can be): its refusal is the
+        // body's, worded by the caller.
+        if (exponent || at - self.at > 300) && number_too_big(&json[self.at..at]) {
+            return None;
         }
         Some(at)
     }
@@ -478,6 +503,36 @@ mod tests {
         assert_eq!(envelope.inputs[0].data, Some(TensorData::Text("[1.5]")));
     }
 
+    /// As Triton's frontend reads a body: the first of a field given twice (the later one only
+    /// checked for grammar), a byte order mark, and a number past RapidJSON's bound anywhere
+    /// refused in its words (issue 43, case 11).
+    #[test]
+    fn duplicates_a_byte_order_mark_and_huge_numbers_as_triton_reads_them() {
+        let twice = br#"{"id":"a","inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1],"name":"Y","data":"x"}],"inputs":"ignored","id":"b"}"#;
+        let envelope = read(twice).unwrap();
+        assert_eq!(envelope.id.as_deref(), Some("a"));
+        assert_eq!(envelope.inputs.len(), 1);
+        assert_eq!(envelope.inputs[0].name, "X");
+        assert_eq!(
+            envelope.inputs[0].data,
+            Some(TensorData::Decoded(1f32.to_le_bytes().to_vec(), 1))
+        );
+        let marked = b"\xEF\xBB\xBF{\"inputs\":[]}";
+        assert!(read(marked).unwrap().inputs.is_empty());
+        for body in [
+            &br#"{"x":1e400,"inputs":[]}"#[..],
+            br#"{"x":"A","y":[0e400],"inputs":[]}"#,
+        ] {
+            let Err(ProtocolError::BadRequest(message)) = read(body) else {
+                panic!("{}", String::from_utf8_lossy(body));
+            };
+            assert!(
+                message.starts_with("failed to parse the request JSON buffer: Number too big"),
+                "{message}"
+            );
+        }
+    }
+
     #[test]
     fn declines_what_it_does_not_take_as_is() {
         for json in [
@@ -485,7 +540,8 @@ mod tests {
             "[]",
             "{}",
             r#"{"inputs":[]} x"#,
-            r#"{"inputs":[],"inputs":[]}"#,
+            r#"{"inputs":[],"inputs":[}"#,
+            r#"{"inputs":[],"x":1e400}"#,
             r#"{"inputs":null}"#,
             r#"{"inputs":[],"outputs":null}"#,
             r#"{"inputs":[{"name":"X","datatype":"FP32","shape":[1.0],"data":[1]}]}"#,

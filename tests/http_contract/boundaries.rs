@@ -344,6 +344,28 @@ fn bodies_rapidjson_refuses_get_tritons_words(f: &Fixture) -> Result<(), Failed>
             "{body}: {text}"
         );
     }
+    // As Triton reads a body (issue 43, case 11): the first of a field given twice, a byte
+    // order mark, `-0` as the integer 0; and a number past RapidJSON's bound in a field nobody
+    // reads refuses the body.
+    let twice = r#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[-0,-0.0],"data":[7,7]}],"inputs":[]}"#;
+    let marked = format!("\u{feff}{}", one("[2]", "[1,1]"));
+    for (body, expected) in [(twice, "[0.0,-0.0]"), (marked.as_str(), "[2.0]")] {
+        let response = post_body(f, body.as_bytes());
+        ensure!(
+            response.status == 200 && response.text().contains(expected),
+            "{body}: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+    let ignored = format!(r#"{{"x":[1e400],{}"#, &one("[1]", "[1,1]")[1..]);
+    let refused = post_body(f, ignored.as_bytes());
+    ensure!(
+        refused.status == 400 && refused.error() == at(too_big, 6),
+        "{ignored}: {} {}",
+        refused.status,
+        refused.text()
+    );
     // A word that starts as one and is not stays RapidJSON's invalid value.
     let bad = post_body(f, one("[Infinit]", "[1,1]").as_bytes());
     ensure!(

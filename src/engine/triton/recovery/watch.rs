@@ -29,7 +29,11 @@ fn forget(pid: u32, stub: &Seen, alive: bool) {
         remove_region(pid, region);
     }
     if !alive && processes::reap_if_zombie_child(pid) {
-        tracing::debug!(pid, model = stub.model, "reaped a dead python backend process");
+        tracing::debug!(
+            pid,
+            model = stub.model,
+            "reaped a dead python backend process"
+        );
     }
 }
 
