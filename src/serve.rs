@@ -254,14 +254,14 @@ async fn check_artifacts(
         || std::path::PathBuf::from(TRITON_DEFAULT_BACKENDS),
         |home| home.join("backends"),
     );
-    let repository = match &config.mode {
-        Mode::SingleModel { repository, .. } => Some(repository.clone()),
-        Mode::MultiModel { .. } => None,
+    let (repository, models_root) = match &config.mode {
+        Mode::SingleModel { repository, .. } => (Some(repository.clone()), None),
+        Mode::MultiModel { models_root, .. } => (None, Some(models_root.clone())),
     };
     let (policy, refusal) = tokio::task::spawn_blocking(move || {
         let mut policy = policy;
         policy.image = Arc::new(ImageBackends::in_folder(&backends));
-        policy.check_channels();
+        policy.check_channels(models_root.as_deref());
         let refusal = repository.and_then(|repository| policy.check(&repository).err());
         (policy, refusal)
     })

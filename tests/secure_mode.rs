@@ -493,3 +493,56 @@ fn a_multi_model_artifact_brings_no_native_code_unless_allowed() {
         "the core did not log the artifact's library"
     );
 }
+
+/// Under Secure Mode with the multi-model root as the untrusted channel, one tenant's refused
+/// artifact (a pickle, which SageMaker leaves on disk after the 400) refuses no other tenant:
+/// not their loads, and not the restore of a restarted serving process (issue 43, case 14: the
+/// restarted process found the pickle in the channel, restored 0 of 1 models and refused every
+/// load from then on).
+#[test]
+fn one_tenants_refused_artifact_refuses_no_other_tenant_after_a_restart() {
+    let root = tempfile::tempdir().unwrap();
+    let repository = tempfile::tempdir().unwrap();
+    let mut env = secure_env(root.path());
+    env.push(("SAGEMAKER_MULTI_MODEL", OsStr::new("true")));
+    let args = [
+        OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (running, addr) = serve_ready_with(trident(&env), repository.path(), &args);
+    let good = root.path().join("good/model");
+    common::copy_model("native_identity_fp32", &good, "m");
+    assert_eq!(load(addr, "good", &good).status, 200);
+    let pickled = root.path().join("pickled/model");
+    common::copy_model("native_identity_fp32", &pickled, "m");
+    write(&pickled.join("m/1/weights.pkl"), b"\x80\x04N.");
+    let refused = load(addr, "pickled", &pickled);
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    let supervisor = running.0.id();
+    let serving = common::process::serving_process(supervisor);
+    assert!(common::send_signal(serving, "KILL"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while common::process::current_serving_process(supervisor).is_none_or(|pid| pid == serving)
+        || get(addr, "/ping").status != 200
+    {
+        assert!(std::time::Instant::now() < deadline, "not serving again");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(listed(addr), ["good"], "the restored models");
+    let answer = invoke_identity(addr, "/models/good/invoke");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let other = root.path().join("other/model");
+    common::copy_model("native_identity_fp32", &other, "m");
+    let loaded = load(addr, "other", &other);
+    assert_eq!(
+        loaded.status,
+        200,
+        "a later tenant's load: {}",
+        loaded.text()
+    );
+    let again = load(addr, "pickled", &pickled);
+    assert_eq!(again.status, 400, "{}", again.text());
+    assert!(again.error().contains("weights.pkl"), "{}", again.text());
+}

@@ -198,31 +198,51 @@ impl ArtifactPolicy {
         if let Some(refusal) = &self.channels_refusal {
             return Err(refusal.clone());
         }
-        check_folder(root, &self.gates(), &self.image)
+        check_folder(root, &self.gates(), &self.image, None)
     }
 
     /// Checks the untrusted channels (Secure Mode only), keeping the first refusal for every
     /// later [`ArtifactPolicy::check`].
-    pub fn check_channels(&mut self) {
+    ///
+    /// On a multi-model endpoint, `per_artifact` is its models root: every tenant's download
+    /// lies there, and each is checked at its own load, never as a part of a channel. A channel
+    /// that is the root or inside it is not checked here; one that holds it is checked but for
+    /// it. Otherwise one tenant's refused download (which SageMaker leaves on disk) would
+    /// refuse every tenant's load, and every model a restarted serving process restores.
+    pub fn check_channels(&mut self, per_artifact: Option<&Path>) {
         let Some(secure) = &self.secure_mode else {
             return;
         };
         let gates = self.gates();
-        self.channels_refusal = secure
-            .untrusted_channels
-            .iter()
-            .find_map(|channel| check_folder(channel, &gates, &self.image).err());
+        let root = per_artifact.map(|root| std::fs::canonicalize(root).unwrap_or(root.into()));
+        self.channels_refusal = secure.untrusted_channels.iter().find_map(|channel| {
+            let Some(root) = &root else {
+                return check_folder(channel, &gates, &self.image, None).err();
+            };
+            let channel = std::fs::canonicalize(channel).unwrap_or(channel.clone());
+            if channel.starts_with(root) {
+                tracing::info!(
+                    channel = %channel.display(),
+                    "an untrusted channel within the models root: each artifact in it is checked at its own load"
+                );
+                return None;
+            }
+            let excluded = root.starts_with(&channel).then_some(root.as_path());
+            check_folder(&channel, &gates, &self.image, excluded).err()
+        });
         if let Some(refusal) = &self.channels_refusal {
             tracing::error!(%refusal, "an untrusted channel holds what Secure Mode forbids: no model will load");
         }
     }
 }
 
-/// Holds every file under `root` to the rules whose gates are in `gates`.
+/// Holds every file under `root` to the rules whose gates are in `gates`, but those under
+/// `excluded`.
 fn check_folder(
     root: &Path,
     gates: &BTreeSet<Gate>,
     image: &ImageBackends,
+    excluded: Option<&Path>,
 ) -> Result<(), ArtifactRefusal> {
     let Some(&first_gate) = gates.first() else {
         return Ok(());
@@ -233,7 +253,10 @@ fn check_folder(
         gate: first_gate,
     })?;
     let mut findings = Vec::new();
-    for entry in &entries {
+    let kept = entries
+        .iter()
+        .filter(|entry| excluded.is_none_or(|excluded| !entry.path.starts_with(excluded)));
+    for entry in kept {
         for rule in rules::RULES {
             let Some(&gate) = rule.gates.iter().find(|g| gates.contains(g)) else {
                 continue;

@@ -224,7 +224,7 @@ fn the_untrusted_channels_refuse_every_artifact_once_they_hold_a_forbidden_file(
     write(channel.path(), "data/weights.pkl", b"x");
     let mut policy = secure(&[Control::PickleFiles]);
     policy.secure_mode.as_mut().unwrap().untrusted_channels = vec![channel.path().to_path_buf()];
-    policy.check_channels();
+    policy.check_channels(None);
     let artifact = tempfile::tempdir().unwrap();
     write(
         artifact.path(),
@@ -294,4 +294,31 @@ fn configurations_are_read_as_the_core_reads_them() {
     for broken in ["backend: \"x", "backend: \"\\q\"", "backend: \"\\x\"", "@"] {
         assert!(model_config::parse(broken).is_err(), "{broken}");
     }
+}
+
+/// On a multi-model endpoint the models root holds every tenant's download, each checked at its
+/// own load: a channel that is the root is not checked as a whole, and one that holds it is
+/// checked but for it (issue 43, case 14: one tenant's refused pickle refused every tenant).
+#[test]
+fn a_channel_holding_the_models_root_is_checked_but_for_it() {
+    let channel = tempfile::tempdir().unwrap();
+    let models_root = channel.path().join("models");
+    write(&models_root, "tenant_a/model/weights.pkl", b"x");
+    let good = models_root.join("tenant_b");
+    write(&good, "model/config.pbtxt", b"backend: \"onnxruntime\"");
+    for channel in [channel.path().to_path_buf(), models_root.clone()] {
+        let mut policy = secure(&[Control::PickleFiles]);
+        policy.secure_mode.as_mut().unwrap().untrusted_channels = vec![channel.clone()];
+        policy.check_channels(Some(&models_root));
+        assert_eq!(policy.check(&good), Ok(()), "{}", channel.display());
+        let refused = policy.check(&models_root.join("tenant_a")).unwrap_err();
+        assert!(refused.to_string().contains("weights.pkl"), "{refused}");
+    }
+    // What the channel holds outside the models root still refuses every artifact.
+    write(channel.path(), "other/data.pkl", b"x");
+    let mut policy = secure(&[Control::PickleFiles]);
+    policy.secure_mode.as_mut().unwrap().untrusted_channels = vec![channel.path().to_path_buf()];
+    policy.check_channels(Some(&models_root));
+    let text = policy.check(&good).unwrap_err().to_string();
+    assert!(text.contains("data.pkl"), "{text}");
 }
