@@ -96,6 +96,7 @@ const FUNCTIONS: &[&str] = &[
     "TRITONSERVER_InferenceResponseParameter",
     "TRITONSERVER_InferenceResponseOutputCount",
     "TRITONSERVER_InferenceResponseOutput",
+    "TRITONSERVER_InferenceResponseOutputClassificationLabel",
 ];
 
 fn main() {

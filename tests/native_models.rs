@@ -45,6 +45,7 @@ fn main() -> std::process::ExitCode {
         a_cancelled_native_stream_stops_and_frees_its_instance,
         interleaved_sequences_keep_separate_state_in_the_model,
         out_of_memory_on_invoke_is_507,
+        classification_answers_top_classes_with_labels,
         // Last: it leaves a failed load in the shared core, which is then not ready.
         a_failed_native_load_leaves_the_endpoint_serving,
     ];
@@ -404,6 +405,71 @@ fn invoke_identity_fp32(at: SocketAddr, name: &str) -> common::http_client::Http
         &format!("/models/{name}/invoke"),
         &json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [2.5]}]}),
     )
+}
+
+/// Triton's `classification` output parameter (what `tritonclient`'s `class_count` sends; issue
+/// 43, case 10: it was refused): the output's top k as `value:index:label` strings, labels from
+/// the model's label file, in JSON and as binary; an output of a type with no order is 400.
+fn classification_answers_top_classes_with_labels(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("mme");
+    let url = place(f, "labelled", "native_identity_fp32");
+    let folder = std::path::Path::new(&url);
+    let config = folder.join("config.pbtxt");
+    let text = std::fs::read_to_string(&config)?.replace(
+        r#"output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1, -1 ] } ]"#,
+        r#"output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1, -1 ], label_filename: "labels.txt" } ]"#,
+    );
+    ensure!(text.contains("label_filename"), "{text}");
+    std::fs::write(&config, text)?;
+    std::fs::write(folder.join("labels.txt"), "cat\ndog\nfish\nbird\n")?;
+    let loaded = load(at, "labelled", &url);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let ask = |parameters: serde_json::Value| {
+        post_json(
+            at,
+            "/models/labelled/invoke",
+            &json!({
+                "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [0.1, 0.7, 0.15, 0.05]}],
+                "outputs": [{"name": "OUTPUT0", "parameters": parameters}],
+            }),
+        )
+    };
+    let response = ask(json!({"classification": 2}));
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let output = &response.json()["outputs"][0];
+    ensure!(
+        output["datatype"] == "BYTES"
+            && output["shape"] == json!([2])
+            && output["data"] == json!(["0.700000:1:dog", "0.150000:2:fish"]),
+        "{output}"
+    );
+    let binary = ask(json!({"classification": 1, "binary_data": true}));
+    ensure!(binary.status == 200, "{} {}", binary.status, binary.text());
+    ensure!(
+        binary.body.ends_with(b"\x0e\x00\x00\x000.700000:1:dog"),
+        "{:?}",
+        binary.text()
+    );
+    let refused = post_json(
+        f.at("identity"),
+        "/invocations",
+        &json!({
+            "inputs": [{"name": "INPUT_FP16", "datatype": "FP16", "shape": [1, 1], "data": [1.0]}],
+            "outputs": [{"name": "OUTPUT_FP16", "parameters": {"classification": 1}}],
+        }),
+    );
+    ensure!(
+        refused.status == 400 && refused.error().contains("unsupported type 'FP16'"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    Ok(())
 }
 
 fn out_of_memory_on_invoke_is_507(f: &Fixture) -> Result<(), Failed> {

@@ -4,6 +4,7 @@
 //! [`processes`] reads the python backend's processes from `/proc` (the engine's recovery and the
 //! supervisor both need it).
 
+pub mod classification;
 pub mod dtype;
 mod error;
 #[cfg(test)]

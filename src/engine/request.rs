@@ -67,6 +67,9 @@ pub struct InferRequest {
     pub inputs: Vec<InputTensor>,
     /// The outputs to return; empty means every output of the model.
     pub requested_outputs: Vec<String>,
+    /// Requested outputs to return as their top `k` classes (Triton's `classification`
+    /// parameter, [`super::classification`]), by name.
+    pub classification: Vec<(String, u32)>,
     /// Named parameters set on the Triton request, for the model or backend to read.
     pub parameters: Vec<(String, ParameterValue)>,
     /// A deadline Triton enforces while the request waits in the model's queue.

@@ -73,8 +73,11 @@ pub fn decode_infer_request(
     }
     for output in json.outputs {
         // A listed output is JSON unless it asks for binary itself, whatever the default says.
-        let binary = output_is_binary(json_bytes, &output)?;
+        let (binary, classes) = output_parameters(json_bytes, &output)?;
         encoding.per_output.push((output.name.clone(), binary));
+        if let Some(k) = classes {
+            request.classification.push((output.name.clone(), k));
+        }
         request.requested_outputs.push(output.name);
     }
     Ok((request, encoding))
@@ -193,22 +196,25 @@ fn decode_input(
     })
 }
 
-/// Whether a requested output asks for binary data; classification outputs are refused.
-fn output_is_binary(json: &[u8], output: &OutputFields) -> Result<bool, ProtocolError> {
-    let mut binary = false;
+/// Whether a requested output asks for binary data, and for how many classes (Triton's
+/// `classification`: its top `k` elements as strings, [`crate::engine::classification`]; 0 is
+/// none, as in Triton).
+fn output_parameters(
+    json: &[u8],
+    output: &OutputFields,
+) -> Result<(bool, Option<u32>), ProtocolError> {
+    let (mut binary, mut classes) = (false, None);
     for (key, value) in parameters(json, output.parameters)?.iter().flatten() {
         match key.as_str() {
             "binary_data" => binary = expect_bool(key, value)?,
             "classification" => {
-                return Err(bad(format!(
-                    "output '{}': classification outputs are not supported",
-                    output.name
-                )));
+                let k = expect_u64(key, value)?;
+                classes = (k > 0).then(|| u32::try_from(k).unwrap_or(u32::MAX));
             }
             _ => {}
         }
     }
-    Ok(binary)
+    Ok((binary, classes))
 }
 
 /// A binary input must hold exactly what its shape says: `elements` × the element size, or for
@@ -450,6 +456,14 @@ mod tests {
     }
 
     #[test]
+    fn classification_asks_for_an_outputs_top_classes() {
+        let body = br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":3}},{"name":"B","parameters":{"classification":0}}]}"#;
+        let (request, _) = decode(body, None).unwrap();
+        assert_eq!(request.requested_outputs, ["A", "B"]);
+        assert_eq!(request.classification, [("A".to_owned(), 3)]);
+    }
+
+    #[test]
     fn malformed_requests_are_bad_requests() {
         let cases: &[(&[u8], Option<usize>, &str)] = &[
             (b"{", None, "failed to parse the request JSON"),
@@ -462,7 +476,8 @@ mod tests {
             (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"data":[1],"parameters":{"binary_data_size":4}}]}"#, None, "both"),
             (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"binary_data_size":4}}]}"#, None, "only 0 bytes"),
             (br#"{"inputs":[{"name":"A","datatype":"INT32","shape":[1],"parameters":{"binary_data_size":-4}}]}"#, None, "non-negative"),
-            (br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":3}}]}"#, None, "classification"),
+            (br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":-3}}]}"#, None, "classification"),
+            (br#"{"inputs":[],"outputs":[{"name":"A","parameters":{"classification":"3"}}]}"#, None, "classification"),
             (br#"{"inputs":[],"parameters":{"binary_data_output":1}}"#, None, "must be a boolean"),
             (br#"{"inputs":[],"parameters":{"p":[1]}}"#, None, "must be a string, number or boolean"),
             (br#"{"inputs":[],"parameters":{"triton_x":1}}"#, None, "reserved for Triton"),

@@ -60,6 +60,16 @@ struct RequestContext {
 struct ResponseContext {
     triton: &'static Triton,
     sender: mpsc::UnboundedSender<ResponseResult>,
+    classification: Option<Classification>,
+}
+
+/// The outputs a request asked for as classes, and whether the model's first dimension is
+/// the batch (each batch entry is then classified apart).
+pub(super) struct Classification {
+    /// Output name and `k`.
+    pub outputs: Vec<(String, u32)>,
+    /// The model's `max_batch_size` is above 0.
+    pub batched: bool,
 }
 
 /// A request Triton does not own yet (before `InferAsync` succeeds), deleted on drop.
@@ -85,7 +95,16 @@ impl Server {
             })
         }?;
         let inputs = describe(&unsubmitted, &request)?;
-        self.submit(unsubmitted, inputs)
+        let classification = if request.classification.is_empty() {
+            None
+        } else {
+            let config = self.model_config(&request.model_name, request.model_version)?;
+            Some(Classification {
+                outputs: request.classification,
+                batched: config["max_batch_size"].as_u64().unwrap_or(0) > 0,
+            })
+        };
+        self.submit(unsubmitted, inputs, classification)
     }
 
     /// Hands a described request to Triton with its callbacks; on success Triton owns it.
@@ -93,6 +112,7 @@ impl Server {
         &self,
         unsubmitted: UnsubmittedRequest,
         inputs: Vec<Bytes>,
+        classification: Option<Classification>,
     ) -> Result<ResponseStream, EngineError> {
         let triton = self.triton();
         let api = &triton.api;
@@ -106,7 +126,11 @@ impl Server {
             in_flight: Arc::clone(&in_flight),
         }));
         let (sender, receiver) = mpsc::unbounded_channel();
-        let response_context = Box::into_raw(Box::new(ResponseContext { triton, sender }));
+        let response_context = Box::into_raw(Box::new(ResponseContext {
+            triton,
+            sender,
+            classification,
+        }));
 
         // SAFETY: `ptr` is our unsubmitted request; the release callback's context is a live
         // box whose ownership passes to the callback only if `InferAsync` succeeds.
@@ -330,7 +354,7 @@ unsafe extern "C" fn complete_response(
         unsafe {
             let context = &*context;
             let api = &context.triton.api;
-            let result = read_response(api, response);
+            let result = read_response(api, response, context.classification.as_ref());
             let status = api.TRITONSERVER_InferenceResponseDelete(response);
             if let Err(e) = check(api, status) {
                 tracing::warn!(error = %e, "deleting a Triton response failed");

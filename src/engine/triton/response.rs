@@ -10,6 +10,8 @@ use super::convert::datatype_from_raw;
 use super::error::out_value;
 use super::error::{check, copy_error, cstr_lossy};
 use super::ffi;
+use super::inference::Classification;
+use crate::engine::classification::classify;
 use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 
@@ -21,6 +23,7 @@ use crate::engine::{InferResponse, OutputTensor, ParameterValue};
 pub(super) unsafe fn read_response(
     api: &ffi::TritonServerApi,
     response: *mut ffi::TRITONSERVER_InferenceResponse,
+    classification: Option<&Classification>,
 ) -> Result<InferResponse, EngineError> {
     // SAFETY (every block below): `response` is valid per the caller; every out-pointer is a
     // local valid for writes; the strings and arrays Triton returns live as long as the response
@@ -55,7 +58,20 @@ pub(super) unsafe fn read_response(
     let mut outputs = Vec::with_capacity(count as usize);
     for index in 0..count {
         // SAFETY: see above; `index` is below the output count.
-        outputs.push(unsafe { read_output(api, response, index) }?);
+        let output = unsafe { read_output(api, response, index) }?;
+        let k = classification.and_then(|c| {
+            c.outputs
+                .iter()
+                .find(|(name, _)| *name == output.name)
+                .map(|&(_, k)| (k, c.batched))
+        });
+        outputs.push(match k {
+            None => output,
+            Some((k, batched)) => classify(&output, k, batched, |class| {
+                // SAFETY: see above; `index` is below the output count.
+                unsafe { class_label(api, response, index, class) }
+            })?,
+        });
     }
     Ok(InferResponse {
         model_name,
@@ -64,6 +80,29 @@ pub(super) unsafe fn read_response(
         parameters,
         outputs,
     })
+}
+
+/// The label of class `class` of output `index`, from the label file the model's configuration
+/// gives it (none without one).
+///
+/// # Safety
+/// As for [`read_response`]; `index` below the response's output count.
+unsafe fn class_label(
+    api: &ffi::TritonServerApi,
+    response: *mut ffi::TRITONSERVER_InferenceResponse,
+    index: u32,
+    class: usize,
+) -> Result<Option<String>, EngineError> {
+    let mut label = std::ptr::null();
+    // SAFETY: per the caller; `label` is a local valid for writes; the string Triton returns,
+    // if any, lives as long as the response and is copied here.
+    check(api, unsafe {
+        api.TRITONSERVER_InferenceResponseOutputClassificationLabel(
+            response, index, class, &mut label,
+        )
+    })?;
+    // SAFETY: null, or a NUL-terminated string valid while the response is (see above).
+    Ok((!label.is_null()).then(|| unsafe { cstr_lossy(label) }))
 }
 
 /// The response's parameters, each key once.
