@@ -244,3 +244,86 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// A generate body of as many keys as fit, each naming no input (each would be a request
+/// parameter the core builds an object for), and one of a nesting as deep as fits.
+fn hostile_generate_bodies() -> Vec<(&'static str, Vec<u8>)> {
+    let mut keys = b"{".to_vec();
+    for n in 0.. {
+        let key = format!(r#""k{n}":1,"#);
+        if keys.len() + key.len() + 40 > BODY_LIMIT {
+            break;
+        }
+        keys.extend_from_slice(key.as_bytes());
+    }
+    keys.extend_from_slice(br#""INPUT0":[[1]]}"#);
+    let depth = BODY_LIMIT / 2 - 32;
+    let mut deep = br#"{"INPUT0":"#.to_vec();
+    deep.extend(std::iter::repeat_n(b'[', depth));
+    deep.extend(std::iter::repeat_n(b']', depth));
+    deep.push(b'}');
+    vec![("many keys", keys), ("deep", deep)]
+}
+
+/// The generate route under hostile bodies at once (ten of each shape): refused with 400 naming
+/// the limit, within the same budget as the v2 route, the next request served.
+#[test]
+fn hostile_generate_bodies_cost_a_small_multiple_of_themselves() {
+    let repository = tempfile::tempdir().unwrap();
+    common::copy_model("native_identity_fp32", repository.path(), "identity");
+    let mut command = trident();
+    command.env("SAGEMAKER_TRITON_INFERENCE_TYPE", "generate");
+    let (running, addr) = serve_ready(command, repository.path());
+    let serving = serving_process(running.0.id());
+    let generate = |body: &[u8]| {
+        try_request(
+            addr,
+            "POST",
+            "/invocations",
+            &[("Content-Type", "application/json")],
+            body,
+        )
+    };
+    let ok = generate(br#"{"INPUT0":[[1.5,2]]}"#).unwrap();
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let at_rest = status_bytes(serving, "VmRSS");
+    reset_peak(serving);
+    let bodies = hostile_generate_bodies();
+    let in_flight: usize = bodies.iter().map(|(_, body)| body.len()).sum::<usize>() * 10;
+    std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..10)
+            .flat_map(|_| bodies.iter())
+            .map(|(shape, body)| {
+                scope.spawn(move || {
+                    let response =
+                        generate(body).unwrap_or_else(|e| panic!("{shape}: no answer: {e:?}"));
+                    assert_eq!(response.status, 400, "{shape}: {}", response.text());
+                    let error = response.error();
+                    assert!(
+                        error.contains("parameters") || error.contains("recursion limit"),
+                        "{shape}: {error}"
+                    );
+                })
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+    });
+    let peak = status_bytes(serving, "VmHWM");
+    assert!(
+        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
+        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
+        peak >> 20,
+        at_rest >> 20,
+        in_flight >> 20
+    );
+    let after = generate(br#"{"INPUT0":[[1.5,2]]}"#).unwrap();
+    assert_eq!(
+        after.status,
+        200,
+        "the request after them: {}",
+        after.text()
+    );
+    assert_eq!(serving_process(running.0.id()), serving);
+}

@@ -547,7 +547,8 @@ fn add_in_session(addr: std::net::SocketAddr, id: &str, value: i32) -> i64 {
 
 /// `trident serve` as SageMaker runs it, with sessions on a stateful model whose configuration
 /// sets no idle limit (Triton's 1 s): a session keeps its sum across a 3 s pause, and SIGTERM
-/// with 100 open sessions (30 of them started in the model) ends them and exits 0 within 5 s,
+/// with 32 open sessions, as many as the model's sequence slots (30 of them started in the
+/// model), ends them and exits 0 within 5 s,
 /// where the core used to wait for every open sequence until SageMaker's SIGKILL.
 #[test]
 fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
@@ -564,7 +565,7 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
         5,
         "the sum after a 3 s pause"
     );
-    let ids: Vec<String> = (0..99).map(|_| open_session(addr)).collect();
+    let ids: Vec<String> = (0..31).map(|_| open_session(addr)).collect();
     for id in ids.iter().take(29) {
         assert_eq!(add_in_session(addr, id, 1), 1);
     }
@@ -591,7 +592,7 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
         log.contains("open sessions ended for the shutdown"),
         "{log}"
     );
-    eprintln!("SIGTERM with 100 open sessions: exit 0 after {took:?}");
+    eprintln!("SIGTERM with 32 open sessions: exit 0 after {took:?}");
 }
 
 /// SIGTERM at the default grace with a session request that outlives the drain (issue 43, case

@@ -256,9 +256,13 @@ impl Engine for TritonEngine {
         let (model, recovery) = (model.to_owned(), Arc::clone(&self.recovery));
         self.blocking(move |s| {
             let model_lock = recovery.model_lock(&model);
-            let _held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let held = model_lock.lock().unwrap_or_else(|p| p.into_inner());
             recovery.unloaded_on_purpose(&model);
-            s.unload_model(&model, true)
+            let unloaded = s.unload_model(&model, true);
+            drop(held);
+            drop(model_lock);
+            recovery.forget_lock(&model);
+            unloaded
         })
         .await
     }

@@ -177,6 +177,19 @@ impl Recovery {
         Arc::clone(lock(&self.state).locks.entry(model.to_owned()).or_default())
     }
 
+    /// Drops the lock of `model`, unloaded, unless someone holds or waits for it: the table
+    /// holds locks only for names in use, not for every name ever loaded.
+    pub fn forget_lock(&self, model: &str) {
+        let mut state = lock(&self.state);
+        if state
+            .locks
+            .get(model)
+            .is_some_and(|held| Arc::strong_count(held) == 1)
+        {
+            state.locks.remove(model);
+        }
+    }
+
     /// Looks at an inference error of a request to `model`: when it says an instance's process
     /// is gone, and that instance has no live process now (a request queued on an instance
     /// already replaced says so too), its model is reloaded.
