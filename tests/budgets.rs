@@ -1,6 +1,8 @@
 //! The resource budget, measured on `trident serve` as a process (README, "Budgets"): hostile
 //! bodies of the worst shapes found cost the serving process a small multiple of what is in
-//! flight, are refused with 400, and leave it serving with its memory at rest where it was.
+//! flight, are refused with 400, and leave it serving with its memory at rest where it was:
+//! on `/invocations` (v2 JSON, the binary header, generate) and on a multi-model endpoint's
+//! `/models/{name}/invoke`.
 
 mod common;
 
@@ -325,5 +327,73 @@ fn hostile_generate_bodies_cost_a_small_multiple_of_themselves() {
         "the request after them: {}",
         after.text()
     );
+    assert_eq!(serving_process(running.0.id()), serving);
+}
+
+/// A multi-model endpoint's invoke route under the worst v2 bodies (two of each at once):
+/// refused with 400, within the budget, the model serving after them.
+#[test]
+fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() {
+    let root = tempfile::tempdir().unwrap();
+    let repository = tempfile::tempdir().unwrap();
+    let mut command = trident();
+    command.env("SAGEMAKER_MULTI_MODEL", "true");
+    let args = [
+        std::ffi::OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        std::ffi::OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (running, addr) = common::process::serve_ready_with(command, repository.path(), &args);
+    let url = root.path().join("tenant/model");
+    common::copy_model("native_identity_fp32", &url, "identity");
+    let body = serde_json::json!({"model_name": "tenant", "url": url}).to_string();
+    let loaded = request(addr, "POST", "/models", &[], body.as_bytes());
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let invoke = |body: &[u8]| {
+        try_request(
+            addr,
+            "POST",
+            "/models/tenant/invoke",
+            &[("Content-Type", "application/json")],
+            body,
+        )
+    };
+    let good = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[3]}]}"#;
+    assert_eq!(invoke(good).unwrap().status, 200);
+    let serving = serving_process(running.0.id());
+    let at_rest = status_bytes(serving, "VmRSS");
+    reset_peak(serving);
+    let bodies = [
+        many_inputs(true),
+        many_inputs(false),
+        dense_fp64(),
+        many_outputs(),
+    ];
+    let in_flight: usize = bodies.iter().map(Vec::len).sum::<usize>() * 2;
+    std::thread::scope(|scope| {
+        let clients: Vec<_> = bodies
+            .iter()
+            .chain(bodies.iter())
+            .map(|body| {
+                scope.spawn(move || {
+                    let response = invoke(body).expect("an answer");
+                    assert_eq!(response.status, 400, "{}", response.text());
+                })
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+    });
+    let peak = status_bytes(serving, "VmHWM");
+    assert!(
+        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
+        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
+        peak >> 20,
+        at_rest >> 20,
+        in_flight >> 20
+    );
+    assert_eq!(invoke(good).unwrap().status, 200, "the request after them");
     assert_eq!(serving_process(running.0.id()), serving);
 }
