@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::http_client::{request, try_request};
+use common::http_client::{HttpResponse, NoResponse, request, try_request};
 use common::process::{serve_ready, serving_process};
 
 fn trident() -> Command {
@@ -120,6 +120,49 @@ fn many_binary_inputs() -> (Vec<u8>, usize) {
 /// A hostile body: its shape's name, its bytes and the headers it needs beyond its type.
 type Hostile = (&'static str, Vec<u8>, Vec<(&'static str, String)>);
 
+/// Sends each of `hostile`, `rounds` times, from a thread of its own, all at once, with the
+/// serving process's peak resident set reset first: each must be answered 400, its error
+/// passing `check` (given the shape's name). The peak must grow by less than 10× the bodies in
+/// flight. Returns the resident set before, the peak, and the bytes in flight.
+fn refused_within_budget(
+    serving: u32,
+    hostile: &[Hostile],
+    rounds: usize,
+    send: impl Fn(&Hostile) -> Result<HttpResponse, NoResponse> + Sync,
+    check: impl Fn(&str, &str) + Sync,
+) -> (u64, u64, usize) {
+    let at_rest = status_bytes(serving, "VmRSS");
+    reset_peak(serving);
+    let in_flight = hostile.iter().map(|(_, body, _)| body.len()).sum::<usize>() * rounds;
+    std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..rounds)
+            .flat_map(|_| hostile.iter())
+            .map(|body| {
+                let (send, check) = (&send, &check);
+                scope.spawn(move || {
+                    let shape = body.0;
+                    let response =
+                        send(body).unwrap_or_else(|e| panic!("{shape}: no answer: {e:?}"));
+                    assert_eq!(response.status, 400, "{shape}: {}", response.text());
+                    check(shape, &response.error());
+                })
+            })
+            .collect();
+        for client in clients {
+            client.join().unwrap();
+        }
+    });
+    let peak = status_bytes(serving, "VmHWM");
+    assert!(
+        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
+        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
+        peak >> 20,
+        at_rest >> 20,
+        in_flight >> 20
+    );
+    (at_rest, peak, in_flight)
+}
+
 fn good(addr: SocketAddr) -> u16 {
     let body = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2]}]}"#;
     let response = request(
@@ -150,9 +193,6 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
     let (running, addr) = serve_ready(trident(), repository.path());
     let serving = serving_process(running.0.id());
     assert_eq!(good(addr), 200);
-    let at_rest = status_bytes(serving, "VmRSS");
-    reset_peak(serving);
-
     let (binary, json_len) = many_binary_inputs();
     let binary_header = json_len.to_string();
     let bodies: Vec<Hostile> = vec![
@@ -166,46 +206,25 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
             vec![("Inference-Header-Content-Length", binary_header)],
         ),
     ];
-    let in_flight: usize = bodies.iter().map(|(_, body, _)| body.len()).sum::<usize>() * 4;
     let started = Instant::now();
-    std::thread::scope(|scope| {
-        let mut clients = Vec::new();
-        for round in 0..4 {
-            for (shape, body, extra) in &bodies {
-                clients.push(scope.spawn(move || {
-                    let mut headers = vec![("Content-Type", "application/json".to_owned())];
-                    headers.extend(extra.iter().map(|(k, v)| (*k, v.clone())));
-                    let headers: Vec<(&str, &str)> =
-                        headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    let response = try_request(addr, "POST", "/invocations", &headers, body)
-                        .unwrap_or_else(|e| panic!("{shape} (round {round}): no answer: {e:?}"));
-                    assert_eq!(response.status, 400, "{shape}: {}", response.text());
-                    let error = response.error();
-                    assert!(
-                        ["inputs", "outputs", "elements"]
-                            .iter()
-                            .any(|w| error.contains(w)),
-                        "{shape}: {error}"
-                    );
-                }));
-            }
-        }
-        for client in clients {
-            client.join().unwrap();
-        }
-    });
+    let send = |(_, body, extra): &Hostile| {
+        let mut headers = vec![("Content-Type", "application/json")];
+        headers.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+        try_request(addr, "POST", "/invocations", &headers, body)
+    };
+    let check = |shape: &str, error: &str| {
+        assert!(
+            ["inputs", "outputs", "elements"]
+                .iter()
+                .any(|w| error.contains(w)),
+            "{shape}: {error}"
+        );
+    };
+    let (at_rest, peak, in_flight) = refused_within_budget(serving, &bodies, 4, send, check);
     eprintln!(
         "20 hostile bodies ({} MiB in all) refused in {:?}",
         in_flight >> 20,
         started.elapsed()
-    );
-    let peak = status_bytes(serving, "VmHWM");
-    assert!(
-        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
-        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
-        peak >> 20,
-        at_rest >> 20,
-        in_flight >> 20
     );
     assert_eq!(good(addr), 200, "the request after them");
     assert_eq!(
@@ -288,38 +307,17 @@ fn hostile_generate_bodies_cost_a_small_multiple_of_themselves() {
     };
     let ok = generate(br#"{"INPUT0":[[1.5,2]]}"#).unwrap();
     assert_eq!(ok.status, 200, "{}", ok.text());
-    let at_rest = status_bytes(serving, "VmRSS");
-    reset_peak(serving);
-    let bodies = hostile_generate_bodies();
-    let in_flight: usize = bodies.iter().map(|(_, body)| body.len()).sum::<usize>() * 10;
-    std::thread::scope(|scope| {
-        let clients: Vec<_> = (0..10)
-            .flat_map(|_| bodies.iter())
-            .map(|(shape, body)| {
-                scope.spawn(move || {
-                    let response =
-                        generate(body).unwrap_or_else(|e| panic!("{shape}: no answer: {e:?}"));
-                    assert_eq!(response.status, 400, "{shape}: {}", response.text());
-                    let error = response.error();
-                    assert!(
-                        error.contains("parameters") || error.contains("recursion limit"),
-                        "{shape}: {error}"
-                    );
-                })
-            })
-            .collect();
-        for client in clients {
-            client.join().unwrap();
-        }
-    });
-    let peak = status_bytes(serving, "VmHWM");
-    assert!(
-        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
-        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
-        peak >> 20,
-        at_rest >> 20,
-        in_flight >> 20
-    );
+    let bodies: Vec<Hostile> = hostile_generate_bodies()
+        .into_iter()
+        .map(|(shape, body)| (shape, body, vec![]))
+        .collect();
+    let check = |shape: &str, error: &str| {
+        assert!(
+            error.contains("parameters") || error.contains("recursion limit"),
+            "{shape}: {error}"
+        );
+    };
+    refused_within_budget(serving, &bodies, 10, |(_, body, _)| generate(body), check);
     let after = generate(br#"{"INPUT0":[[1.5,2]]}"#).unwrap();
     assert_eq!(
         after.status,
@@ -362,38 +360,16 @@ fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() 
     let good = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[3]}]}"#;
     assert_eq!(invoke(good).unwrap().status, 200);
     let serving = serving_process(running.0.id());
-    let at_rest = status_bytes(serving, "VmRSS");
-    reset_peak(serving);
-    let bodies = [
+    let bodies: Vec<Hostile> = [
         many_inputs(true),
         many_inputs(false),
         dense_fp64(),
         many_outputs(),
-    ];
-    let in_flight: usize = bodies.iter().map(Vec::len).sum::<usize>() * 2;
-    std::thread::scope(|scope| {
-        let clients: Vec<_> = bodies
-            .iter()
-            .chain(bodies.iter())
-            .map(|body| {
-                scope.spawn(move || {
-                    let response = invoke(body).expect("an answer");
-                    assert_eq!(response.status, 400, "{}", response.text());
-                })
-            })
-            .collect();
-        for client in clients {
-            client.join().unwrap();
-        }
-    });
-    let peak = status_bytes(serving, "VmHWM");
-    assert!(
-        peak.saturating_sub(at_rest) < 10 * in_flight as u64,
-        "peak resident set {} MiB over {} MiB at rest, for {} MiB in flight",
-        peak >> 20,
-        at_rest >> 20,
-        in_flight >> 20
-    );
+    ]
+    .into_iter()
+    .map(|body| ("v2", body, vec![]))
+    .collect();
+    refused_within_budget(serving, &bodies, 2, |(_, body, _)| invoke(body), |_, _| {});
     assert_eq!(invoke(good).unwrap().status, 200, "the request after them");
     assert_eq!(serving_process(running.0.id()), serving);
 }

@@ -296,18 +296,24 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
 /// A multi-model endpoint with its own folders and `env`; the models root.
 fn serve_multi_model(env: &[(&str, &OsStr)]) -> (Running, SocketAddr, tempfile::TempDir) {
     let root = tempfile::tempdir().unwrap();
+    let (running, addr) = serve_multi_model_in(root.path(), env);
+    (running, addr, root)
+}
+
+/// [`serve_multi_model`] with `root` as its models root.
+fn serve_multi_model_in(root: &Path, env: &[(&str, &OsStr)]) -> (Running, SocketAddr) {
     let repository = tempfile::tempdir().unwrap();
     let mut env = env.to_vec();
     env.push(("SAGEMAKER_MULTI_MODEL", OsStr::new("true")));
     let args = [
         OsStr::new("--models-root"),
-        root.path().as_os_str(),
+        root.as_os_str(),
         OsStr::new("--multi-model-repository"),
         repository.path().as_os_str(),
     ];
     let (running, addr) = serve_ready_with(trident(&env), repository.path(), &args);
     std::mem::forget(repository);
-    (running, addr, root)
+    (running, addr)
 }
 
 fn load(addr: SocketAddr, name: &str, url: &Path) -> HttpResponse {
@@ -502,16 +508,7 @@ fn a_multi_model_artifact_brings_no_native_code_unless_allowed() {
 #[test]
 fn one_tenants_refused_artifact_refuses_no_other_tenant_after_a_restart() {
     let root = tempfile::tempdir().unwrap();
-    let repository = tempfile::tempdir().unwrap();
-    let mut env = secure_env(root.path());
-    env.push(("SAGEMAKER_MULTI_MODEL", OsStr::new("true")));
-    let args = [
-        OsStr::new("--models-root"),
-        root.path().as_os_str(),
-        OsStr::new("--multi-model-repository"),
-        repository.path().as_os_str(),
-    ];
-    let (running, addr) = serve_ready_with(trident(&env), repository.path(), &args);
+    let (running, addr) = serve_multi_model_in(root.path(), &secure_env(root.path()));
     let good = root.path().join("good/model");
     common::copy_model("native_identity_fp32", &good, "m");
     assert_eq!(load(addr, "good", &good).status, 200);

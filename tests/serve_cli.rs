@@ -545,6 +545,27 @@ fn add_in_session(addr: std::net::SocketAddr, id: &str, value: i32) -> i64 {
     response.json()["outputs"][0]["data"][0].as_i64().unwrap()
 }
 
+/// Sends SIGTERM to `running` and waits (up to `within`) for it to exit, with code 0; how long
+/// it took, and its log.
+fn stopped_with_0(running: &mut Running, within: Duration) -> (Duration, String) {
+    let stopping = Instant::now();
+    assert!(common::send_signal(running.0.id(), "TERM"));
+    let status = loop {
+        if let Some(status) = running.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopping.elapsed() < within,
+            "trident did not stop within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = stopping.elapsed();
+    let log = std::fs::read_to_string(running.log()).unwrap();
+    assert_eq!(status.code(), Some(0), "after {took:?}: {log}");
+    (took, log)
+}
+
 /// `trident serve` as SageMaker runs it, with sessions on a stateful model whose configuration
 /// sets no idle limit (Triton's 1 s): a session keeps its sum across a 3 s pause, and SIGTERM
 /// with 32 open sessions, as many as the model's sequence slots (30 of them started in the
@@ -569,21 +590,7 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
     for id in ids.iter().take(29) {
         assert_eq!(add_in_session(addr, id, 1), 1);
     }
-    let stopping = Instant::now();
-    assert!(common::send_signal(running.0.id(), "TERM"));
-    let status = loop {
-        if let Some(status) = running.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            stopping.elapsed() < Duration::from_secs(30),
-            "trident did not stop within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = stopping.elapsed();
-    let log = std::fs::read_to_string(running.log()).unwrap();
-    assert_eq!(status.code(), Some(0), "{log}");
+    let (took, log) = stopped_with_0(&mut running, Duration::from_secs(30));
     assert!(
         took < Duration::from_secs(5),
         "the stop took {took:?}: {log}"
@@ -627,21 +634,7 @@ fn sigterm_with_a_session_request_outliving_the_drain_exits_0_within_30_s() {
         )
     });
     std::thread::sleep(Duration::from_secs(1));
-    let stopping = Instant::now();
-    assert!(common::send_signal(running.0.id(), "TERM"));
-    let status = loop {
-        if let Some(status) = running.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            stopping.elapsed() < Duration::from_secs(40),
-            "trident did not stop within 40 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let took = stopping.elapsed();
-    let log = std::fs::read_to_string(running.log()).unwrap();
-    assert_eq!(status.code(), Some(0), "after {took:?}: {log}");
+    let (took, log) = stopped_with_0(&mut running, Duration::from_secs(40));
     assert!(
         took < Duration::from_secs(30),
         "the stop took {took:?}: {log}"
