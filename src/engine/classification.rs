@@ -128,10 +128,15 @@ mod tests {
         }
     }
 
+    /// The length-prefixed strings of a BYTES tensor.
     fn strings(output: &OutputTensor) -> Vec<String> {
-        crate::protocol::tensor_data::bytes_elements(&output.data)
-            .map(|element| String::from_utf8(element.unwrap().to_vec()).unwrap())
-            .collect()
+        let (mut rest, mut out) = (&output.data[..], Vec::new());
+        while let [a, b, c, d, tail @ ..] = rest {
+            let length = u32::from_le_bytes([*a, *b, *c, *d]) as usize;
+            out.push(String::from_utf8(tail[..length].to_vec()).unwrap());
+            rest = &tail[length..];
+        }
+        out
     }
 
     #[test]

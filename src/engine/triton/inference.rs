@@ -24,7 +24,7 @@ use super::error::{check, to_cstring};
 use super::ffi;
 use super::handle::Owned;
 use super::library::Triton;
-use super::response::read_response;
+use super::response::{Classification, read_response};
 use super::server::Server;
 use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferRequest, InferResponse, InputTensor, ParameterValue, SequenceId};
@@ -61,15 +61,6 @@ struct ResponseContext {
     triton: &'static Triton,
     sender: mpsc::UnboundedSender<ResponseResult>,
     classification: Option<Classification>,
-}
-
-/// The outputs a request asked for as classes, and whether the model's first dimension is
-/// the batch (each batch entry is then classified apart).
-pub(super) struct Classification {
-    /// Output name and `k`.
-    pub outputs: Vec<(String, u32)>,
-    /// The model's `max_batch_size` is above 0.
-    pub batched: bool,
 }
 
 /// A request Triton does not own yet (before `InferAsync` succeeds), deleted on drop.

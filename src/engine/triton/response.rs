@@ -10,10 +10,18 @@ use super::convert::datatype_from_raw;
 use super::error::out_value;
 use super::error::{check, copy_error, cstr_lossy};
 use super::ffi;
-use super::inference::Classification;
 use crate::engine::classification::classify;
 use crate::engine::{EngineError, ErrorCode};
 use crate::engine::{InferResponse, OutputTensor, ParameterValue};
+
+/// The outputs a request asked for as classes, and whether the model's first dimension is
+/// the batch (each batch entry is then classified apart).
+pub(super) struct Classification {
+    /// Output name and `k`.
+    pub outputs: Vec<(String, u32)>,
+    /// The model's `max_batch_size` is above 0.
+    pub batched: bool,
+}
 
 /// Reads everything out of `response`. The response itself is not deleted here.
 ///
