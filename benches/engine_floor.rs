@@ -116,7 +116,7 @@ async fn drive(
             let mut done = 0u64;
             while Instant::now() < until {
                 let stream = server
-                    .infer(InferRequest::clone(&request))
+                    .infer(InferRequest::clone(&request), false)
                     .expect("the core takes the request");
                 stream.single().await.expect("the model answers");
                 done += 1;

@@ -43,78 +43,60 @@ fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
 
-/// A JSON body of one-element FP32 inputs, as many as fit under the body limit, with each
-/// input's `datatype` before its `data` (the one-pass reader decodes as it reads) or after it.
-fn many_inputs(datatype_first: bool) -> Vec<u8> {
-    let mut body = br#"{"inputs":["#.to_vec();
+/// `head`, then `item(0)`, `item(1)`, … separated by commas, as many as fit under the body
+/// limit with `tail` after them.
+fn fill(head: &[u8], item: impl Fn(usize) -> String, tail: &[u8]) -> Vec<u8> {
+    let mut body = head.to_vec();
     for n in 0.. {
-        let input = if datatype_first {
-            format!(r#"{{"name":"I{n}","datatype":"FP32","shape":[1],"data":[1.5]}}"#)
-        } else {
-            format!(r#"{{"name":"I{n}","data":[1.5],"shape":[1],"datatype":"FP32"}}"#)
-        };
-        if body.len() + input.len() + 8 > BODY_LIMIT {
+        let item = item(n);
+        if body.len() + item.len() + tail.len() + 1 > BODY_LIMIT {
             break;
         }
         if n > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(input.as_bytes());
+        body.extend_from_slice(item.as_bytes());
     }
-    body.extend_from_slice(b"]}");
+    body.extend_from_slice(tail);
     body
+}
+
+/// A JSON body of one-element FP32 inputs, as many as fit under the body limit, with each
+/// input's `datatype` before its `data` (the one-pass reader decodes as it reads) or after it.
+fn many_inputs(datatype_first: bool) -> Vec<u8> {
+    let input = |n| {
+        if datatype_first {
+            format!(r#"{{"name":"I{n}","datatype":"FP32","shape":[1],"data":[1.5]}}"#)
+        } else {
+            format!(r#"{{"name":"I{n}","data":[1.5],"shape":[1],"datatype":"FP32"}}"#)
+        }
+    };
+    fill(br#"{"inputs":["#, input, b"]}")
 }
 
 /// One FP64 input whose data is one-digit numbers: 8 bytes decoded per 2 of text, under a
 /// shape that does not match (refused once decoded).
 fn dense_fp64() -> Vec<u8> {
-    let mut body =
-        br#"{"inputs":[{"name":"INPUT0","datatype":"FP64","shape":[1,1],"data":["#.to_vec();
-    while body.len() + 8 < BODY_LIMIT {
-        body.extend_from_slice(b"7,");
-    }
-    body.extend_from_slice(b"7]}]}");
-    body
+    let head = br#"{"inputs":[{"name":"INPUT0","datatype":"FP64","shape":[1,1],"data":["#;
+    fill(head, |_| "7".to_owned(), b"]}]}")
 }
 
 /// One good input and as many requested outputs as fit.
 fn many_outputs() -> Vec<u8> {
-    let mut body =
-        br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}],"outputs":["#
-            .to_vec();
-    for n in 0.. {
-        let output = format!(r#"{{"name":"O{n}"}}"#);
-        if body.len() + output.len() + 8 > BODY_LIMIT {
-            break;
-        }
-        if n > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(output.as_bytes());
-    }
-    body.extend_from_slice(b"]}");
-    body
+    let head =
+        br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[1]}],"outputs":["#;
+    fill(head, |n| format!(r#"{{"name":"O{n}"}}"#), b"]}")
 }
 
 /// Inputs whose tensors come from the binary part (`binary_data_size` 0), each with its own
-/// `parameters` object: the binary-header route.
-fn many_binary_inputs() -> (Vec<u8>, usize) {
-    let mut json = br#"{"inputs":["#.to_vec();
-    for n in 0.. {
-        let input = format!(
+/// `parameters` object: the binary-header route. The body is all JSON header.
+fn many_binary_inputs() -> Vec<u8> {
+    let input = |n| {
+        format!(
             r#"{{"name":"I{n}","datatype":"FP32","shape":[0],"parameters":{{"binary_data_size":0}}}}"#
-        );
-        if json.len() + input.len() + 8 > BODY_LIMIT {
-            break;
-        }
-        if n > 0 {
-            json.push(b',');
-        }
-        json.extend_from_slice(input.as_bytes());
-    }
-    json.extend_from_slice(b"]}");
-    let len = json.len();
-    (json, len)
+        )
+    };
+    fill(br#"{"inputs":["#, input, b"]}")
 }
 
 /// A hostile body: its shape's name, its bytes and the headers it needs beyond its type.
@@ -193,8 +175,8 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
     let (running, addr) = serve_ready(trident(), repository.path());
     let serving = serving_process(running.0.id());
     assert_eq!(good(addr), 200);
-    let (binary, json_len) = many_binary_inputs();
-    let binary_header = json_len.to_string();
+    let binary = many_binary_inputs();
+    let binary_header = binary.len().to_string();
     let bodies: Vec<Hostile> = vec![
         ("datatype first", many_inputs(true), vec![]),
         ("data first", many_inputs(false), vec![]),
@@ -269,15 +251,7 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
 /// A generate body of as many keys as fit, each naming no input (each would be a request
 /// parameter the core builds an object for), and one of a nesting as deep as fits.
 fn hostile_generate_bodies() -> Vec<(&'static str, Vec<u8>)> {
-    let mut keys = b"{".to_vec();
-    for n in 0.. {
-        let key = format!(r#""k{n}":1,"#);
-        if keys.len() + key.len() + 40 > BODY_LIMIT {
-            break;
-        }
-        keys.extend_from_slice(key.as_bytes());
-    }
-    keys.extend_from_slice(br#""INPUT0":[[1]]}"#);
+    let keys = fill(b"{", |n| format!(r#""k{n}":1"#), br#","INPUT0":[[1]]}"#);
     let depth = BODY_LIMIT / 2 - 32;
     let mut deep = br#"{"INPUT0":"#.to_vec();
     deep.extend(std::iter::repeat_n(b'[', depth));

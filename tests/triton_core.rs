@@ -149,9 +149,12 @@ fn add_sub_returns_exact_values(f: &Fixture) -> Result<(), Failed> {
             .iter()
             .map(|&v| (v % 20001) as i32 - 10000)
             .collect();
-        let response = f
-            .runtime
-            .block_on(async { f.server.infer(add_sub_request(&a, &b))?.single().await })?;
+        let response = f.runtime.block_on(async {
+            f.server
+                .infer(add_sub_request(&a, &b), false)?
+                .single()
+                .await
+        })?;
         ensure!(
             response.model_name == "add_sub",
             "model {}",
@@ -190,7 +193,7 @@ fn requested_outputs_and_id_are_honoured(f: &Fixture) -> Result<(), Failed> {
     request.id = Some("request-42".into());
     let response = f
         .runtime
-        .block_on(async { f.server.infer(request)?.single().await })?;
+        .block_on(async { f.server.infer(request, false)?.single().await })?;
     ensure!(
         response.id.as_deref() == Some("request-42"),
         "id {:?}",
@@ -220,7 +223,7 @@ fn identity_returns_a_megabyte_unchanged(f: &Fixture) -> Result<(), Failed> {
     );
     let response = f
         .runtime
-        .block_on(async { f.server.infer(request)?.single().await })?;
+        .block_on(async { f.server.infer(request, false)?.single().await })?;
     let output = response.output("OUTPUT0").ok_or("no OUTPUT0")?;
     ensure!(
         output.shape == [1, count as i64],
@@ -241,7 +244,7 @@ fn decoupled_model_sends_n_responses(f: &Fixture) -> Result<(), Failed> {
         let request =
             InferRequest::new("repeat_int32").input("N", DataType::Int32, [1], i32_bytes(&[n]));
         let values = f.runtime.block_on(async {
-            let mut stream = f.server.infer(request)?;
+            let mut stream = f.server.infer(request, false)?;
             let mut values = Vec::new();
             while let Some(response) = stream.next().await {
                 let response = response?;
@@ -326,7 +329,7 @@ fn explicit_load_and_unload(f: &Fixture) -> Result<(), Failed> {
     );
     let response = f
         .runtime
-        .block_on(async { f.server.infer(request)?.single().await })?;
+        .block_on(async { f.server.infer(request, false)?.single().await })?;
     ensure!(response.outputs[0].data.len() == 8, "output size");
 
     f.server.unload_model("probe_identity", true)?;
@@ -351,7 +354,7 @@ fn second_repository_with_name_mapping(f: &Fixture) -> Result<(), Failed> {
         request.model_name = "mapped_adder".into();
         let response = f
             .runtime
-            .block_on(async { f.server.infer(request)?.single().await })?;
+            .block_on(async { f.server.infer(request, false)?.single().await })?;
         ensure!(
             response.model_name == "mapped_adder",
             "{}",
@@ -426,7 +429,7 @@ fn bad_requests_are_typed_errors(f: &Fixture) -> Result<(), Failed> {
         InferRequest::new("no_such_model").input("X", DataType::Int32, [1], i32_bytes(&[1]));
     let error = f
         .runtime
-        .block_on(async { f.server.infer(unknown)?.single().await })
+        .block_on(async { f.server.infer(unknown, false)?.single().await })
         .err();
     let error = error.ok_or("unknown model answered")?;
     ensure!(
@@ -442,7 +445,7 @@ fn bad_requests_are_typed_errors(f: &Fixture) -> Result<(), Failed> {
         .input("INPUT1", DataType::Int32, [1, 16], vec![0u8; 64]);
     let error = f
         .runtime
-        .block_on(async { f.server.infer(wrong_type)?.single().await })
+        .block_on(async { f.server.infer(wrong_type, false)?.single().await })
         .err();
     let error = error.ok_or("wrong dtype answered")?;
     ensure!(
@@ -463,7 +466,7 @@ fn bad_requests_are_typed_errors(f: &Fixture) -> Result<(), Failed> {
         .input("INPUT1", DataType::Int32, [1, 16], vec![0u8; 64]);
     let error = f
         .runtime
-        .block_on(async { f.server.infer(short)?.single().await })
+        .block_on(async { f.server.infer(short, false)?.single().await })
         .err();
     let error = error.ok_or("short data answered")?;
     ensure!(
@@ -479,7 +482,7 @@ fn bad_requests_are_typed_errors(f: &Fixture) -> Result<(), Failed> {
         .input("INPUT1", DataType::Int32, [1, 8], vec![0u8; 32]);
     let error = f
         .runtime
-        .block_on(async { f.server.infer(wrong_shape)?.single().await })
+        .block_on(async { f.server.infer(wrong_shape, false)?.single().await })
         .err();
     let error = error.ok_or("wrong shape answered")?;
     ensure!(
@@ -500,7 +503,7 @@ fn bad_requests_are_typed_errors(f: &Fixture) -> Result<(), Failed> {
 fn dropping_a_stream_cancels_the_request(f: &Fixture) -> Result<(), Failed> {
     let request =
         InferRequest::new("repeat_int32").input("N", DataType::Int32, [1], i32_bytes(&[100_000]));
-    let mut stream = f.server.infer(request)?;
+    let mut stream = f.server.infer(request, false)?;
     f.runtime.block_on(async {
         let first = stream.next().await.ok_or("no response")??;
         ensure!(first.output("OUT").is_some(), "first response without OUT");

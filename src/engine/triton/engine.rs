@@ -13,17 +13,27 @@ use super::server::{Server, TransactionPolicy};
 use crate::engine::service::{Engine, HealthCheck, ModelState};
 use crate::engine::{EngineError, ErrorCode, InferRequest, InferResponse};
 
+/// What requests need to know of a loaded model.
+#[derive(Debug, Clone, Copy)]
+struct ModelFacts {
+    /// Its transaction policy is decoupled (any number of responses a request).
+    decoupled: bool,
+    /// How many inputs its configuration declares.
+    inputs: usize,
+    /// How many outputs its configuration declares.
+    outputs: usize,
+    /// Its first dimension is the batch (`max_batch_size` above 0).
+    batched: bool,
+}
+
 /// The Triton core behind the engine interface. Cheap to clone.
 #[derive(Clone)]
 pub struct TritonEngine {
     server: Arc<Server>,
-    /// Transaction policy per loaded model, asked once per load instead of once per request;
-    /// loads and unloads through this engine forget the model's entry.
-    decoupled: Arc<RwLock<HashMap<String, bool>>>,
-    /// How many inputs and outputs each loaded model declares, read off its metadata once per
-    /// load: a request naming more is refused before Triton builds an object for each;
-    /// forgotten with `decoupled`.
-    declared: Arc<RwLock<HashMap<String, (usize, usize)>>>,
+    /// What requests need to know of each loaded model, asked of the core once per load
+    /// instead of once per request; loads and unloads through this engine forget the model's
+    /// entry.
+    facts: Arc<RwLock<HashMap<String, ModelFacts>>>,
     /// Models whose python backend process died ([`super::recovery`]).
     recovery: Arc<Recovery>,
 }
@@ -35,8 +45,7 @@ impl TritonEngine {
         TritonEngine {
             recovery: Recovery::start(&server),
             server,
-            decoupled: Arc::default(),
-            declared: Arc::default(),
+            facts: Arc::default(),
         }
     }
 
@@ -54,14 +63,42 @@ impl TritonEngine {
     }
 
     fn forget(&self, model: &str) {
-        self.decoupled
+        self.facts
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(model);
-        self.declared
+    }
+
+    /// What requests need to know of `model`, from the cache or (once per load) the core.
+    fn facts(&self, model: &str) -> Result<ModelFacts, EngineError> {
+        let known = self
+            .facts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(model)
+            .copied();
+        if let Some(facts) = known {
+            return Ok(facts);
+        }
+        let unknown = |error| self.unknown_is_not_found(model, error);
+        let policy = self
+            .server
+            .model_transaction_policy(model, None)
+            .map_err(unknown)?;
+        let config = self.server.model_config(model, None).map_err(unknown)?;
+        // A configuration without a list declares nothing the check could hold a request to.
+        let count = |key: &str| config[key].as_array().map_or(usize::MAX, Vec::len);
+        let facts = ModelFacts {
+            decoupled: policy == TransactionPolicy::Decoupled,
+            inputs: count("input"),
+            outputs: count("output"),
+            batched: config["max_batch_size"].as_u64().unwrap_or(0) > 0,
+        };
+        self.facts
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(model);
+            .insert(model.to_owned(), facts);
+        Ok(facts)
     }
 
     /// `error`, from asking the core about `model`, as a client should read it: the 2.51 core
@@ -76,44 +113,21 @@ impl TritonEngine {
         error
     }
 
-    /// Refuses a request naming more inputs or outputs than its model declares, before Triton
-    /// builds an object for each: a 6 MB body can name 100,000 one-element inputs (or outputs),
-    /// which cost the core seconds and about 1.5 KB each before it refuses them itself. A model
-    /// whose metadata cannot be read is left to the core, which words that error.
-    fn check_counts(&self, request: &InferRequest) -> Result<(), EngineError> {
-        let model = &request.model_name;
-        let known = self
-            .declared
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(model)
-            .copied();
-        let declared = match known {
-            Some(declared) => declared,
-            None => {
-                let Ok(metadata) = self.server.model_metadata(model, None) else {
-                    return Ok(());
-                };
-                let count = |key: &str| metadata[key].as_array().map(Vec::len);
-                let (Some(inputs), Some(outputs)) = (count("inputs"), count("outputs")) else {
-                    return Ok(());
-                };
-                self.declared
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(model.clone(), (inputs, outputs));
-                (inputs, outputs)
-            }
-        };
+    /// Refuses a request naming more inputs or outputs than its model declares (`facts`),
+    /// before Triton builds an object for each: a 6 MB body can name 100,000 one-element inputs
+    /// (or outputs), which cost the core seconds and about 1.5 KB each before it refuses them
+    /// itself.
+    fn check_counts(request: &InferRequest, facts: ModelFacts) -> Result<(), EngineError> {
         for (what, named, declared) in [
-            ("inputs", request.inputs.len(), declared.0),
-            ("outputs", request.requested_outputs.len(), declared.1),
+            ("inputs", request.inputs.len(), facts.inputs),
+            ("outputs", request.requested_outputs.len(), facts.outputs),
         ] {
             if named > declared {
                 return Err(EngineError::new(
                     ErrorCode::InvalidArg,
                     format!(
-                        "the request names {named} {what}, but model '{model}' declares {declared}"
+                        "the request names {named} {what}, but model '{}' declares {declared}",
+                        request.model_name
                     ),
                 ));
             }
@@ -158,26 +172,7 @@ impl Engine for TritonEngine {
     }
 
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError> {
-        let known = self
-            .decoupled
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(model)
-            .copied();
-        if let Some(decoupled) = known {
-            return Ok(decoupled);
-        }
-        match self.server.model_transaction_policy(model, None) {
-            Ok(policy) => {
-                let decoupled = policy == TransactionPolicy::Decoupled;
-                self.decoupled
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(model.to_owned(), decoupled);
-                Ok(decoupled)
-            }
-            Err(error) => Err(self.unknown_is_not_found(model, error)),
-        }
+        self.facts(model).map(|facts| facts.decoupled)
     }
 
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {
@@ -209,9 +204,14 @@ impl Engine for TritonEngine {
     fn infer(&self, request: InferRequest) -> Result<TritonResponses, EngineError> {
         // Whatever produced the request (a codec, a plugin), its inputs pass one rule here.
         request.check_inputs()?;
-        self.check_counts(&request)?;
+        // A model the core cannot describe is left to the core, which words that error.
+        let facts = self.facts(&request.model_name).ok();
+        if let Some(facts) = facts {
+            Self::check_counts(&request, facts)?;
+        }
         let model = request.model_name.clone();
-        let stream = self.server.infer(request)?;
+        let batched = facts.is_some_and(|facts| facts.batched);
+        let stream = self.server.infer(request, batched)?;
         Ok(TritonResponses {
             stream,
             model,

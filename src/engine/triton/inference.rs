@@ -69,8 +69,14 @@ type UnsubmittedRequest = Owned<ffi::TRITONSERVER_InferenceRequest>;
 impl Server {
     /// Submits an inference. The returned stream yields each response (one for most models,
     /// any number for decoupled ones) and ends after the last. Dropping the stream early cancels
-    /// the request in Triton.
-    pub fn infer(&self, request: InferRequest) -> Result<ResponseStream, EngineError> {
+    /// the request in Triton. `batched` says whether the model's first dimension is the batch
+    /// (its `max_batch_size` is above 0): outputs asked for as classes are classified per batch
+    /// entry then.
+    pub fn infer(
+        &self,
+        request: InferRequest,
+        batched: bool,
+    ) -> Result<ResponseStream, EngineError> {
         let triton = self.triton();
         let model = to_cstring("model name", &request.model_name)?;
         // SAFETY: `InferenceRequestNew` writes a new request the caller owns; valid server; the
@@ -86,15 +92,10 @@ impl Server {
             })
         }?;
         let inputs = describe(&unsubmitted, &request)?;
-        let classification = if request.classification.is_empty() {
-            None
-        } else {
-            let config = self.model_config(&request.model_name, request.model_version)?;
-            Some(Classification {
-                outputs: request.classification,
-                batched: config["max_batch_size"].as_u64().unwrap_or(0) > 0,
-            })
-        };
+        let classification = (!request.classification.is_empty()).then_some(Classification {
+            outputs: request.classification,
+            batched,
+        });
         self.submit(unsubmitted, inputs, classification)
     }
 
