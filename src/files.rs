@@ -165,10 +165,20 @@ pub async fn off_thread<T: Send + 'static>(
     path: &Path,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, FileError> {
+    off_thread_within(path, READ_DEADLINE, work).await
+}
+
+/// Runs `work` (file system calls about `path`) on tokio's blocking pool, failing after
+/// `within`.
+pub async fn off_thread_within<T: Send + 'static>(
+    path: &Path,
+    within: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, FileError> {
     let deadline = || FileError::Deadline {
         path: path.to_owned(),
     };
-    match tokio::time::timeout(READ_DEADLINE, tokio::task::spawn_blocking(work)).await {
+    match tokio::time::timeout(within, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(done)) => Ok(done),
         Ok(Err(joined)) => Err(FileError::Io {
             path: path.to_owned(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::net::TcpListener;
 
-use crate::artifacts::ImageBackends;
+use crate::artifacts::{ImageBackends, Prepared};
 use crate::config::process::{ProcessRole, Supervision};
 use crate::config::{Config, Mode};
 use crate::engine::triton::{self, ModelControl, Server, ServerConfig, Triton, TritonEngine};
@@ -18,17 +18,18 @@ use crate::supervisor;
 /// Why serving stopped with an error.
 pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The Triton core's options for a trident configuration; `load_default` is false when the
-/// single-model endpoint's artifact was refused (the core then starts with no model).
-pub fn core_config(config: &Config, load_default: bool) -> ServerConfig {
+/// The Triton core's options for a trident configuration; `prepared` is what the core reads
+/// for a single-model endpoint's artifact, `None` when it was refused (the core then starts
+/// with no model).
+pub fn core_config(config: &Config, prepared: Option<&Prepared>) -> ServerConfig {
     let (repository, startup_models) = match &config.mode {
         Mode::SingleModel {
             repository,
             default_model,
         } => (
-            repository.clone(),
-            load_default
-                .then(|| default_model.clone())
+            prepared.map_or_else(|| repository.clone(), |p| p.repository.clone()),
+            prepared
+                .map(|_| default_model.clone())
                 .into_iter()
                 .collect(),
         ),
@@ -137,7 +138,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     let plugins = load_plugins(&config).await?;
     // Connections wait in the listener's backlog while the core loads the models.
     let listener = listener(&config, supervision.as_ref()).await?;
-    let state = with_core(config, plugins).await?;
+    let (state, prepared) = with_core(config, plugins).await?;
     state.prepare_sessions().await;
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
@@ -183,8 +184,15 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     if let Some(sessions) = &state.sessions {
         sessions.shutdown().await;
     }
-    // Stopping the core waits for its own in-flight work; keep it off the async workers.
-    tokio::task::spawn_blocking(move || drop(state)).await?;
+    // Stopping the core waits for its own in-flight work; keep it off the async workers. The
+    // artifact's private tree goes once the core no longer reads it.
+    tokio::task::spawn_blocking(move || {
+        drop(state);
+        if let Some(staged) = prepared.and_then(|p| p.staged).and_then(Arc::into_inner) {
+            staged.remove_now();
+        }
+    })
+    .await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -204,13 +212,16 @@ async fn load_plugins(config: &Config) -> Result<Option<Arc<PluginHost>>, ServeE
 }
 
 /// The server's state over a started core: the Triton library loaded, its start-up models
-/// loaded, the installation folder hidden from error bodies.
+/// loaded, the installation folder and the artifacts' private trees hidden from error bodies;
+/// and what the core reads for a single-model endpoint's artifact (kept until the end).
 async fn with_core(
     mut config: Config,
     plugins: Option<Arc<PluginHost>>,
-) -> Result<Arc<AppState<TritonEngine>>, ServeError> {
+) -> Result<(Arc<AppState<TritonEngine>>, Option<Prepared>), ServeError> {
     let triton = triton::library::load(config.core.triton_home.as_deref())?;
-    let refusal = check_artifacts(&mut config, triton).await?;
+    let prepared = check_artifacts(&mut config, triton).await?;
+    let refusal = prepared.as_ref().err().cloned();
+    let prepared = prepared.ok().flatten();
     if let Mode::MultiModel { repository, .. } = &config.mode {
         std::fs::create_dir_all(repository).map_err(|e| {
             format!(
@@ -219,7 +230,9 @@ async fn with_core(
             )
         })?;
     }
-    let core = core_config(&config, refusal.is_none());
+    let core = core_config(&config, prepared.as_ref());
+    let staging =
+        crate::artifacts::staging::StagingArea::folder_under(&config.artifacts.staging_dir);
     // The installation folder (…/lib/libtritonserver.so → …) is hidden from error bodies.
     let triton_folder = triton
         .path()
@@ -234,20 +247,22 @@ async fn with_core(
     if let Some(folder) = &triton_folder {
         state = state.hiding(folder, "<triton>");
     }
-    Ok(Arc::new(state))
+    state = state.hiding(&staging, "<private copy>");
+    Ok((Arc::new(state), prepared))
 }
 
 /// The backends folder the Triton core uses when it is given none.
 const TRITON_DEFAULT_BACKENDS: &str = "/opt/tritonserver/backends";
 
 /// Completes the configuration's artifact policy with what the image has (its backends) and
-/// the untrusted channels' check, then checks a single-model endpoint's repository: the
-/// refusal, if any, is what `/ping` and `/invocations` answer, and the core starts without the
-/// model. Reads the file system on the blocking pool.
+/// the untrusted channels' check, then prepares a single-model endpoint's repository
+/// ([`crate::artifacts::ArtifactPolicy::prepare`]; `Ok(None)` on a multi-model endpoint): a
+/// refusal is what `/ping` and `/invocations` answer, and the core starts without the model.
+/// Reads the file system on the blocking pool.
 async fn check_artifacts(
     config: &mut Config,
     triton: &'static Triton,
-) -> Result<Option<String>, ServeError> {
+) -> Result<Result<Option<Prepared>, String>, ServeError> {
     let policy = config.artifacts.clone();
     // Without a home the core looks in its own default folder, and so does the check.
     let backends = triton.home().map_or_else(
@@ -258,19 +273,21 @@ async fn check_artifacts(
         Mode::SingleModel { repository, .. } => (Some(repository.clone()), None),
         Mode::MultiModel { models_root, .. } => (None, Some(models_root.clone())),
     };
-    let (policy, refusal) = tokio::task::spawn_blocking(move || {
+    let (policy, prepared) = tokio::task::spawn_blocking(move || {
         let mut policy = policy;
         policy.image = Arc::new(ImageBackends::in_folder(&backends));
         policy.check_channels(models_root.as_deref());
-        let refusal = repository.and_then(|repository| policy.check(&repository).err());
-        (policy, refusal)
+        let prepared = repository
+            .map(|repository| policy.prepare(&repository))
+            .transpose();
+        (policy, prepared)
     })
     .await?;
-    if let Some(refusal) = &refusal {
+    if let Err(refusal) = &prepared {
         tracing::error!(%refusal, "the model is not loaded; /ping answers unhealthy");
     }
     config.artifacts = policy;
-    Ok(refusal.map(|r| r.to_string()))
+    Ok(prepared.map_err(|r| r.to_string()))
 }
 
 /// The supervisor's listener for its serving process; else bound here.

@@ -15,20 +15,28 @@
 //!
 //! The unit checked is the whole folder the core is given: a single-model endpoint's
 //! repository (every model in it, so an ensemble cannot reach what was not checked) and each
-//! multi-model load's artifact. Every file is read once ([`walk`]) and held to the rule table
-//! ([`rules::RULES`]); a refusal names each file and what forbids it, and nothing of the
-//! artifact loads. Under Secure Mode the untrusted channels are held to the same rules at
-//! start: a forbidden file in one refuses every artifact, since a model may read any of them.
+//! multi-model load's artifact. Under a gate, the core never reads that folder itself
+//! ([`ArtifactPolicy::prepare`]): a private tree of it is made ([`staging`]), every file of the
+//! tree is read once ([`walk`]) and held to the rule table ([`rules::RULES`]), and each model's
+//! configuration is replaced by the one trident writes from what it parsed ([`canonical`]).
+//! A refusal names each file and what forbids it, and nothing of the artifact loads. Under
+//! Secure Mode the untrusted channels are held to the same rules at start: a forbidden file in
+//! one refuses every artifact, since a model may read any of them.
 
+pub mod canonical;
+pub mod config_schema;
 pub mod controls;
 pub mod model_config;
 pub mod rules;
+pub mod staging;
+pub mod text_format;
 pub mod walk;
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 pub use controls::{Control, Gate};
 
@@ -108,6 +116,13 @@ pub struct ArtifactPolicy {
     pub image: Arc<ImageBackends>,
     /// A refusal found in the untrusted channels at start, which every artifact meets.
     pub channels_refusal: Option<ArtifactRefusal>,
+    /// With sessions on: the idle limit a stateful model whose configuration sets none is
+    /// loaded with ([`canonical`]).
+    pub idle_limit: Option<Duration>,
+    /// The folder private trees are made in ([`staging`]).
+    pub staging_dir: PathBuf,
+    /// This process's staging area, made on first use.
+    staging: Arc<OnceLock<Result<Arc<staging::StagingArea>, String>>>,
 }
 
 impl Default for ArtifactPolicy {
@@ -117,8 +132,20 @@ impl Default for ArtifactPolicy {
             native_code: NativeCode::Allowed,
             image: Arc::default(),
             channels_refusal: None,
+            idle_limit: None,
+            staging_dir: std::env::temp_dir(),
+            staging: Arc::default(),
         }
     }
+}
+
+/// What the core is given for an artifact ([`ArtifactPolicy::prepare`]).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The repository the core reads: the artifact's folder, or its private tree.
+    pub repository: PathBuf,
+    /// The private tree, when there is one; removed once the last clone is dropped.
+    pub staged: Option<Arc<staging::Staged>>,
 }
 
 /// One forbidden file.
@@ -154,6 +181,14 @@ pub enum ArtifactRefusal {
         root: PathBuf,
         /// What was found, at most [`MAX_FINDINGS`].
         findings: Vec<Finding>,
+    },
+    /// No private tree could be made for it (the staging folder cannot be written).
+    #[error("the model artifact at {} cannot be prepared for loading: {why}", root.display())]
+    Unstaged {
+        /// The folder.
+        root: PathBuf,
+        /// Why.
+        why: String,
     },
     /// The artifact could not be read through (too many files, too deep, unreadable).
     #[error("the model artifact at {} is refused: it cannot be checked ({why}), and {gate} is in force", root.display())]
@@ -192,13 +227,152 @@ impl ArtifactPolicy {
         gates
     }
 
-    /// Checks the artifact at `root` (a folder) against the rules in force. It reads the file
-    /// system: call it off the serving threads.
+    /// Checks the artifact at `root` (a folder) as [`ArtifactPolicy::prepare`] does, keeping
+    /// nothing of it. It reads the file system: call it off the serving threads.
     pub fn check(&self, root: &Path) -> Result<(), ArtifactRefusal> {
+        self.prepare(root).map(drop)
+    }
+
+    /// What the core is to read for the artifact at `root` (a folder), or why it is refused.
+    /// It reads the file system, and may link or copy the artifact: call it off the serving
+    /// threads.
+    /// - Under a gate: the artifact's private tree, checked, with the configurations trident
+    ///   wrote ([`canonical`]) and its folders read-only.
+    /// - Without one: the artifact's own folder; or, when a stateful model's idle limit must
+    ///   be raised, a tree of links to it with that model's configuration rewritten.
+    pub fn prepare(&self, root: &Path) -> Result<Prepared, ArtifactRefusal> {
         if let Some(refusal) = &self.channels_refusal {
             return Err(refusal.clone());
         }
-        check_folder(root, &self.gates(), &self.image, None)
+        let gates = self.gates();
+        match gates.first() {
+            Some(&gate) => self.prepare_private(root, &gates, gate),
+            None => self
+                .prepare_linked(root)
+                .map_err(|why| ArtifactRefusal::Unstaged {
+                    root: root.to_path_buf(),
+                    why,
+                }),
+        }
+    }
+
+    fn area(&self) -> Result<&staging::StagingArea, String> {
+        self.staging
+            .get_or_init(|| staging::StagingArea::for_process(&self.staging_dir))
+            .as_deref()
+            .map_err(Clone::clone)
+    }
+
+    /// The private tree of `root`, checked and with canonical configurations.
+    fn prepare_private(
+        &self,
+        root: &Path,
+        gates: &BTreeSet<Gate>,
+        gate: Gate,
+    ) -> Result<Prepared, ArtifactRefusal> {
+        let unchecked = |why: String| ArtifactRefusal::Unchecked {
+            root: root.to_path_buf(),
+            why,
+            gate,
+        };
+        let staged = self
+            .area()
+            .and_then(|area| area.stage(root, staging::Shape::Private, &[]))
+            .map_err(unchecked)?;
+        let mut entries = walk::walk(&staged.root).map_err(|e| unchecked(e.0))?;
+        let canonicalize = canonical::Canonicalize {
+            gated: true,
+            idle_limit: self.idle_limit,
+        };
+        let mut problems = Vec::new();
+        for folder in model_folders(&staged.root) {
+            let written = canonical_config(&canonicalize, &staged.root, &folder, &mut entries);
+            match written {
+                Ok(Some(text)) => staged.write_config(&folder, &text).map_err(unchecked)?,
+                Ok(None) => {
+                    // Not a model: the core could only guess at it, so it does not see it.
+                    let path = staged.root.join(&folder);
+                    std::fs::remove_dir_all(&path)
+                        .map_err(|e| unchecked(format!("cannot leave out {folder}: {e}")))?;
+                    tracing::info!(folder = %staged.original_path(&path).display(),
+                        "a folder with neither config.pbtxt nor a model file is not given to the core");
+                }
+                Err(found) => problems.extend(found.into_iter().map(|what| Finding {
+                    path: staged.root.join(&folder).join("config.pbtxt"),
+                    what,
+                    gate,
+                })),
+            }
+        }
+        // The files first: they say most about what the artifact is.
+        let mut findings = apply_rules(&entries, gates, &self.image, None);
+        findings.extend(problems);
+        findings.truncate(MAX_FINDINGS);
+        if !findings.is_empty() {
+            for finding in &mut findings {
+                finding.path = staged.original_path(&finding.path);
+            }
+            return Err(ArtifactRefusal::Forbidden {
+                root: root.to_path_buf(),
+                findings,
+            });
+        }
+        staged.seal().map_err(unchecked)?;
+        Ok(Prepared {
+            repository: staged.root.clone(),
+            staged: Some(Arc::new(staged)),
+        })
+    }
+
+    /// `root` itself, or a tree of links to it where a stateful model's idle limit must be
+    /// raised.
+    fn prepare_linked(&self, root: &Path) -> Result<Prepared, String> {
+        let itself = Prepared {
+            repository: root.to_path_buf(),
+            staged: None,
+        };
+        if self.idle_limit.is_none() {
+            return Ok(itself);
+        }
+        let canonicalize = canonical::Canonicalize {
+            gated: false,
+            idle_limit: self.idle_limit,
+        };
+        let mut rewritten = Vec::new();
+        for folder in model_folders(root) {
+            let path = root.join(&folder).join("config.pbtxt");
+            // A configuration that cannot be read is the core's to refuse, as it would be.
+            let Ok(bytes) = crate::files::read_regular(&path, 16 << 20) else {
+                continue;
+            };
+            let Ok(config) = text_format::parse(&bytes) else {
+                continue;
+            };
+            let none = BTreeSet::new();
+            let folder_facts = canonical::ModelFolder {
+                name: &folder,
+                model_files: &none,
+                file_names: &none,
+                artifact_models: &none,
+            };
+            if let Ok(Some(config)) = canonicalize.config(Some(config), folder_facts) {
+                rewritten.push((folder, config.write()));
+            }
+        }
+        if rewritten.is_empty() {
+            return Ok(itself);
+        }
+        let names: Vec<String> = rewritten.iter().map(|(name, _)| name.clone()).collect();
+        let staged = self.area()?.stage(root, staging::Shape::Linked, &names)?;
+        for (folder, text) in &rewritten {
+            staged.write_config(folder, text)?;
+        }
+        tracing::info!(repository = %root.display(), models = ?names,
+            "stateful models load with their idle limit raised past the sessions' expiration");
+        Ok(Prepared {
+            repository: staged.root.clone(),
+            staged: Some(Arc::new(staged)),
+        })
     }
 
     /// Checks the untrusted channels (Secure Mode only), keeping the first refusal for every
@@ -252,6 +426,25 @@ fn check_folder(
         why: error.0,
         gate: first_gate,
     })?;
+    let findings = apply_rules(&entries, gates, image, excluded);
+    if findings.is_empty() {
+        Ok(())
+    } else {
+        Err(ArtifactRefusal::Forbidden {
+            root: root.to_path_buf(),
+            findings,
+        })
+    }
+}
+
+/// The findings of the rules whose gates are in `gates` over `entries`, but those under
+/// `excluded`; at most [`MAX_FINDINGS`].
+fn apply_rules(
+    entries: &[walk::Entry],
+    gates: &BTreeSet<Gate>,
+    image: &ImageBackends,
+    excluded: Option<&Path>,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     let kept = entries
         .iter()
@@ -278,14 +471,79 @@ fn check_folder(
             break;
         }
     }
-    if findings.is_empty() {
-        Ok(())
-    } else {
-        Err(ArtifactRefusal::Forbidden {
-            root: root.to_path_buf(),
-            findings,
-        })
+    findings
+}
+
+/// The folders directly in `root` (the models of a repository), by name.
+fn model_folders(root: &Path) -> Vec<String> {
+    let mut folders: Vec<String> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|item| item.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|item| item.file_name().into_string().ok())
+        .collect();
+    folders.sort();
+    folders
+}
+
+/// The canonical configuration of model `folder` in the tree at `root`, from its entries;
+/// the rules then see what it says (its entry is added when the folder had none). `Ok(None)`:
+/// the folder has neither a configuration nor a model file, and is not a model.
+fn canonical_config(
+    canonicalize: &canonical::Canonicalize,
+    root: &Path,
+    folder: &str,
+    entries: &mut Vec<walk::Entry>,
+) -> Result<Option<String>, Vec<String>> {
+    let base = root.join(folder);
+    let config_path = base.join("config.pbtxt");
+    let (mut model_files, mut file_names) = (BTreeSet::new(), BTreeSet::new());
+    for entry in entries.iter() {
+        let Ok(inside) = entry.path.strip_prefix(&base) else {
+            continue;
+        };
+        file_names.insert(entry.name.clone());
+        let mut parts = inside.components().map(|c| c.as_os_str().to_string_lossy());
+        if let (Some(version), Some(first)) = (parts.next(), parts.next())
+            && !version.is_empty()
+            && version.bytes().all(|b| b.is_ascii_digit())
+        {
+            model_files.insert(first.to_lowercase());
+        }
     }
+    let models: BTreeSet<String> = model_folders(root).into_iter().collect();
+    let index = entries.iter().position(|e| e.path == config_path);
+    if index.is_none() && !canonical::names_a_backend(&model_files) {
+        return Ok(None);
+    }
+    if index.is_some_and(|i| entries[i].unreadable.is_some()) {
+        // The rules refuse it under every gate, naming why.
+        return Err(Vec::new());
+    }
+    let tree = index.and_then(|i| entries[i].config_tree.clone());
+    let config = canonicalize
+        .config(
+            tree,
+            canonical::ModelFolder {
+                name: folder,
+                model_files: &model_files,
+                file_names: &file_names,
+                artifact_models: &models,
+            },
+        )?
+        .unwrap_or_default();
+    let facts = model_config::ModelConfigFacts::of(&config);
+    match index {
+        Some(i) => entries[i].config = Some(facts),
+        None => entries.push(walk::Entry {
+            path: config_path,
+            name: "config.pbtxt".into(),
+            config: Some(facts),
+            ..walk::Entry::default()
+        }),
+    }
+    Ok(Some(config.write()))
 }
 
 #[cfg(test)]

@@ -47,6 +47,20 @@ fn refusal_of(policy: &ArtifactPolicy, files: &[(&str, &[u8])]) -> Option<(Strin
     write(root.path(), "m/1/model.onnx", b"\x08\x07onnx");
     for (path, bytes) in files {
         write(root.path(), path, bytes);
+        // Each model folder has a configuration, unless the case is about it.
+        let folder = Path::new(path).components().next().unwrap().as_os_str();
+        let config = root.path().join(folder).join("config.pbtxt");
+        if !config.exists()
+            && !files
+                .iter()
+                .any(|(p, _)| Path::new(p) == config.strip_prefix(root.path()).unwrap())
+        {
+            write(
+                root.path(),
+                config.strip_prefix(root.path()).unwrap().to_str().unwrap(),
+                b"backend: \"onnxruntime\"",
+            );
+        }
     }
     match policy.check(root.path()) {
         Ok(()) => None,
@@ -196,10 +210,7 @@ fn what_cannot_be_checked_is_refused_and_nothing_hangs() {
         .check(broken.path())
         .unwrap_err()
         .to_string();
-    assert!(
-        text.contains("cannot read: a string is not closed"),
-        "{text}"
-    );
+    assert!(text.contains("a string is not closed"), "{text}");
     // Without any gate nothing is read.
     assert!(ArtifactPolicy::default().check(root.path()).is_ok());
 }
@@ -278,22 +289,23 @@ fn findings_are_listed_up_to_the_cap_with_their_gates() {
 
 #[test]
 fn configurations_are_read_as_the_core_reads_them() {
-    let facts = model_config::parse(
+    let facts = |text: &str| {
+        model_config::ModelConfigFacts::of(&text_format::parse(text.as_bytes()).unwrap())
+    };
+    let read = facts(
         "# backend: \"python\"\nname: \"x\" platform: \"ensemble\"\nbackend: 'onnx' \"runtime\" # trailing\n\
          runtime: \"lib\\164riton_x.so\"\nparameters { key: \"a\" value: { string_value: \"b\" } }\n\
+         parameters { value: { string_value: \"d\" } key: \"c\" }\n\
          ensemble_scheduling { step [ { model_name: \"p\" } ] }\n",
-    )
-    .unwrap();
-    assert_eq!(facts.backend.as_deref(), Some("onnxruntime"));
-    assert_eq!(facts.platform.as_deref(), Some("ensemble"));
-    assert_eq!(facts.runtime.as_deref(), Some("libtriton_x.so"));
-    assert_eq!(facts.parameters.get("a").map(String::as_str), Some("b"));
+    );
+    assert_eq!(read.backend.as_deref(), Some("onnxruntime"));
+    assert_eq!(read.platform.as_deref(), Some("ensemble"));
+    assert_eq!(read.runtime.as_deref(), Some("libtriton_x.so"));
+    assert_eq!(read.parameters.get("a").map(String::as_str), Some("b"));
+    // Written value first: the key is still the key (issue 44's field order).
+    assert_eq!(read.parameters.get("c").map(String::as_str), Some("d"));
     // A nested `backend` (none exists in Triton's schema) is not the model's.
-    let nested = model_config::parse("optimization { backend: \"python\" }").unwrap();
-    assert_eq!(nested.backend, None);
-    for broken in ["backend: \"x", "backend: \"\\q\"", "backend: \"\\x\"", "@"] {
-        assert!(model_config::parse(broken).is_err(), "{broken}");
-    }
+    assert_eq!(facts("optimization { backend: \"python\" }").backend, None);
 }
 
 /// On a multi-model endpoint the models root holds every tenant's download, each checked at its

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::model_config::{self, ModelConfigFacts};
+use super::model_config::ModelConfigFacts;
+use super::text_format::{self, Message};
 
 /// The most files and folders an artifact may hold for trident to check it: past this, it is
 /// refused rather than let through unchecked.
@@ -24,8 +25,11 @@ pub struct Entry {
     pub name: String,
     /// Its first bytes (empty for what is not a regular file).
     pub head: Vec<u8>,
-    /// For a `.pbtxt`: what it configures.
+    /// For a model's `config.pbtxt` (in a folder of the artifact's root, where the core reads
+    /// one): what the rules read of it.
     pub config: Option<ModelConfigFacts>,
+    /// For a model's `config.pbtxt`: the whole configuration.
+    pub config_tree: Option<Message>,
     /// For the JSON files rules read (`model.json`, `tokenizer_config.json`,
     /// `chat_template.json`): the top-level object.
     pub json: Option<serde_json::Map<String, serde_json::Value>>,
@@ -78,7 +82,7 @@ pub fn walk(root: &Path) -> Result<Vec<Entry>, WalkError> {
                         // A folder inside the artifact is walked under its own name; a file
                         // is read through the link (its name here is the one the core sees).
                         if !target.is_dir() {
-                            entries.push(read_entry(path));
+                            entries.push(read_entry(path, depth));
                         }
                     }
                     _ => entries.push(unreadable(
@@ -87,7 +91,7 @@ pub fn walk(root: &Path) -> Result<Vec<Entry>, WalkError> {
                     )),
                 }
             } else {
-                entries.push(read_entry(path));
+                entries.push(read_entry(path, depth));
             }
         }
     }
@@ -113,7 +117,8 @@ fn lower_name(path: &Path) -> String {
 /// The JSON files whose keys the rules read.
 const JSON_READ: [&str; 3] = ["model.json", "tokenizer_config.json", "chat_template.json"];
 
-fn read_entry(path: PathBuf) -> Entry {
+/// Reads the file at `path`, in a folder `depth` below the root.
+fn read_entry(path: PathBuf, depth: usize) -> Entry {
     let name = lower_name(&path);
     let mut entry = Entry {
         name,
@@ -125,10 +130,13 @@ fn read_entry(path: PathBuf) -> Entry {
         Err(crate::files::FileError::NotRegular { .. }) => {}
         Err(error) => entry.unreadable = Some(error.to_string()),
     }
-    if entry.name.ends_with(".pbtxt") {
-        match crate::files::read_regular_text(&path, MAX_READ_BYTES) {
-            Ok(text) => match model_config::parse(&text) {
-                Ok(config) => entry.config = Some(config),
+    if path.file_name().is_some_and(|n| n == "config.pbtxt") && depth == 1 {
+        match crate::files::read_regular(&path, MAX_READ_BYTES) {
+            Ok(bytes) => match text_format::parse(&bytes) {
+                Ok(tree) => {
+                    entry.config = Some(ModelConfigFacts::of(&tree));
+                    entry.config_tree = Some(tree);
+                }
                 Err(why) => {
                     entry.unreadable = Some(format!(
                         "is a model configuration trident cannot read: {why}"

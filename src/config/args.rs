@@ -213,6 +213,11 @@ pub struct ServeArgs {
     /// Default: `refuse` on a multi-model endpoint, `allow` on a single-model one.
     #[arg(long, env = NATIVE_CODE_ENV)]
     pub artifact_native_code: Option<String>,
+    /// Where the private trees the core loads artifacts from are made (by default the
+    /// temporary folder). On the models' own file system, files are hard-linked instead of
+    /// copied.
+    #[arg(long, env = crate::artifacts::staging::STAGING_DIR_ENV)]
+    pub artifact_staging_dir: Option<PathBuf>,
     /// The platform's ed25519 public keys (hex, comma-separated): under Secure Mode, every
     /// plugin must be signed with one of them.
     #[arg(long, env = PLUGIN_KEYS_ENV)]

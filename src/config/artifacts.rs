@@ -32,11 +32,17 @@ impl ServeArgs {
         } else {
             None
         };
-        Ok(ArtifactPolicy {
-            secure_mode,
-            native_code,
-            ..ArtifactPolicy::default()
-        })
+        let mut policy = ArtifactPolicy::default();
+        policy.secure_mode = secure_mode;
+        policy.native_code = native_code;
+        if let Some(folder) = self
+            .artifact_staging_dir
+            .clone()
+            .filter(|f| !f.as_os_str().is_empty())
+        {
+            policy.staging_dir = folder;
+        }
+        Ok(policy)
     }
 
     fn secure_mode_settings(&self) -> Result<SecureMode, ConfigError> {

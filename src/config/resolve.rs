@@ -23,6 +23,11 @@ impl ServeArgs {
             batch_strategy: self.batch_strategy.clone(),
             max_payload_in_mb: self.max_payload_in_mb,
         });
+        let sessions = self.session_settings()?;
+        let mut artifacts = self.artifact_policy(multi_model)?;
+        artifacts.idle_limit = sessions
+            .as_ref()
+            .map(|s| s.expiration + crate::sessions::idle::MARGIN);
         Ok(Config {
             mode: self.mode(multi_model)?,
             ping_mode: self.ping_mode(multi_model)?,
@@ -31,9 +36,9 @@ impl ServeArgs {
             core: self.core_settings()?,
             batch,
             plugins: self.plugins.clone().filter(|p| !p.as_os_str().is_empty()),
-            sessions: self.session_settings()?,
+            sessions,
             process: self.process_role()?,
-            artifacts: self.artifact_policy(multi_model)?,
+            artifacts,
         })
     }
 

@@ -63,7 +63,7 @@ pub async fn load<E: Engine>(
     timeout: Duration,
     on_timeout: OnTimeout,
 ) -> Result<(), LoadFailure> {
-    let artifact = resolve(registry, &plan.url)
+    let artifact = resolve(registry, &plan.url, timeout)
         .await
         .map_err(LoadFailure::Refused)?;
     let plugins = plugins(&artifact, policy)
@@ -139,11 +139,17 @@ fn undo_when_loaded<E: Engine>(
     });
 }
 
-/// The artifact at `url`, resolved on the blocking pool within the file deadline (a hung file
-/// system costs this load an error, not the endpoint).
-async fn resolve(registry: &Arc<ModelRegistry>, url: &str) -> Result<Artifact, MmeError> {
+/// The artifact at `url`, resolved (checked, and its private tree made where one is) on the
+/// blocking pool within the load time-out, and never less than the file deadline: a hung file
+/// system costs this load an error, not the endpoint.
+async fn resolve(
+    registry: &Arc<ModelRegistry>,
+    url: &str,
+    timeout: Duration,
+) -> Result<Artifact, MmeError> {
     let (owned, owned_url) = (Arc::clone(registry), url.to_owned());
-    crate::files::off_thread(Path::new(url), move || owned.resolve(&owned_url))
+    let within = timeout.max(crate::files::READ_DEADLINE);
+    crate::files::off_thread_within(Path::new(url), within, move || owned.resolve(&owned_url))
         .await
         .map_err(|e| MmeError::BadRequest(e.to_string()))?
 }
@@ -154,7 +160,7 @@ async fn plugins(
     artifact: &Artifact,
     policy: &ModelPluginPolicy,
 ) -> Result<Option<Arc<PluginHost>>, MmeError> {
-    let host = model_plugins::load(&artifact.model_folder(), policy)
+    let host = model_plugins::load(&artifact.loaded_folder(), policy)
         .await
         .map_err(MmeError::BadRequest)?;
     Ok(host.map(Arc::new))

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::journal::{Entry, Journal};
 use super::layout::{Layout, find_model};
 use super::url::validate;
-use crate::artifacts::ArtifactPolicy;
+use crate::artifacts::{ArtifactPolicy, Prepared};
 use crate::engine::{Engine, EngineError};
 use crate::plugins::PluginHost;
 use crate::sessions::Sessions;
@@ -26,8 +26,10 @@ pub struct LoadedModel {
     pub target: String,
     /// The url of its load call.
     pub url: String,
-    /// The repository registered for it, reported as its `modelUrl`.
+    /// The artifact's repository, reported as its `modelUrl`.
     pub repository: PathBuf,
+    /// What the core reads for it (the repository registered, and its private tree).
+    pub prepared: Prepared,
     /// The plugins its artifact brought ([`crate::plugins::model_plugins`]), used instead of
     /// the container's for its invocations and dropped with it.
     pub plugins: Option<Arc<PluginHost>>,
@@ -70,18 +72,26 @@ pub enum MmeError {
 }
 
 /// A load's artifact, resolved once ([`ModelRegistry::resolve`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Artifact {
     /// The url of the load call, as given.
     pub url: String,
-    /// Where its model is: the repository to register and the model's folder in it.
+    /// Where its model is: the artifact's repository and the model's folder in it.
     pub layout: Layout,
+    /// What the core reads for it: the repository to register ([`ArtifactPolicy::prepare`]).
+    pub prepared: Prepared,
 }
 
 impl Artifact {
-    /// The model's folder (the one holding `config.pbtxt`), where its plugins are read.
+    /// The model's folder in the artifact (the one holding its own `config.pbtxt`).
     pub fn model_folder(&self) -> PathBuf {
         self.layout.repository.join(&self.layout.folder)
+    }
+
+    /// The model's folder in what the core reads, where its plugins are read too (under a
+    /// gate, the checked private tree).
+    pub fn loaded_folder(&self) -> PathBuf {
+        self.prepared.repository.join(&self.layout.folder)
     }
 }
 
@@ -221,8 +231,9 @@ impl ModelRegistry {
     pub fn resolve(&self, url: &str) -> Result<Artifact, MmeError> {
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         let layout = find_model(&checked.path).map_err(|e| MmeError::BadRequest(e.0))?;
-        self.artifacts
-            .check(&layout.repository)
+        let prepared = self
+            .artifacts
+            .prepare(&layout.repository)
             .map_err(|refusal| {
                 tracing::warn!(url, %refusal, "model artifact refused");
                 MmeError::BadRequest(refusal.to_string())
@@ -230,6 +241,7 @@ impl ModelRegistry {
         Ok(Artifact {
             url: url.to_owned(),
             layout,
+            prepared,
         })
     }
 
@@ -273,7 +285,11 @@ impl ModelRegistry {
                 },
             );
         }
-        let outcome = self.load_reserved(engine, &artifact.layout, &target).await;
+        let core_layout = Layout {
+            repository: artifact.prepared.repository.clone(),
+            folder: artifact.layout.folder.clone(),
+        };
+        let outcome = self.load_reserved(engine, &core_layout, &target).await;
         if let (Ok(_), Some(sessions)) = (&outcome, sessions) {
             sessions
                 .model_loaded(&target, &artifact.model_folder())
@@ -281,14 +297,15 @@ impl ModelRegistry {
         }
         let mut slots = self.slots();
         match outcome {
-            Ok(repository) => {
+            Ok(()) => {
                 slots.insert(
                     name.to_owned(),
                     Slot::Ready(LoadedModel {
                         name: name.to_owned(),
                         target,
                         url: artifact.url.clone(),
-                        repository,
+                        repository: artifact.layout.repository.clone(),
+                        prepared: artifact.prepared.clone(),
                         plugins,
                     }),
                 );
@@ -307,7 +324,7 @@ impl ModelRegistry {
         engine: &E,
         layout: &Layout,
         target: &str,
-    ) -> Result<PathBuf, MmeError> {
+    ) -> Result<(), MmeError> {
         engine
             .register_repository(&layout.repository, &layout.folder, target)
             .await
@@ -325,7 +342,7 @@ impl ModelRegistry {
             return Err(MmeError::Engine(error));
         }
         tracing::info!(model = target, repository = %layout.repository.display(), "model loaded");
-        Ok(layout.repository.clone())
+        Ok(())
     }
 
     /// Unloads `name` and its dependents, waits until the engine reports it unloaded, and
@@ -356,8 +373,11 @@ impl ModelRegistry {
             return Err(MmeError::BadRequest(error.message));
         }
         let waited = self.wait_unloaded(engine, &model.target).await;
-        if let Err(e) = engine.unregister_repository(&model.repository).await {
-            tracing::warn!(error = %e, repository = %model.repository.display(),
+        if let Err(e) = engine
+            .unregister_repository(&model.prepared.repository)
+            .await
+        {
+            tracing::warn!(error = %e, repository = %model.prepared.repository.display(),
                 "unregistering the repository of an unloaded model failed");
         }
         {
@@ -410,6 +430,10 @@ mod tests {
                     target: name.to_string(),
                     url: format!("/opt/ml/models/{name}"),
                     repository: PathBuf::from(format!("/opt/ml/models/{name}")),
+                    prepared: Prepared {
+                        repository: PathBuf::from(format!("/opt/ml/models/{name}")),
+                        staged: None,
+                    },
                     plugins: None,
                 }),
             );

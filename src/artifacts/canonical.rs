@@ -1,0 +1,336 @@
+//! The configuration trident writes for a model, from what it parsed: the one the core reads.
+//!
+//! Under a gate (a Secure Mode control or the native-code boundary) every model folder of the
+//! artifact gets one, whether the artifact brought a `config.pbtxt` or not:
+//! - only fields of Triton's schema ([`super::config_schema`]); any other is refused;
+//! - the backend stated: kept when the configuration states it, else taken from a `platform`
+//!   trident knows, else from the model file in its version folders (`model.onnx`,
+//!   `model.plan`, `model.pt`, `model.savedmodel`, `model.graphdef`, `model.py`); a model
+//!   whose backend cannot be told is refused. The core's own guesses (the
+//!   `default_model_filename`'s suffix, a `.python` model name, a folder shaped like a python
+//!   model) never come into play;
+//! - a `runtime` only where the model's folder holds no file of that name (the core looks
+//!   there before the backend's folder; which runtimes the image has is the rules' part), no
+//!   repository agents (code the core runs on the folder);
+//! - files named only inside the model's folder;
+//! - ensemble steps only over models of the same artifact (not another tenant's).
+//!
+//! With sessions on, a stateful model whose configuration sets no idle limit gets
+//! `sequence_batching.max_sequence_idle_microseconds` raised past the sessions' expiration
+//! ([`crate::sessions`]'s idle module says why), so the core loads it once, already aligned.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::config_schema::{self, MODEL_CONFIG};
+use super::text_format::{Message, Value};
+
+/// The field of `sequence_batching` that bounds a sequence's idle time.
+pub const IDLE_FIELD: &str = "max_sequence_idle_microseconds";
+
+/// A model folder of an artifact, as the canonical configuration needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFolder<'a> {
+    /// The folder's name.
+    pub name: &'a str,
+    /// The names (lower case) of what its version folders hold.
+    pub model_files: &'a BTreeSet<String>,
+    /// The names (lower case) of every file anywhere in it.
+    pub file_names: &'a BTreeSet<String>,
+    /// Every model folder of the artifact (ensemble steps must be among them).
+    pub artifact_models: &'a BTreeSet<String>,
+}
+
+/// What the canonical configuration is written for.
+#[derive(Debug, Clone, Copy)]
+pub struct Canonicalize {
+    /// Whether a gate is in force (the schema, the stated backend and the rest apply).
+    pub gated: bool,
+    /// The idle limit a stateful model is given when its configuration sets none.
+    pub idle_limit: Option<Duration>,
+}
+
+/// The backends of the platforms trident knows (and the platform to keep beside them).
+const PLATFORMS: &[(&str, &str)] = &[
+    ("onnxruntime_onnx", "onnxruntime"),
+    ("tensorrt_plan", "tensorrt"),
+    ("pytorch_libtorch", "pytorch"),
+    ("tensorflow_savedmodel", "tensorflow"),
+    ("tensorflow_graphdef", "tensorflow"),
+];
+
+/// The model files whose backend is known: file → (backend, platform to state with it).
+const MODEL_FILES: &[(&str, &str, Option<&str>)] = &[
+    ("model.onnx", "onnxruntime", None),
+    ("model.plan", "tensorrt", None),
+    ("model.pt", "pytorch", None),
+    (
+        "model.savedmodel",
+        "tensorflow",
+        Some("tensorflow_savedmodel"),
+    ),
+    ("model.graphdef", "tensorflow", Some("tensorflow_graphdef")),
+    ("model.py", "python", None),
+];
+
+/// Whether a model file among `model_files` names a backend.
+pub fn names_a_backend(model_files: &BTreeSet<String>) -> bool {
+    MODEL_FILES
+        .iter()
+        .any(|(file, _, _)| model_files.contains(*file))
+}
+
+impl Canonicalize {
+    /// The configuration to write for `folder`, from the one it has (`None`: none): `Ok(None)`
+    /// when the folder's own file stands as it is (no gate, nothing to raise), else the
+    /// configuration; `Err` lists why it is refused.
+    pub fn config(
+        &self,
+        config: Option<Message>,
+        folder: ModelFolder<'_>,
+    ) -> Result<Option<Message>, Vec<String>> {
+        if !self.gated {
+            return Ok(
+                config.and_then(|mut config| self.raise_idle_limit(&mut config).then_some(config))
+            );
+        }
+        let mut config = config.unwrap_or_default();
+        let mut problems = config_schema::check(&config, MODEL_CONFIG);
+        if let Some(runtime) = config.text("runtime")
+            && folder.file_names.contains(&runtime.to_lowercase())
+        {
+            problems.push(format!(
+                "sets runtime {runtime:?}, and the model's folder holds a file of that name, \
+                 which the core would load instead of its backend's"
+            ));
+        }
+        if config.has("model_repository_agents") {
+            problems.push(
+                "sets model_repository_agents: repository agents run code on the model's folder"
+                    .to_owned(),
+            );
+        }
+        if let Err(why) = state_backend(&mut config, folder) {
+            problems.push(why);
+        }
+        problems.extend(foreign_steps(&config, folder));
+        self.raise_idle_limit(&mut config);
+        if problems.is_empty() {
+            Ok(Some(config))
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Raises a stateful model's idle limit when sessions are on and the configuration sets
+    /// none; returns whether it did.
+    fn raise_idle_limit(&self, config: &mut Message) -> bool {
+        let Some(limit) = self.idle_limit else {
+            return false;
+        };
+        let Some(batching) = config.message_mut("sequence_batching") else {
+            return false;
+        };
+        if batching.has(IDLE_FIELD) {
+            return false;
+        }
+        let micros = u64::try_from(limit.as_micros()).unwrap_or(u64::MAX);
+        batching.set(IDLE_FIELD, Value::Word(micros.to_string()));
+        true
+    }
+}
+
+/// Makes `config` state its backend, or says why it cannot.
+fn state_backend(config: &mut Message, folder: ModelFolder<'_>) -> Result<(), String> {
+    if config.text("backend").is_some_and(|b| !b.is_empty()) {
+        return Ok(());
+    }
+    match config.text("platform").filter(|p| !p.is_empty()) {
+        Some("ensemble") => return Ok(()),
+        Some(platform) => {
+            let (_, backend) = PLATFORMS
+                .iter()
+                .find(|(known, _)| *known == platform)
+                .ok_or_else(|| {
+                    format!("names platform {platform:?}, which trident does not know")
+                })?;
+            config.set("backend", Value::Text((*backend).to_owned()));
+            return Ok(());
+        }
+        None => {}
+    }
+    let found: Vec<_> = MODEL_FILES
+        .iter()
+        .filter(|(file, _, _)| folder.model_files.contains(*file))
+        .collect();
+    match found.as_slice() {
+        [(_, backend, platform)] => {
+            config.set("backend", Value::Text((*backend).to_owned()));
+            if let Some(platform) = platform {
+                config.set("platform", Value::Text((*platform).to_owned()));
+            }
+            Ok(())
+        }
+        [] => Err(format!(
+            "model {} states no backend, and its version folders hold no model file that \
+             names one (set backend in its config.pbtxt)",
+            folder.name
+        )),
+        several => Err(format!(
+            "model {} states no backend, and its version folders hold model files of several \
+             ({}; set backend in its config.pbtxt)",
+            folder.name,
+            several
+                .iter()
+                .map(|(file, _, _)| *file)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// The ensemble steps of `config` that name a model outside the artifact.
+fn foreign_steps(config: &Message, folder: ModelFolder<'_>) -> Vec<String> {
+    let steps = config
+        .all("ensemble_scheduling")
+        .filter_map(|s| match s {
+            Value::Message(s) => Some(s),
+            _ => None,
+        })
+        .flat_map(|scheduling| scheduling.all("step"))
+        .filter_map(|s| match s {
+            Value::Message(s) => Some(s),
+            _ => None,
+        });
+    let mut problems = Vec::new();
+    for step in steps {
+        let name = step.text("model_name").unwrap_or_default();
+        if !folder.artifact_models.contains(name) {
+            problems.push(format!(
+                "has an ensemble step over model {name:?}, which is not a model of the artifact"
+            ));
+        }
+        if step.text("model_namespace").is_some_and(|n| !n.is_empty()) {
+            problems.push("sets an ensemble step's model_namespace".to_owned());
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifacts::text_format::parse;
+
+    fn canonical(
+        text: Option<&str>,
+        files: &[&str],
+        gated: bool,
+    ) -> Result<Option<Message>, Vec<String>> {
+        let files: BTreeSet<String> = files.iter().map(|f| (*f).to_owned()).collect();
+        let models: BTreeSet<String> = ["m", "step"].iter().map(|f| (*f).to_owned()).collect();
+        let folder = ModelFolder {
+            name: "m",
+            model_files: &files,
+            file_names: &files,
+            artifact_models: &models,
+        };
+        let canonicalize = Canonicalize {
+            gated,
+            idle_limit: Some(Duration::from_secs(90)),
+        };
+        canonicalize.config(text.map(|t| parse(t.as_bytes()).unwrap()), folder)
+    }
+
+    fn backend(result: &Result<Option<Message>, Vec<String>>) -> Option<String> {
+        result
+            .as_ref()
+            .ok()?
+            .as_ref()?
+            .text("backend")
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn the_backend_is_always_stated_under_a_gate() {
+        let stated = canonical(Some("backend: \"onnxruntime\""), &["model.py"], true);
+        assert_eq!(backend(&stated).as_deref(), Some("onnxruntime"));
+        let platform = canonical(Some("platform: \"onnxruntime_onnx\""), &[], true);
+        assert_eq!(backend(&platform).as_deref(), Some("onnxruntime"));
+        // The core would guess python from default_model_filename; trident reads the files.
+        let guessed = canonical(
+            Some("default_model_filename: \"model.py\""),
+            &["model.py"],
+            true,
+        );
+        assert_eq!(backend(&guessed).as_deref(), Some("python"));
+        let none = canonical(None, &["model.onnx"], true);
+        assert_eq!(backend(&none).as_deref(), Some("onnxruntime"));
+        let saved = canonical(None, &["model.savedmodel"], true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(saved.text("platform"), Some("tensorflow_savedmodel"));
+        for (text, files) in [
+            (None, &[][..]),
+            (None, &["weights.bin"][..]),
+            (None, &["model.onnx", "model.py"][..]),
+            (Some("platform: \"mystery\""), &["model.onnx"][..]),
+        ] {
+            assert!(canonical(text, files, true).is_err(), "{text:?} {files:?}");
+        }
+        assert!(
+            canonical(
+                Some(
+                    "platform: \"ensemble\" ensemble_scheduling { step { model_name: \"step\" } }"
+                ),
+                &[],
+                true
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn what_reaches_outside_the_model_is_refused() {
+        let planted = "backend: \"onnxruntime\" runtime: \"libtriton_onnxruntime.so\"";
+        assert!(canonical(Some(planted), &[], true).is_ok());
+        let refused = canonical(Some(planted), &["libtriton_onnxruntime.so"], true).unwrap_err();
+        assert!(
+            refused[0].contains("holds a file of that name"),
+            "{refused:?}"
+        );
+        for text in [
+            "backend: \"onnxruntime\" model_repository_agents { agents { name: \"../../x\" } }",
+            "platform: \"ensemble\" ensemble_scheduling { step { model_name: \"other_tenant\" } }",
+            "platform: \"ensemble\" ensemble_scheduling { step { model_name: \"step\" model_namespace: \"x\" } }",
+            "backend: \"onnxruntime\" unknown_field: 1",
+        ] {
+            let refused = canonical(Some(text), &[], true).unwrap_err();
+            assert_eq!(refused.len(), 1, "{text}: {refused:?}");
+        }
+    }
+
+    #[test]
+    fn the_idle_limit_is_raised_once_and_only_when_unset() {
+        let raised = canonical(
+            Some("backend: \"python\" sequence_batching { }"),
+            &[],
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let batching = raised.message("sequence_batching").unwrap();
+        assert_eq!(
+            batching.last(IDLE_FIELD),
+            Some(&Value::Word("90000000".into()))
+        );
+        let set = "sequence_batching { max_sequence_idle_microseconds: 5 }";
+        assert_eq!(canonical(Some(set), &[], false), Ok(None));
+        assert_eq!(canonical(Some("backend: \"python\""), &[], false), Ok(None));
+        assert_eq!(canonical(None, &[], false), Ok(None));
+        let gated = canonical(Some("backend: \"python\" sequence_batching { }"), &[], true)
+            .unwrap()
+            .unwrap();
+        assert!(gated.message("sequence_batching").unwrap().has(IDLE_FIELD));
+    }
+}

@@ -1,0 +1,422 @@
+//! The private trees the core loads artifacts from, so that it reads what trident checked.
+//!
+//! Each process keeps its trees in a folder of its own, `trident-artifacts-<pid>` under the
+//! staging folder (`TRIDENT_ARTIFACT_STAGING_DIR`, by default the temporary folder), made
+//! `0700`. A tree is one of two shapes:
+//! - [`Shape::Private`] (under a gate): every folder made anew, every file hard-linked from
+//!   the artifact (the same bytes: nothing to copy) or, where a hard link cannot be made
+//!   (another file system, a file the process may not link), copied. Links that stay inside
+//!   the artifact are made again inside the tree; a link out of it is kept as such, for the
+//!   check to refuse. FIFOs, sockets and devices are left out. The check then reads the tree,
+//!   trident writes each model's configuration over it (a new file: a hard-linked original is
+//!   never written through), and its folders are made read-only. What the core reads is what
+//!   was checked, whatever happens to the artifact's folder meanwhile (a hard-linked file
+//!   shares its bytes with the original: a process that rewrites the original in place
+//!   changes it; nothing in the container does).
+//! - [`Shape::Linked`] (no gate, a configuration to change): the model folders whose
+//!   configuration trident rewrites are made anew, with a link to each of their other
+//!   entries; every other entry of the repository is a link. Nothing is copied.
+//!
+//! A tree is removed when its [`Staged`] is dropped (the model unloaded, the load failed), on a
+//! thread of its own; the trees of a process that died are removed by the next one to start.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::walk::{MAX_DEPTH, MAX_ENTRIES};
+
+/// The environment variable naming the folder the private trees are made in.
+pub const STAGING_DIR_ENV: &str = "TRIDENT_ARTIFACT_STAGING_DIR";
+
+/// The prefix of each process's folder.
+const PROCESS_PREFIX: &str = "trident-artifacts-";
+
+/// How a tree is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Folders made anew, files hard-linked or copied.
+    Private,
+    /// Links to the artifact's entries, but for the model folders named.
+    Linked,
+}
+
+/// Where this process makes its trees.
+#[derive(Debug)]
+pub struct StagingArea {
+    folder: PathBuf,
+    next: AtomicU64,
+}
+
+/// One private tree; removed when dropped.
+#[derive(Debug)]
+pub struct Staged {
+    /// The tree's root: the repository the core is given.
+    pub root: PathBuf,
+    /// The artifact's folder it stands for.
+    pub original: PathBuf,
+}
+
+impl StagingArea {
+    /// The folder this process's trees are made in, under `parent`.
+    pub fn folder_under(parent: &Path) -> PathBuf {
+        parent.join(format!("{PROCESS_PREFIX}{}", std::process::id()))
+    }
+
+    /// This process's staging area under `parent`: made on the first call for `parent` (the
+    /// folders of processes that no longer run removed first), the same one after.
+    pub fn for_process(parent: &Path) -> Result<Arc<StagingArea>, String> {
+        static AREAS: Mutex<BTreeMap<PathBuf, Arc<StagingArea>>> = Mutex::new(BTreeMap::new());
+        let mut areas = AREAS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(area) = areas.get(parent) {
+            return Ok(Arc::clone(area));
+        }
+        let area = Arc::new(StagingArea::new(parent)?);
+        areas.insert(parent.to_path_buf(), Arc::clone(&area));
+        Ok(area)
+    }
+
+    fn new(parent: &Path) -> Result<StagingArea, String> {
+        sweep(parent);
+        let folder = StagingArea::folder_under(parent);
+        if folder.exists() {
+            remove_tree(&folder);
+        }
+        std::fs::create_dir_all(parent)
+            .and_then(|()| std::fs::create_dir(&folder))
+            .and_then(|()| {
+                std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700))
+            })
+            .map_err(|e| {
+                format!(
+                    "cannot make the artifact staging folder {} ({STAGING_DIR_ENV}): {e}",
+                    folder.display()
+                )
+            })?;
+        Ok(StagingArea {
+            folder,
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// The folder this process's trees are in.
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    /// Makes a tree of `original` (a folder) in `shape`; for [`Shape::Linked`], `rewritten`
+    /// names the model folders made anew.
+    pub fn stage(
+        &self,
+        original: &Path,
+        shape: Shape,
+        rewritten: &[String],
+    ) -> Result<Staged, String> {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let staged = Staged {
+            root: self.folder.join(number.to_string()),
+            original: original.to_path_buf(),
+        };
+        let made = match shape {
+            Shape::Private => {
+                let real = std::fs::canonicalize(original)
+                    .map_err(|e| format!("cannot read {}: {e}", original.display()))?;
+                let mut budget = MAX_ENTRIES;
+                mirror(&real, original, &staged.root, &staged.root, 0, &mut budget)
+            }
+            Shape::Linked => link_tree(original, &staged.root, rewritten),
+        };
+        made.map(|()| staged)
+    }
+}
+
+impl Staged {
+    /// Where `path` of the tree is in the artifact (for messages).
+    pub fn original_path(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.root)
+            .map_or_else(|_| path.to_path_buf(), |rest| self.original.join(rest))
+    }
+
+    /// Writes `text` as `folder`'s `config.pbtxt` in the tree: a new file in place of what
+    /// was there (a hard link's original is left as it was).
+    pub fn write_config(&self, folder: &str, text: &str) -> Result<(), String> {
+        let folder = self.root.join(folder);
+        let fresh = folder.join(".config.pbtxt.trident");
+        let target = folder.join("config.pbtxt");
+        std::fs::write(&fresh, text)
+            .and_then(|()| std::fs::rename(&fresh, &target))
+            .map_err(|e| format!("cannot write {}: {e}", target.display()))
+    }
+
+    /// Removes the tree now, on this thread (at the end of serving, when no thread would be
+    /// left to finish a removal).
+    pub fn remove_now(mut self) {
+        remove_tree(&std::mem::take(&mut self.root));
+    }
+
+    /// Makes every folder of the tree read-only.
+    pub fn seal(&self) -> Result<(), String> {
+        set_folder_modes(&self.root, 0o555)
+            .map_err(|e| format!("cannot seal {}: {e}", self.root.display()))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let root = std::mem::take(&mut self.root);
+        if root.as_os_str().is_empty() {
+            return;
+        }
+        // Removing a tree of many files is file system work: never on a serving thread.
+        let spawned = std::thread::Builder::new()
+            .name("trident-unstage".into())
+            .spawn(move || remove_tree(&root));
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot remove an artifact's private tree");
+        }
+    }
+}
+
+/// Mirrors the folder `from` (whose real path under the artifact's real root `real` is
+/// walked) into `to`, within the tree rooted at `tree`.
+fn mirror(
+    real: &Path,
+    from: &Path,
+    to: &Path,
+    tree: &Path,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "{} is nested more than {MAX_DEPTH} folders deep",
+            from.display()
+        ));
+    }
+    let fail = |path: &Path, e: std::io::Error| format!("cannot stage {}: {e}", path.display());
+    std::fs::create_dir(to).map_err(|e| fail(to, e))?;
+    for item in std::fs::read_dir(from).map_err(|e| fail(from, e))? {
+        *budget = budget.checked_sub(1).ok_or_else(|| {
+            format!("the artifact holds more than {MAX_ENTRIES} files and folders")
+        })?;
+        let item = item.map_err(|e| fail(from, e))?;
+        let (source, target) = (item.path(), to.join(item.file_name()));
+        let kind = item.file_type().map_err(|e| fail(&source, e))?;
+        if kind.is_dir() {
+            mirror(real, &source, &target, tree, depth + 1, budget)?;
+        } else if kind.is_symlink() {
+            let link = match std::fs::canonicalize(&source) {
+                Ok(resolved) => match resolved.strip_prefix(real) {
+                    Ok(inside) => tree.join(inside),
+                    Err(_) => resolved,
+                },
+                // A dangling link: kept as it is, for the check to name.
+                Err(_) => std::fs::read_link(&source).map_err(|e| fail(&source, e))?,
+            };
+            std::os::unix::fs::symlink(&link, &target).map_err(|e| fail(&target, e))?;
+        } else if kind.is_file() {
+            link_or_copy(&source, &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Hard-links `source` at `target`, or copies it (read-only) where no link can be made.
+fn link_or_copy(source: &Path, target: &Path) -> Result<(), String> {
+    if std::fs::hard_link(source, target).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(source, target)
+        .and_then(|_| std::fs::set_permissions(target, std::fs::Permissions::from_mode(0o444)))
+        .map_err(|e| {
+            format!(
+                "cannot copy {} into its private tree {}: {e}",
+                source.display(),
+                target.display()
+            )
+        })
+}
+
+/// A tree of links to `original`'s entries, but the folders in `rewritten`, made anew with a
+/// link to each of their entries.
+fn link_tree(original: &Path, root: &Path, rewritten: &[String]) -> Result<(), String> {
+    let fail = |path: &Path, e: std::io::Error| format!("cannot stage {}: {e}", path.display());
+    let original = std::fs::canonicalize(original).map_err(|e| fail(original, e))?;
+    std::fs::create_dir(root).map_err(|e| fail(root, e))?;
+    for item in std::fs::read_dir(&original).map_err(|e| fail(&original, e))? {
+        let item = item.map_err(|e| fail(&original, e))?;
+        let name = item.file_name();
+        let target = root.join(&name);
+        if rewritten.iter().any(|r| std::ffi::OsStr::new(r) == name) {
+            std::fs::create_dir(&target).map_err(|e| fail(&target, e))?;
+            for inner in std::fs::read_dir(item.path()).map_err(|e| fail(&item.path(), e))? {
+                let inner = inner.map_err(|e| fail(&item.path(), e))?;
+                if inner.file_name() != "config.pbtxt" {
+                    std::os::unix::fs::symlink(inner.path(), target.join(inner.file_name()))
+                        .map_err(|e| fail(&target, e))?;
+                }
+            }
+        } else {
+            std::os::unix::fs::symlink(item.path(), &target).map_err(|e| fail(&target, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets the mode of every folder under `root` (itself included), not following links.
+fn set_folder_modes(root: &Path, mode: u32) -> std::io::Result<()> {
+    let mut folders = vec![root.to_path_buf()];
+    let mut all = Vec::new();
+    while let Some(folder) = folders.pop() {
+        if mode & 0o200 != 0 {
+            // Writable again before its entries are listed.
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(mode))?;
+        }
+        for item in std::fs::read_dir(&folder)?.flatten() {
+            if item.file_type().is_ok_and(|t| t.is_dir()) {
+                folders.push(item.path());
+            }
+        }
+        all.push(folder);
+    }
+    if mode & 0o200 == 0 {
+        for folder in all.iter().rev() {
+            std::fs::set_permissions(folder, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a tree, its read-only folders made writable first.
+fn remove_tree(root: &Path) {
+    let _ = set_folder_modes(root, 0o755);
+    if let Err(error) = std::fs::remove_dir_all(root)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(%error, tree = %root.display(), "cannot remove an artifact's private tree");
+    }
+}
+
+/// Removes the staging folders, under `parent`, of this user's processes that no longer run.
+fn sweep(parent: &Path) {
+    let uid = rustix::process::geteuid().as_raw();
+    for item in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = item.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PROCESS_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = item.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(folder = %item.path().display(), "removing the artifact trees of a process that ended");
+            remove_tree(&item.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, relative: &str, text: &str) {
+        let path = root.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_private_tree_holds_the_same_files_and_never_writes_through() {
+        let (artifact, staging) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write(
+            artifact.path(),
+            "m/config.pbtxt",
+            "backend: \"onnxruntime\"",
+        );
+        write(artifact.path(), "m/1/model.onnx", "weights");
+        std::os::unix::fs::symlink(
+            artifact.path().join("m/1/model.onnx"),
+            artifact.path().join("m/1/alias.onnx"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", artifact.path().join("m/out")).unwrap();
+        let area = StagingArea::for_process(staging.path()).unwrap();
+        let staged = area.stage(artifact.path(), Shape::Private, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(staged.root.join("m/1/model.onnx")).unwrap(),
+            "weights"
+        );
+        // A link inside points inside the tree; one out stays out, for the check to refuse.
+        let alias = std::fs::read_link(staged.root.join("m/1/alias.onnx")).unwrap();
+        assert!(alias.starts_with(&staged.root), "{}", alias.display());
+        let out = std::fs::read_link(staged.root.join("m/out")).unwrap();
+        assert!(!out.starts_with(&staged.root));
+        staged
+            .write_config("m", "backend: \"onnxruntime\"\nname: \"m\"\n")
+            .unwrap();
+        staged.seal().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(artifact.path().join("m/config.pbtxt")).unwrap(),
+            "backend: \"onnxruntime\""
+        );
+        let mode = std::fs::metadata(staged.root.join("m"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o555, "sealed");
+        assert_eq!(
+            staged.original_path(&staged.root.join("m/1")),
+            artifact.path().join("m/1")
+        );
+        let root = staged.root.clone();
+        drop(staged);
+        for _ in 0..200 {
+            if !root.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn a_linked_tree_links_all_but_the_rewritten_configuration() {
+        let (artifact, staging) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write(artifact.path(), "m/config.pbtxt", "sequence_batching {}");
+        write(artifact.path(), "m/1/model.py", "x");
+        write(artifact.path(), "other/config.pbtxt", "");
+        let area = StagingArea::for_process(staging.path()).unwrap();
+        let staged = area
+            .stage(artifact.path(), Shape::Linked, &["m".into()])
+            .unwrap();
+        assert!(!staged.root.join("m/config.pbtxt").exists());
+        assert!(staged.root.join("m/1/model.py").is_file());
+        assert!(
+            std::fs::symlink_metadata(staged.root.join("other"))
+                .unwrap()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn the_trees_of_ended_processes_are_swept() {
+        let staging = tempfile::tempdir().unwrap();
+        let stale = staging
+            .path()
+            .join(format!("{PROCESS_PREFIX}{}", u32::MAX - 1));
+        write(&stale, "0/m/config.pbtxt", "");
+        set_folder_modes(&stale, 0o555).unwrap();
+        let unrelated = staging.path().join("something-else");
+        std::fs::create_dir(&unrelated).unwrap();
+        let area = StagingArea::for_process(staging.path()).unwrap();
+        assert!(!stale.exists());
+        assert!(unrelated.exists());
+        assert!(area.folder().exists());
+    }
+}
