@@ -401,11 +401,13 @@ fn multi_model_loads_of_forbidden_artifacts_are_refused_and_the_endpoint_serves(
         b"platform: \"pytorch_libtorch\"\nmax_batch_size: 0\n",
     );
     write(&torch.join("t/1/model.ts"), b"not really");
+    // The platform states the pytorch backend, which this image lacks: the scripts control
+    // refuses that before the pickle control's TorchScript rule (a unit test's case).
     extra(
         "torch",
         torch.clone(),
         torch.join("t/config.pbtxt"),
-        "DISALLOW_PICKLE_FILES",
+        "DISALLOW_CUSTOM_INFERENCE_SCRIPTS",
     );
     let evil = evil_backend_artifact(root.path(), "evil");
     extra(
@@ -542,4 +544,192 @@ fn one_tenants_refused_artifact_refuses_no_other_tenant_after_a_restart() {
     let again = load(addr, "pickled", &pickled);
     assert_eq!(again.status, 400, "{}", again.text());
     assert!(again.error().contains("weights.pkl"), "{}", again.text());
+}
+
+/// Writes an executable `#!/bin/sh` script at `path` that leaves `marker` if it ever runs.
+fn script_leaving(path: &Path, marker: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    write(
+        path,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()).as_bytes(),
+    );
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `model`'s configuration at `url/<folder>` with `edit` applied.
+fn edited(url: &Path, folder: &str, model: &str, edit: impl Fn(String) -> String) {
+    common::copy_model(model, url, folder);
+    let config = url.join(folder).join("config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, edit(text)).unwrap();
+}
+
+/// Issue 44's classes, written as an attacker would, on a multi-model endpoint at its default
+/// (the native-code boundary, no Secure Mode): each artifact would run code of its own (a
+/// script leaving a marker), load a library or read a file outside itself, or reach another
+/// tenant's model, through a route the old deny-list did not see. Each is refused naming what,
+/// nothing runs, and the endpoint serves: a python model loads after them from its canonical
+/// configuration.
+#[test]
+fn artifacts_that_would_reach_outside_themselves_are_refused_by_construction() {
+    let (_running, addr, root) = serve_multi_model(&[]);
+    let markers = tempfile::tempdir().unwrap();
+    let victim = root.path().join("victim/model");
+    common::copy_model("native_identity_fp32", &victim, "victim");
+    assert_eq!(load(addr, "victim", &victim).status, 200);
+    let mut cases: Vec<(&str, PathBuf, &str)> = Vec::new();
+    // The python backend picked by the core from default_model_filename, with a stub of the
+    // artifact's own (a shell script) that the python backend would run.
+    let url = root.path().join("stub/model");
+    write(
+        &url.join("p/config.pbtxt"),
+        b"max_batch_size: 0\ndefault_model_filename: \"model.py\"\n",
+    );
+    write(&url.join("p/1/model.txt"), b"not a model");
+    script_leaving(
+        &url.join("p/triton_python_backend_stub"),
+        &markers.path().join("stub"),
+    );
+    cases.push(("stub", url, "python backend stub"));
+    // The same without a stub: no backend stated, none the files name.
+    let url = root.path().join("guessed/model");
+    write(
+        &url.join("g/config.pbtxt"),
+        b"max_batch_size: 0\ndefault_model_filename: \"model.py\"\n",
+    );
+    write(&url.join("g/1/model.txt"), b"not a model");
+    cases.push(("guessed", url, "states no backend"));
+    // An execution environment named with `value` before `key`, whose activation would run.
+    let url = root.path().join("env/model");
+    edited(&url, "e", "identity_fp32", |config| {
+        config
+            + "parameters { value: { string_value: \"$$TRITON_MODEL_DIRECTORY/env.tar.gz\" } \
+               key: \"EXECUTION_ENV_PATH\" }\n"
+    });
+    let env = tempfile::tempdir().unwrap();
+    script_leaving(
+        &env.path().join("bin/activate"),
+        &markers.path().join("env"),
+    );
+    let tarred = Command::new("tar")
+        .arg("-czf")
+        .arg(url.join("e/env.tar.gz"))
+        .arg("-C")
+        .arg(env.path())
+        .arg("bin")
+        .status()
+        .unwrap();
+    assert!(tarred.success());
+    cases.push(("env", url, "EXECUTION_ENV_PATH"));
+    // A repository agent named with `../`.
+    let url = root.path().join("agent/model");
+    edited(&url, "a", "native_identity_fp32", |config| {
+        config + "model_repository_agents { agents [ { name: \"../../../../tmp/agent\" } ] }\n"
+    });
+    cases.push(("agent", url, "repository agents"));
+    // Labels read from outside the artifact (the process's environment, as classification
+    // strings).
+    let url = root.path().join("labels/model");
+    edited(&url, "l", "native_identity_fp32", |config| {
+        config.replace(
+            "dims: [ -1, -1 ] } ]\ninstance",
+            "dims: [ -1, -1 ], label_filename: \"../../../../../../proc/self/environ\" } ]\ninstance",
+        )
+    });
+    cases.push(("labels", url, "label_filename"));
+    // An ensemble over another tenant's model.
+    let url = root.path().join("ensemble/model");
+    write(
+        &url.join("ens/config.pbtxt"),
+        br#"platform: "ensemble"
+max_batch_size: 0
+input [ { name: "IN", data_type: TYPE_FP32, dims: [ -1, -1 ] } ]
+output [ { name: "OUT", data_type: TYPE_FP32, dims: [ -1, -1 ] } ]
+ensemble_scheduling { step [ { model_name: "victim", model_version: -1,
+  input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } } ] }
+"#,
+    );
+    std::fs::create_dir_all(url.join("ens/1")).unwrap();
+    cases.push(("ensemble", url, "not a model of the artifact"));
+
+    for (name, url, what) in &cases {
+        let response = load(addr, name, url);
+        let text = response.text();
+        assert_eq!(response.status, 400, "{name}: {text}");
+        assert!(text.contains(what), "{name}: {text}");
+        assert_eq!(listed(addr), ["victim"], "after {name}");
+        assert_eq!(get(addr, "/ping").status, 200, "after {name}");
+    }
+    let left: Vec<_> = std::fs::read_dir(markers.path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "an artifact's code ran: {left:?}");
+    // A python model loads from the configuration trident wrote, and serves.
+    let python = root.path().join("python/model");
+    common::copy_model("identity_fp32", &python, "p");
+    let loaded = load(addr, "python", &python);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let invoked = invoke_identity(addr, "/models/python/invoke");
+    assert_eq!(invoked.status, 200, "{}", invoked.text());
+    assert_eq!(invoke_identity(addr, "/models/victim/invoke").status, 200);
+}
+
+/// What the old checker refused but the core reads (issue 44's false refusals) loads under
+/// Secure Mode's five controls: a configuration with a Latin-1 comment and a `\u00e9` escape, a
+/// TensorFlow `saved_model.pbtxt` among the files, a folder of notes beside the model. The
+/// core reads the private copy: the artifact's own configuration changed after the load
+/// changes nothing served, and an unload removes the copy.
+#[test]
+fn legitimate_artifacts_load_from_their_checked_private_copy() {
+    let channel = tempfile::tempdir().unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let mut env = secure_env(channel.path());
+    env.push(("TRIDENT_ARTIFACT_STAGING_DIR", staging.path().as_os_str()));
+    let (_running, addr, root) = serve_multi_model(&env);
+    let url = root.path().join("tenant/model");
+    common::copy_model("native_identity_fp32", &url, "m");
+    let config = url.join("m/config.pbtxt");
+    let mut text = b"# caf\xe9 au lait: a Latin-1 comment\n".to_vec();
+    text.extend(std::fs::read(&config).unwrap());
+    text.extend(b"parameters { key: \"note\" value: { string_value: \"caf\\u00e9\" } }\n");
+    std::fs::write(&config, text).unwrap();
+    write(
+        &url.join("m/1/saved_model.pbtxt"),
+        b"saved_model_schema_version: 1\nmeta_graphs { graph_def { node { name: \"x\" op: \"Const\" } } }\n",
+    );
+    write(
+        &url.join("m/notes/README.txt"),
+        b"how this model was trained",
+    );
+    let loaded = load(addr, "tenant", &url);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    std::fs::write(&config, "backend: \"python\"\n").unwrap();
+    let invoked = invoke_identity(addr, "/models/tenant/invoke");
+    assert_eq!(invoked.status, 200, "{}", invoked.text());
+    assert_eq!(invoked.json()["outputs"][0]["data"], json!([1.5, -2.0]));
+    let trees = || -> Vec<PathBuf> {
+        std::fs::read_dir(staging.path())
+            .unwrap()
+            .flatten()
+            .flat_map(|process| std::fs::read_dir(process.path()).unwrap().flatten())
+            .map(|tree| tree.path())
+            .collect()
+    };
+    let made = trees();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let written = std::fs::read_to_string(made[0].join("m/config.pbtxt")).unwrap();
+    assert!(written.contains("backend: \"trident\""), "{written}");
+    assert!(written.contains("caf\u{e9}"), "{written}");
+    let unloaded = request(addr, "DELETE", "/models/tenant", &[], b"");
+    assert_eq!(unloaded.status, 200, "{}", unloaded.text());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !trees().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the private copy stayed: {:?}",
+            trees()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

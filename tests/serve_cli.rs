@@ -567,7 +567,8 @@ fn stopped_with_0(running: &mut Running, within: Duration) -> (Duration, String)
 }
 
 /// `trident serve` as SageMaker runs it, with sessions on a stateful model whose configuration
-/// sets no idle limit (Triton's 1 s): a session keeps its sum across a 3 s pause, and SIGTERM
+/// sets no idle limit (Triton's 1 s): the model is loaded once, a session keeps its sum across a
+/// 3 s pause, and SIGTERM
 /// with 32 open sessions, as many as the model's sequence slots (30 of them started in the
 /// model), ends them and exits 0 within 5 s,
 /// where the core used to wait for every open sequence until SageMaker's SIGKILL.
@@ -599,6 +600,14 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
         log.contains("open sessions ended for the shutdown"),
         "{log}"
     );
+    // The model was loaded once, its first load already carrying the raised idle limit (issue
+    // 43, case 4: it was loaded a second time to raise it, doubling start-up time and memory).
+    let loads = log
+        .lines()
+        .filter(|line| line.contains("successfully loaded '") && line.contains("counter'"))
+        .count();
+    assert_eq!(loads, 1, "{log}");
+    assert!(!log.contains("loaded again"), "{log}");
     eprintln!("SIGTERM with 32 open sessions: exit 0 after {took:?}");
 }
 

@@ -130,6 +130,11 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
 fn the_native_boundary_refuses_what_the_core_would_load_and_lets_python_models_be() {
     let refused: &[(&str, &[u8])] = &[
         ("evil/libtriton_evil.so", b"\x7fELF"),
+        ("p/triton_python_backend_stub", b"#!/bin/sh\ntouch /tmp/marker\n"),
+        (
+            "e/config.pbtxt",
+            b"backend: \"python\"\nparameters { value: { string_value: \"env.tar.gz\" } key: \"EXECUTION_ENV_PATH\" }",
+        ),
         ("evil/config.pbtxt", b"backend: \"evil\""),
         (
             "r/config.pbtxt",
