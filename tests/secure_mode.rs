@@ -70,6 +70,11 @@ const FORBIDDEN: &[Forbidden] = &[
     Forbidden { file: "requirements.txt", bytes: b"torch==2.5\n", control: "DISALLOW_REQUIREMENTS_TXT" },
     Forbidden { file: "1/model.json", bytes: b"{\"model\": \"x\", \"trust_remote_code\": true}", control: "DISALLOW_TRUST_REMOTE_CODE" },
     Forbidden { file: "tokenizer_config.json", bytes: b"{\"chat_template\": \"{% for m in messages %}{{ m }}{% endfor %}\"}", control: "DISALLOW_CHAT_TEMPLATE" },
+    // Issue 44: a protocol 0 pickle under a text name, a compressed file (a pickle or anything
+    // else inside), a string that Python takes as true.
+    Forbidden { file: "1/labels.txt", bytes: b"cos\nsystem\n(S'touch /tmp/pwned'\ntR.", control: "DISALLOW_PICKLE_FILES" },
+    Forbidden { file: "1/weights.pkl.gz", bytes: b"\x1f\x8b\x08\x00", control: "allow-list" },
+    Forbidden { file: "config.json", bytes: b"{\"trust_remote_code\": \"false\"}", control: "DISALLOW_TRUST_REMOTE_CODE" },
 ];
 
 #[test]

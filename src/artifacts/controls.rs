@@ -66,6 +66,9 @@ pub enum Gate {
     Secure(Control),
     /// The native-code boundary (`TRIDENT_ARTIFACT_NATIVE_CODE=refuse`).
     NativeCode,
+    /// Secure Mode's allow-list of kinds of file ([`super::allow_list`]), in force with any
+    /// control.
+    AllowList,
 }
 
 impl fmt::Display for Gate {
@@ -81,6 +84,10 @@ impl fmt::Display for Gate {
             Gate::NativeCode => write!(
                 f,
                 "{NATIVE_CODE_ENV}=refuse (the default on a multi-model endpoint)"
+            ),
+            Gate::AllowList => write!(
+                f,
+                "Secure Mode's allow-list of kinds of file ({SECURE_MODE_ENV}; SECURITY.md lists them)"
             ),
         }
     }

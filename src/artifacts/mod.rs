@@ -23,6 +23,7 @@
 //! Secure Mode the untrusted channels are held to the same rules at start: a forbidden file in
 //! one refuses every artifact, since a model may read any of them.
 
+pub mod allow_list;
 pub mod canonical;
 pub mod config_schema;
 pub mod controls;
@@ -221,6 +222,9 @@ impl ArtifactPolicy {
             .iter()
             .flat_map(|secure| secure.controls.iter().copied().map(Gate::Secure))
             .collect();
+        if self.secure_mode.is_some() {
+            gates.insert(Gate::AllowList);
+        }
         if self.native_code == NativeCode::Refused {
             gates.insert(Gate::NativeCode);
         }
@@ -449,23 +453,28 @@ fn apply_rules(
     let kept = entries
         .iter()
         .filter(|entry| excluded.is_none_or(|excluded| !entry.path.starts_with(excluded)));
+    let allow_list = gates.contains(&Gate::AllowList);
     for entry in kept {
-        for rule in rules::RULES {
-            let Some(&gate) = rule.gates.iter().find(|g| gates.contains(g)) else {
-                continue;
-            };
-            if (rule.finds)(entry, image) {
+        let found = rules::RULES.iter().find_map(|rule| {
+            let &gate = rule.gates.iter().find(|g| gates.contains(g))?;
+            (rule.finds)(entry, image).then(|| {
                 let what = match (&entry.unreadable, rule.what) {
                     (Some(why), "cannot be checked") => format!("cannot be checked ({why})"),
                     _ => rule.what.to_owned(),
                 };
-                findings.push(Finding {
-                    path: entry.path.clone(),
-                    what,
-                    gate,
-                });
-                break;
-            }
+                (what, gate)
+            })
+        });
+        let found = found.or_else(|| {
+            let what = allow_list.then(|| allow_list::refusal(entry))??;
+            Some((what, Gate::AllowList))
+        });
+        if let Some((what, gate)) = found {
+            findings.push(Finding {
+                path: entry.path.clone(),
+                what,
+                gate,
+            });
         }
         if findings.len() == MAX_FINDINGS {
             break;

@@ -30,6 +30,7 @@ const ANY: &[Gate] = &[
     REMOTE_CODE,
     CHAT_TEMPLATE,
     Gate::NativeCode,
+    Gate::AllowList,
 ];
 /// Native code in the serving process: forbidden by the scripts control and by the boundary.
 const NATIVE: &[Gate] = &[SCRIPTS, Gate::NativeCode];
@@ -101,12 +102,13 @@ fn is_torchscript_config(entry: &Entry, _: &ImageBackends) -> bool {
     })
 }
 
-/// A pickle by its first bytes: protocol 2 to 5's opcode, a zip whose first entry is a pickle
+/// A pickle by its first bytes: protocol 1 to 5's opcode, protocol 0's first opcodes, a zip whose first entry is a pickle
 /// (`torch.save`'s archives, TorchScript), or a NumPy array of Python objects.
 fn holds_pickle(entry: &Entry, _: &ImageBackends) -> bool {
     let head = &entry.head;
-    let pickle_opcode =
-        head.first() == Some(&0x80) && head.get(1).is_some_and(|v| (2..=5).contains(v));
+    let pickle_opcode = (head.first() == Some(&0x80)
+        && head.get(1).is_some_and(|v| (1..=5).contains(v)))
+        || super::allow_list::is_text_pickle(head);
     let zip_of_pickles = head.starts_with(b"PK\x03\x04")
         && first_zip_entry(head).is_some_and(|name| name.ends_with(b".pkl"));
     let numpy_objects = head.starts_with(b"\x93NUMPY") && contains(head, b"'|O'");
@@ -123,11 +125,17 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-fn is_truthy(value: &str) -> bool {
-    matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "true" | "1" | "yes" | "on"
-    )
+/// Whether a Python consumer would take `value` as true: any string but the empty one (so
+/// `"false"` too, as `bool("false")` is), any number but 0, any non-empty list or object.
+fn truthy_to_python(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Null => false,
+        serde_json::Value::Bool(b) => *b,
+        serde_json::Value::String(s) => !s.is_empty(),
+        serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+        serde_json::Value::Array(items) => !items.is_empty(),
+        serde_json::Value::Object(map) => !map.is_empty(),
+    }
 }
 
 fn trusts_remote_code(entry: &Entry, _: &ImageBackends) -> bool {
@@ -135,15 +143,11 @@ fn trusts_remote_code(entry: &Entry, _: &ImageBackends) -> bool {
         .json
         .as_ref()
         .and_then(|m| m.get("trust_remote_code"))
-        .is_some_and(|v| match v {
-            serde_json::Value::Bool(b) => *b,
-            serde_json::Value::String(s) => is_truthy(s),
-            serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
-            _ => false,
-        });
+        .is_some_and(truthy_to_python);
+    // A parameter is a string: only the empty one reads as false to every consumer.
     let in_config = config(entry)
         .and_then(|c| c.parameters.get("trust_remote_code"))
-        .is_some_and(|v| is_truthy(v));
+        .is_some_and(|v| !v.is_empty());
     in_json || in_config
 }
 

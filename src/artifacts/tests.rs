@@ -81,7 +81,10 @@ fn a_plain_onnx_artifact_passes_every_control_and_the_boundary() {
     assert_eq!(refusal_of(&native_boundary(), &[]), None);
     // safetensors and a tokenizer without a template are fine too.
     let files: &[(&str, &[u8])] = &[
-        ("m/1/model.safetensors", b"{}"),
+        (
+            "m/1/model.safetensors",
+            b"\x02\x00\x00\x00\x00\x00\x00\x00{}",
+        ),
         ("m/tokenizer_config.json", b"{\"model_max_length\": 10}"),
     ];
     assert_eq!(refusal_of(&secure(ALL), files), None);
@@ -106,6 +109,10 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
         (PickleFiles, "t/config.pbtxt", b"platform: \"pytorch_libtorch\"\ndefault_model_filename: \"model.ts\""),
         (RequirementsTxt, "m/requirements.txt", b"torch"),
         (TrustRemoteCode, "v/1/model.json", b"{\"model\": \"x\", \"trust_remote_code\": true}"),
+        (TrustRemoteCode, "v/1/config.json", b"{\"trust_remote_code\": \"false\"}"),
+        (ChatTemplate, "m/processor_config.json", b"{\"chat_template\": \"{{ x }}\"}"),
+        (PickleFiles, "m/1/weights.dat", b"cos\nsystem\n(S'touch /tmp/x'\ntR."),
+        (PickleFiles, "m/1/old.data", b"\x80\x01}q\x00."),
         (TrustRemoteCode, "v/config.pbtxt", b"backend: \"onnxruntime\"\nparameters [{ key: \"trust_remote_code\" value { string_value: \"True\" } }]"),
         (ChatTemplate, "m/tokenizer_config.json", b"{\"chat_template\": \"{{ messages }}\"}"),
         (ChatTemplate, "m/templates/chat.jinja", b"{{ x }}"),
@@ -117,11 +124,15 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
             Some((path.to_string(), Gate::Secure(*control))),
             "{path}"
         );
+        // Under the other controls no row refuses it; Secure Mode's allow-list still refuses
+        // what is not a kind of file it knows (native code under another name).
         let others: Vec<Control> = ALL.iter().copied().filter(|c| c != control).collect();
-        assert_eq!(
-            refusal_of(&secure(&others), &[(path, bytes)]),
-            None,
-            "{path} under the other controls"
+        let other = refusal_of(&secure(&others), &[(path, bytes)]);
+        assert!(
+            other
+                .as_ref()
+                .is_none_or(|(_, gate)| *gate == Gate::AllowList),
+            "{path} under the other controls: {other:?}"
         );
     }
 }

@@ -30,8 +30,9 @@ pub struct Entry {
     pub config: Option<ModelConfigFacts>,
     /// For a model's `config.pbtxt`: the whole configuration.
     pub config_tree: Option<Message>,
-    /// For the JSON files rules read (`model.json`, `tokenizer_config.json`,
-    /// `chat_template.json`): the top-level object.
+    /// For the JSON files rules read (`model.json`, `config.json`, `tokenizer_config.json`,
+    /// `chat_template.json`, `processor_config.json`, `preprocessor_config.json`): the
+    /// top-level object.
     pub json: Option<serde_json::Map<String, serde_json::Value>>,
     /// Why the rules cannot read it, when they cannot (a link out of the artifact, a
     /// configuration that does not parse, an unreadable file).
@@ -115,7 +116,14 @@ fn lower_name(path: &Path) -> String {
 }
 
 /// The JSON files whose keys the rules read.
-const JSON_READ: [&str; 3] = ["model.json", "tokenizer_config.json", "chat_template.json"];
+const JSON_READ: [&str; 6] = [
+    "model.json",
+    "config.json",
+    "tokenizer_config.json",
+    "chat_template.json",
+    "processor_config.json",
+    "preprocessor_config.json",
+];
 
 /// Reads the file at `path`, in a folder `depth` below the root.
 fn read_entry(path: PathBuf, depth: usize) -> Entry {
