@@ -35,6 +35,8 @@ pub fn core_config(config: &Config, prepared: Option<&Prepared>) -> ServerConfig
         ),
         Mode::MultiModel { repository, .. } => (repository.clone(), Vec::new()),
     };
+    let model_load_threads = matches!(config.mode, Mode::MultiModel { .. })
+        .then_some(crate::mme::registry::CORE_LOAD_THREADS);
     ServerConfig {
         model_repositories: vec![repository],
         model_control: ModelControl::Explicit { startup_models },
@@ -42,6 +44,7 @@ pub fn core_config(config: &Config, prepared: Option<&Prepared>) -> ServerConfig
         backend_config: backend_config(config),
         model_namespacing: config.core.model_namespacing,
         buffer_manager_threads: config.core.buffer_manager_threads,
+        model_load_threads,
         exit_timeout: CORE_EXIT_TIMEOUT,
         model_load_gpu_limits: config
             .core

@@ -738,3 +738,59 @@ fn legitimate_artifacts_load_from_their_checked_private_copy() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Four artifacts whose model hangs in its initialisation (a python model sleeping for an
+/// hour, outside Secure Mode) leave a fifth load working (issue 44: they held the core's four
+/// load threads for good, and every later load answered 504 while `/ping` said 200): each is
+/// answered 504 at its time-out, its process is ended, and a native model loads and serves
+/// meanwhile and after.
+#[test]
+fn four_hung_loads_leave_a_fifth_working() {
+    let timeout = [("TRIDENT_MODEL_LOAD_TIMEOUT_SECS", OsStr::new("4"))];
+    let (running, addr, root) = serve_multi_model(&timeout);
+    let hung: Vec<PathBuf> = (0..4)
+        .map(|i| {
+            let url = root.path().join(format!("hung{i}/model"));
+            common::copy_model("slow_init", &url, "h");
+            let script = url.join("h/1/model.py");
+            let text = std::fs::read_to_string(&script).unwrap();
+            std::fs::write(&script, text.replace("time.sleep(6)", "time.sleep(3600)")).unwrap();
+            url
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let answers: Vec<u16> = std::thread::scope(|scope| {
+        let loads: Vec<_> = hung
+            .iter()
+            .enumerate()
+            .map(|(i, url)| scope.spawn(move || load(addr, &format!("hung{i}"), url).status))
+            .collect();
+        // A fifth load while the four hang.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let fifth = root.path().join("fifth/model");
+        common::copy_model("native_identity_fp32", &fifth, "m");
+        let loaded = load(addr, "fifth", &fifth);
+        assert_eq!(loaded.status, 200, "{}", loaded.text());
+        let invoked = invoke_identity(addr, "/models/fifth/invoke");
+        assert_eq!(invoked.status, 200, "{}", invoked.text());
+        loads.into_iter().map(|l| l.join().unwrap()).collect()
+    });
+    assert_eq!(answers, [504; 4]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // Their processes are ended, the loads undone, the names free; the endpoint serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !stub_children(common::process::serving_process(running.0.id())).is_empty()
+        || (0..4).any(|i| get(addr, &format!("/models/hung{i}")).status != 404)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hung loads were not ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(listed(addr), ["fifth"]);
+    let after = root.path().join("after/model");
+    common::copy_model("native_identity_fp32", &after, "m");
+    assert_eq!(load(addr, "after", &after).status, 200);
+    assert_eq!(get(addr, "/ping").status, 200);
+}

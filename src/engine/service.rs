@@ -220,6 +220,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
         &self,
         repository: &Path,
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Ends the backend processes of `model`, whose load is being abandoned (it outlasted its
+    /// time-out): a model that hangs in its initialisation would otherwise hold one of the
+    /// core's load threads for good. The core's load then fails, and the thread is free. How
+    /// many processes were ended; an engine without such processes ends none.
+    fn end_abandoned_load(&self, model: &str) -> usize {
+        let _ = model;
+        0
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ pub async fn load<E: Engine>(
         .await
         .map_err(LoadFailure::Refused)?;
     let LoadPlan { name, target, .. } = plan;
+    let target_name = target.clone();
     let mut loading = {
         let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
         let sessions = sessions.cloned();
@@ -93,11 +94,26 @@ pub async fn load<E: Engine>(
         )))),
         Err(_) => {
             if on_timeout == OnTimeout::Undo {
+                // A model hanging in its initialisation would never let the core finish the
+                // load (nor free its load thread): its processes are ended, so the load fails.
+                let ended = engine.end_abandoned_load(&target_of(&name, target_name.as_deref()));
+                if ended > 0 {
+                    tracing::warn!(
+                        model = name,
+                        processes = ended,
+                        "ended the backend processes of a load that outlasted its time-out"
+                    );
+                }
                 undo_when_loaded(Arc::clone(registry), engine.clone(), name.clone(), loading);
             }
             Err(LoadFailure::TimedOut { name, timeout })
         }
     }
+}
+
+/// The name the engine serves a load as: its target when given, else its name.
+fn target_of(name: &str, target: Option<&str>) -> String {
+    target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned()
 }
 
 /// Unloads `name` with `registry` from `engine`, its sessions ending first, in a task of its

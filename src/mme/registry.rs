@@ -122,7 +122,18 @@ pub struct ModelRegistry {
     journal: OnceLock<Journal>,
     /// What an artifact may bring; every load's artifact is checked against it.
     artifacts: ArtifactPolicy,
+    /// Loads the core runs at once ([`MAX_LOADS_IN_FLIGHT`]).
+    in_flight: tokio::sync::Semaphore,
 }
+
+/// The load threads the core of a multi-model endpoint has (Triton's default is 4).
+pub const CORE_LOAD_THREADS: u32 = 8;
+
+/// The most loads trident asks the core for at once: one fewer than its load threads, so that
+/// loads hanging in a model's initialisation (until their time-out ends them) never hold every
+/// thread, and the reload of a model whose process died always finds one. Loads past this
+/// wait their turn within their own time-out.
+pub const MAX_LOADS_IN_FLIGHT: usize = CORE_LOAD_THREADS as usize - 1;
 
 impl ModelRegistry {
     /// An empty registry whose load urls must lie under `models_root`, waiting for unloads as
@@ -134,6 +145,7 @@ impl ModelRegistry {
             slots: Mutex::new(BTreeMap::new()),
             journal: OnceLock::new(),
             artifacts: ArtifactPolicy::default(),
+            in_flight: tokio::sync::Semaphore::new(MAX_LOADS_IN_FLIGHT),
         }
     }
 
@@ -289,7 +301,10 @@ impl ModelRegistry {
             repository: artifact.prepared.repository.clone(),
             folder: artifact.layout.folder.clone(),
         };
-        let outcome = self.load_reserved(engine, &core_layout, &target).await;
+        let outcome = match self.in_flight.acquire().await {
+            Ok(_turn) => self.load_reserved(engine, &core_layout, &target).await,
+            Err(closed) => Err(MmeError::Internal(format!("no load can start: {closed}"))),
+        };
         if let (Ok(_), Some(sessions)) = (&outcome, sessions) {
             sessions
                 .model_loaded(&target, &artifact.model_folder())

@@ -234,6 +234,25 @@ impl Engine for TritonEngine {
         .await
     }
 
+    fn end_abandoned_load(&self, model: &str) -> usize {
+        let mut ended = 0;
+        for stub in crate::engine::processes::live_stubs() {
+            if !stub.serves(model) {
+                continue;
+            }
+            let Some(pid) = rustix::process::Pid::from_raw(stub.pid.cast_signed()) else {
+                continue;
+            };
+            match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
+                Ok(()) => ended += 1,
+                Err(error) => {
+                    tracing::warn!(model, pid = stub.pid, %error, "cannot end a hung load's process");
+                }
+            }
+        }
+        ended
+    }
+
     async fn reload_with_config(&self, model: &str, config: String) -> Result<(), EngineError> {
         self.forget(model);
         let (model, recovery) = (model.to_owned(), Arc::clone(&self.recovery));
