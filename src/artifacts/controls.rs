@@ -69,6 +69,8 @@ pub enum Gate {
     /// Secure Mode's allow-list of kinds of file ([`super::allow_list`]), in force with any
     /// control.
     AllowList,
+    /// What no setting allows: an artifact reaching outside itself.
+    Always,
 }
 
 impl fmt::Display for Gate {
@@ -85,6 +87,7 @@ impl fmt::Display for Gate {
                 f,
                 "{NATIVE_CODE_ENV}=refuse (the default on a multi-model endpoint)"
             ),
+            Gate::Always => write!(f, "trident in every configuration"),
             Gate::AllowList => write!(
                 f,
                 "Secure Mode's allow-list of kinds of file ({SECURE_MODE_ENV}; SECURITY.md lists them)"

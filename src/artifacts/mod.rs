@@ -27,7 +27,9 @@ pub mod allow_list;
 pub mod canonical;
 pub mod config_schema;
 pub mod controls;
+pub mod environment;
 pub mod model_config;
+mod prepare;
 pub mod rules;
 pub mod staging;
 pub mod text_format;
@@ -237,148 +239,6 @@ impl ArtifactPolicy {
         self.prepare(root).map(drop)
     }
 
-    /// What the core is to read for the artifact at `root` (a folder), or why it is refused.
-    /// It reads the file system, and may link or copy the artifact: call it off the serving
-    /// threads.
-    /// - Under a gate: the artifact's private tree, checked, with the configurations trident
-    ///   wrote ([`canonical`]) and its folders read-only.
-    /// - Without one: the artifact's own folder; or, when a stateful model's idle limit must
-    ///   be raised, a tree of links to it with that model's configuration rewritten.
-    pub fn prepare(&self, root: &Path) -> Result<Prepared, ArtifactRefusal> {
-        if let Some(refusal) = &self.channels_refusal {
-            return Err(refusal.clone());
-        }
-        let gates = self.gates();
-        match gates.first() {
-            Some(&gate) => self.prepare_private(root, &gates, gate),
-            None => self
-                .prepare_linked(root)
-                .map_err(|why| ArtifactRefusal::Unstaged {
-                    root: root.to_path_buf(),
-                    why,
-                }),
-        }
-    }
-
-    fn area(&self) -> Result<&staging::StagingArea, String> {
-        self.staging
-            .get_or_init(|| staging::StagingArea::for_process(&self.staging_dir))
-            .as_deref()
-            .map_err(Clone::clone)
-    }
-
-    /// The private tree of `root`, checked and with canonical configurations.
-    fn prepare_private(
-        &self,
-        root: &Path,
-        gates: &BTreeSet<Gate>,
-        gate: Gate,
-    ) -> Result<Prepared, ArtifactRefusal> {
-        let unchecked = |why: String| ArtifactRefusal::Unchecked {
-            root: root.to_path_buf(),
-            why,
-            gate,
-        };
-        let staged = self
-            .area()
-            .and_then(|area| area.stage(root, staging::Shape::Private, &[]))
-            .map_err(unchecked)?;
-        let mut entries = walk::walk(&staged.root).map_err(|e| unchecked(e.0))?;
-        let canonicalize = canonical::Canonicalize {
-            gated: true,
-            idle_limit: self.idle_limit,
-        };
-        let mut problems = Vec::new();
-        for folder in model_folders(&staged.root) {
-            let written = canonical_config(&canonicalize, &staged.root, &folder, &mut entries);
-            match written {
-                Ok(Some(text)) => staged.write_config(&folder, &text).map_err(unchecked)?,
-                Ok(None) => {
-                    // Not a model: the core could only guess at it, so it does not see it.
-                    let path = staged.root.join(&folder);
-                    std::fs::remove_dir_all(&path)
-                        .map_err(|e| unchecked(format!("cannot leave out {folder}: {e}")))?;
-                    tracing::info!(folder = %staged.original_path(&path).display(),
-                        "a folder with neither config.pbtxt nor a model file is not given to the core");
-                }
-                Err(found) => problems.extend(found.into_iter().map(|what| Finding {
-                    path: staged.root.join(&folder).join("config.pbtxt"),
-                    what,
-                    gate,
-                })),
-            }
-        }
-        // The files first: they say most about what the artifact is.
-        let mut findings = apply_rules(&entries, gates, &self.image, None);
-        findings.extend(problems);
-        findings.truncate(MAX_FINDINGS);
-        if !findings.is_empty() {
-            for finding in &mut findings {
-                finding.path = staged.original_path(&finding.path);
-            }
-            return Err(ArtifactRefusal::Forbidden {
-                root: root.to_path_buf(),
-                findings,
-            });
-        }
-        staged.seal().map_err(unchecked)?;
-        Ok(Prepared {
-            repository: staged.root.clone(),
-            staged: Some(Arc::new(staged)),
-        })
-    }
-
-    /// `root` itself, or a tree of links to it where a stateful model's idle limit must be
-    /// raised.
-    fn prepare_linked(&self, root: &Path) -> Result<Prepared, String> {
-        let itself = Prepared {
-            repository: root.to_path_buf(),
-            staged: None,
-        };
-        if self.idle_limit.is_none() {
-            return Ok(itself);
-        }
-        let canonicalize = canonical::Canonicalize {
-            gated: false,
-            idle_limit: self.idle_limit,
-        };
-        let mut rewritten = Vec::new();
-        for folder in model_folders(root) {
-            let path = root.join(&folder).join("config.pbtxt");
-            // A configuration that cannot be read is the core's to refuse, as it would be.
-            let Ok(bytes) = crate::files::read_regular(&path, 16 << 20) else {
-                continue;
-            };
-            let Ok(config) = text_format::parse(&bytes) else {
-                continue;
-            };
-            let none = BTreeSet::new();
-            let folder_facts = canonical::ModelFolder {
-                name: &folder,
-                model_files: &none,
-                file_names: &none,
-                artifact_models: &none,
-            };
-            if let Ok(Some(config)) = canonicalize.config(Some(config), folder_facts) {
-                rewritten.push((folder, config.write()));
-            }
-        }
-        if rewritten.is_empty() {
-            return Ok(itself);
-        }
-        let names: Vec<String> = rewritten.iter().map(|(name, _)| name.clone()).collect();
-        let staged = self.area()?.stage(root, staging::Shape::Linked, &names)?;
-        for (folder, text) in &rewritten {
-            staged.write_config(folder, text)?;
-        }
-        tracing::info!(repository = %root.display(), models = ?names,
-            "stateful models load with their idle limit raised past the sessions' expiration");
-        Ok(Prepared {
-            repository: staged.root.clone(),
-            staged: Some(Arc::new(staged)),
-        })
-    }
-
     /// Checks the untrusted channels (Secure Mode only), keeping the first refusal for every
     /// later [`ArtifactPolicy::check`].
     ///
@@ -481,78 +341,6 @@ fn apply_rules(
         }
     }
     findings
-}
-
-/// The folders directly in `root` (the models of a repository), by name.
-fn model_folders(root: &Path) -> Vec<String> {
-    let mut folders: Vec<String> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|item| item.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|item| item.file_name().into_string().ok())
-        .collect();
-    folders.sort();
-    folders
-}
-
-/// The canonical configuration of model `folder` in the tree at `root`, from its entries;
-/// the rules then see what it says (its entry is added when the folder had none). `Ok(None)`:
-/// the folder has neither a configuration nor a model file, and is not a model.
-fn canonical_config(
-    canonicalize: &canonical::Canonicalize,
-    root: &Path,
-    folder: &str,
-    entries: &mut Vec<walk::Entry>,
-) -> Result<Option<String>, Vec<String>> {
-    let base = root.join(folder);
-    let config_path = base.join("config.pbtxt");
-    let (mut model_files, mut file_names) = (BTreeSet::new(), BTreeSet::new());
-    for entry in entries.iter() {
-        let Ok(inside) = entry.path.strip_prefix(&base) else {
-            continue;
-        };
-        file_names.insert(entry.name.clone());
-        let mut parts = inside.components().map(|c| c.as_os_str().to_string_lossy());
-        if let (Some(version), Some(first)) = (parts.next(), parts.next())
-            && !version.is_empty()
-            && version.bytes().all(|b| b.is_ascii_digit())
-        {
-            model_files.insert(first.to_lowercase());
-        }
-    }
-    let models: BTreeSet<String> = model_folders(root).into_iter().collect();
-    let index = entries.iter().position(|e| e.path == config_path);
-    if index.is_none() && !canonical::names_a_backend(&model_files) {
-        return Ok(None);
-    }
-    if index.is_some_and(|i| entries[i].unreadable.is_some()) {
-        // The rules refuse it under every gate, naming why.
-        return Err(Vec::new());
-    }
-    let tree = index.and_then(|i| entries[i].config_tree.clone());
-    let config = canonicalize
-        .config(
-            tree,
-            canonical::ModelFolder {
-                name: folder,
-                model_files: &model_files,
-                file_names: &file_names,
-                artifact_models: &models,
-            },
-        )?
-        .unwrap_or_default();
-    let facts = model_config::ModelConfigFacts::of(&config);
-    match index {
-        Some(i) => entries[i].config = Some(facts),
-        None => entries.push(walk::Entry {
-            path: config_path,
-            name: "config.pbtxt".into(),
-            config: Some(facts),
-            ..walk::Entry::default()
-        }),
-    }
-    Ok(Some(config.write()))
 }
 
 #[cfg(test)]
