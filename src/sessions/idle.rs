@@ -5,9 +5,11 @@
 //! state while it is still open. Decision, when sessions are on and a model with a sequence
 //! batcher is loaded (at start, and on each multi-model load):
 //!
-//! - its `config.pbtxt` sets no idle limit: the model is loaded again with its configuration's
-//!   limit raised to the session expiration plus [`MARGIN`], so the session always ends first
-//!   (and sends the sequence its END);
+//! - its `config.pbtxt` sets no idle limit: the limit is raised to the session expiration plus
+//!   [`MARGIN`], so the session always ends first (and sends the sequence its END). The
+//!   configuration the core first loads already carries it (trident writes it:
+//!   [`crate::artifacts::canonical`]), so the model loads once; only a model whose sequence
+//!   batcher the backend added itself is loaded again here, with the raised limit;
 //! - it sets one: the model's word stands, and a session of it expires after the shorter of the
 //!   two (its `Expires` says so). The load logs which applies and the field that raises it.
 //!
