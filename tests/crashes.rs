@@ -487,10 +487,10 @@ fn one_dead_process_of_several_is_replaced() {
     let (running, addr, root) = serve_multi_model(&[]);
     let url = artifact(root.path(), "hydra", "slow_echo");
     load(addr, "hydra", &url, None);
-    let url = url.to_string_lossy().into_owned();
     let supervisor = running.0.id();
     let serving = serving_process(supervisor);
-    let stubs = common::stub_pids(&url);
+    // The stubs name the private copy the core loads from, not the url: found by instance.
+    let stubs = common::model_stub_pids("hydra");
     assert_eq!(stubs.len(), 4, "slow_echo has four instances: {stubs:?}");
     let regions: Vec<PathBuf> = stubs
         .iter()
@@ -512,7 +512,7 @@ fn one_dead_process_of_several_is_replaced() {
     };
     let recovered = common::kill_under_traffic(
         &stubs[..1],
-        &|| common::stub_pids(&url),
+        &|| common::model_stub_pids("hydra"),
         "KILL",
         4,
         &invoke,
@@ -520,7 +520,7 @@ fn one_dead_process_of_several_is_replaced() {
         Duration::from_secs(90),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let live = common::stub_pids(&url);
+    let live = common::model_stub_pids("hydra");
     let fresh: Vec<u32> = live
         .iter()
         .copied()
@@ -542,7 +542,7 @@ fn one_dead_process_of_several_is_replaced() {
             std::thread::sleep(Duration::from_millis(250));
         }
     }
-    let mut now = common::stub_pids(&url);
+    let mut now = common::model_stub_pids("hydra");
     now.sort_unstable();
     let mut serving_now = fresh.clone();
     serving_now.sort_unstable();
@@ -593,7 +593,7 @@ fn a_model_that_cannot_come_back_is_dropped_by_a_restart() {
     )
     .unwrap();
     let serving = serving_process(running.0.id());
-    let stubs = common::stub_pids(&doomed.to_string_lossy());
+    let stubs = common::model_stub_pids("doomed");
     assert!(!stubs.is_empty(), "no stub of doomed");
     for pid in &stubs {
         assert!(common::send_signal(*pid, "KILL"), "kill -KILL {pid}");

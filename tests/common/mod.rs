@@ -279,6 +279,21 @@ pub fn stub_pids(needle: &str) -> Vec<u32> {
     pids
 }
 
+/// The python stubs on this machine that serve an instance of `model` (by the instance name
+/// their command line ends with). For a multi-model endpoint whose artifacts load from private
+/// copies, where the artifact's own path is not in the command line.
+pub fn model_stub_pids(model: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|&pid| {
+            trident::engine::processes::stub_process(pid).is_some_and(|stub| stub.serves(model))
+        })
+        .collect()
+}
+
 /// The file of the shared memory region stub `pid`'s command line names (`/dev/shm/<name>`).
 pub fn stub_shm_region(pid: u32) -> Option<PathBuf> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
