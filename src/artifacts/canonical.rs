@@ -192,16 +192,8 @@ fn state_backend(config: &mut Message, folder: ModelFolder<'_>) -> Result<(), St
 /// The ensemble steps of `config` that name a model outside the artifact.
 fn foreign_steps(config: &Message, folder: ModelFolder<'_>) -> Vec<String> {
     let steps = config
-        .all("ensemble_scheduling")
-        .filter_map(|s| match s {
-            Value::Message(s) => Some(s),
-            _ => None,
-        })
-        .flat_map(|scheduling| scheduling.all("step"))
-        .filter_map(|s| match s {
-            Value::Message(s) => Some(s),
-            _ => None,
-        });
+        .messages("ensemble_scheduling")
+        .flat_map(|scheduling| scheduling.messages("step"));
     let mut problems = Vec::new();
     for step in steps {
         let name = step.text("model_name").unwrap_or_default();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::text_format::{Message, Value};
+use super::text_format::Message;
 
 /// What the rules read from one configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,31 +24,23 @@ pub struct ModelConfigFacts {
 impl ModelConfigFacts {
     /// The facts of `config`.
     pub fn of(config: &Message) -> ModelConfigFacts {
-        let mut parameters = BTreeMap::new();
-        for entry in config.all("parameters") {
-            let Value::Message(entry) = entry else {
-                continue;
-            };
-            let value = entry
-                .message("value")
-                .and_then(|v| v.text("string_value"))
-                .unwrap_or_default();
-            parameters.insert(
-                entry.text("key").unwrap_or_default().to_owned(),
-                value.to_owned(),
-            );
-        }
+        let parameters = config
+            .messages("parameters")
+            .map(|entry| {
+                let value = entry
+                    .message("value")
+                    .and_then(|v| v.text("string_value"))
+                    .unwrap_or_default();
+                (
+                    entry.text("key").unwrap_or_default().to_owned(),
+                    value.to_owned(),
+                )
+            })
+            .collect::<BTreeMap<_, _>>();
         let op_libraries = config
-            .all("model_operations")
-            .filter_map(|ops| match ops {
-                Value::Message(ops) => Some(ops),
-                _ => None,
-            })
-            .flat_map(|ops| ops.all("op_library_filename"))
-            .filter_map(|name| match name {
-                Value::Text(name) => Some(name.clone()),
-                _ => None,
-            })
+            .messages("model_operations")
+            .flat_map(|ops| ops.texts("op_library_filename"))
+            .map(str::to_owned)
             .collect();
         ModelConfigFacts {
             backend: config.text("backend").map(str::to_owned),

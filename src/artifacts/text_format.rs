@@ -52,6 +52,22 @@ impl Message {
             .map(|f| &f.value)
     }
 
+    /// The message values of every field named `name`.
+    pub fn messages<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Message> + 'a {
+        self.all(name).filter_map(|value| match value {
+            Value::Message(message) => Some(message),
+            _ => None,
+        })
+    }
+
+    /// The string values of every field named `name`.
+    pub fn texts<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.all(name).filter_map(|value| match value {
+            Value::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+    }
+
     /// The last value of `name` (the one the core keeps for a field that is not repeated).
     pub fn last(&self, name: &str) -> Option<&Value> {
         self.fields
