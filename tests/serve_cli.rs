@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use common::copy_model;
 use common::http_client::{get, post_json, request, try_request};
 use common::process::{
-    Running, free_port, listening_address, serve_ready, serving_process, stub_children,
-    supervised_stubs, wait_ready_with,
+    Running, free_port, listening_address, serve_ready, serve_ready_with, serving_process,
+    stub_children, supervised_stubs, wait_ready_with,
 };
 
 fn trident() -> Command {
@@ -514,10 +514,15 @@ fn default_idle_sequence_model(repository: &Path, folder: &str) {
 
 /// Opens a session on `addr`; its id.
 fn open_session(addr: std::net::SocketAddr) -> String {
+    open_session_at(addr, "/invocations")
+}
+
+/// Opens a session on `addr`'s inference route `path`; its id.
+fn open_session_at(addr: std::net::SocketAddr, path: &str) -> String {
     let opened = request(
         addr,
         "POST",
-        "/invocations",
+        path,
         &[("X-Amzn-SageMaker-Session-Id", "NEW_SESSION")],
         br#"{"requestType":"NEW_SESSION"}"#,
     );
@@ -528,13 +533,18 @@ fn open_session(addr: std::net::SocketAddr) -> String {
 
 /// Adds `value` in session `id`; the model's running sum.
 fn add_in_session(addr: std::net::SocketAddr, id: &str, value: i32) -> i64 {
+    add_in_session_at(addr, "/invocations", id, value)
+}
+
+/// Adds `value` in session `id` on `addr`'s inference route `path`; the model's running sum.
+fn add_in_session_at(addr: std::net::SocketAddr, path: &str, id: &str, value: i32) -> i64 {
     let body = format!(
         r#"{{"inputs":[{{"name":"INPUT","datatype":"INT32","shape":[1,1],"data":[{value}]}}]}}"#
     );
     let response = request(
         addr,
         "POST",
-        "/invocations",
+        path,
         &[
             ("Content-Type", "application/json"),
             ("X-Amzn-SageMaker-Session-Id", id),
@@ -602,13 +612,55 @@ fn sigterm_with_open_sessions_ends_them_and_exits_0_at_once() {
     );
     // The model was loaded once, its first load already carrying the raised idle limit (issue
     // 43, case 4: it was loaded a second time to raise it, doubling start-up time and memory).
-    let loads = log
-        .lines()
-        .filter(|line| line.contains("successfully loaded '") && line.contains("counter'"))
-        .count();
-    assert_eq!(loads, 1, "{log}");
+    assert_eq!(loads_of(&log, "counter"), 1, "{log}");
     assert!(!log.contains("loaded again"), "{log}");
     eprintln!("SIGTERM with 32 open sessions: exit 0 after {took:?}");
+}
+
+/// The loads of a stateful model (Triton's default idle limit) that carry the raised limit:
+/// its lines in the core's log (issue 43, case 4: each was loaded twice when sessions were on).
+fn loads_of(log: &str, model: &str) -> usize {
+    let named = format!("{model}'");
+    log.lines()
+        .filter(|line| line.contains("successfully loaded '") && line.contains(&named))
+        .count()
+}
+
+/// A multi-model load of a stateful model whose configuration sets no idle limit, with
+/// sessions on and the endpoint's defaults (the native-code boundary: the core reads the
+/// artifact's private copy): loaded once, already carrying the raised idle limit, so a session
+/// keeps its sum across a 3 s pause (Triton's default limit is 1 s).
+#[test]
+fn a_multi_model_stateful_load_is_loaded_once_with_the_sessions_idle_limit() {
+    let (root, repository) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let url = root.path().join("hash").join("model");
+    default_idle_sequence_model(&url, "counter");
+    let mut command = trident();
+    command
+        .env("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "true")
+        .env("SAGEMAKER_MULTI_MODEL", "true");
+    let args = [
+        std::ffi::OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        std::ffi::OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (mut running, addr) = serve_ready_with(command, repository.path(), &args);
+    let body = serde_json::json!({"model_name": "counter", "url": url}).to_string();
+    let loaded = request(addr, "POST", "/models", &[], body.as_bytes());
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let path = "/models/counter/invoke";
+    let id = open_session_at(addr, path);
+    assert_eq!(add_in_session_at(addr, path, &id, 2), 2);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        add_in_session_at(addr, path, &id, 3),
+        5,
+        "after a 3 s pause"
+    );
+    let (_, log) = stopped_with_0(&mut running, Duration::from_secs(30));
+    assert_eq!(loads_of(&log, "counter"), 1, "{log}");
+    assert!(!log.contains("loaded again"), "{log}");
 }
 
 /// SIGTERM at the default grace with a session request that outlives the drain (issue 43, case
