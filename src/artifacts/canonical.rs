@@ -13,7 +13,10 @@
 //!   there before the backend's folder; which runtimes the image has is the rules' part), no
 //!   repository agents (code the core runs on the folder);
 //! - files named only inside the model's folder;
-//! - ensemble steps only over models of the same artifact (not another tenant's).
+//! - ensemble steps only over models of the same artifact (not another tenant's);
+//! - no parameter naming a path outside the model's folder (absolute, or climbing with `..`);
+//! - at most [`MAX_INSTANCES`] instances and [`MAX_WARMUP_RUNS`] warm-up runs, on an endpoint
+//!   other tenants share.
 //!
 //! With sessions on, a stateful model whose configuration sets no idle limit gets
 //! `sequence_batching.max_sequence_idle_microseconds` raised past the sessions' expiration
@@ -114,6 +117,8 @@ impl Canonicalize {
             problems.push(why);
         }
         problems.extend(foreign_steps(&config, folder));
+        problems.extend(paths_outside(&config));
+        problems.extend(over_bounds(&config));
         self.raise_idle_limit(&mut config);
         if problems.is_empty() {
             Ok(Some(config))
@@ -187,6 +192,75 @@ fn state_backend(config: &mut Message, folder: ModelFolder<'_>) -> Result<(), St
                 .join(", ")
         )),
     }
+}
+
+/// The most instances a model may ask for under a gate: each is a thread, or a process of its
+/// own for a python model, on an endpoint other tenants share.
+pub const MAX_INSTANCES: u64 = 64;
+
+/// The most warm-up runs a model may ask for under a gate (each runs during the load).
+pub const MAX_WARMUP_RUNS: u64 = 100;
+
+/// Parameters (the model's, and its execution accelerators') whose value names a path outside
+/// the model's folder: an absolute path or one that climbs with `..` (a backend reading or
+/// writing there, such as an engine cache, would reach outside the artifact).
+fn paths_outside(config: &Message) -> Vec<String> {
+    let model = config.messages("parameters").map(|entry| {
+        let value = entry.message("value").and_then(|v| v.text("string_value"));
+        (entry.text("key"), value)
+    });
+    let accelerators = config
+        .messages("optimization")
+        .flat_map(|o| o.messages("execution_accelerators"))
+        .flat_map(|e| {
+            e.messages("gpu_execution_accelerator")
+                .chain(e.messages("cpu_execution_accelerator"))
+        })
+        .flat_map(|a| a.messages("parameters"))
+        .map(|entry| (entry.text("key"), entry.text("value")));
+    model
+        .chain(accelerators)
+        .filter_map(|(key, value)| {
+            let value = value?;
+            let outside =
+                value.starts_with('/') || value.split(['/', '\\']).any(|part| part == "..");
+            outside.then(|| {
+                format!(
+                    "sets parameter {:?} to {value:?}, a path outside the model's folder",
+                    key.unwrap_or_default()
+                )
+            })
+        })
+        .collect()
+}
+
+/// What asks for more than a shared endpoint gives one model: instances, warm-up runs.
+fn over_bounds(config: &Message) -> Vec<String> {
+    let number = |m: &Message, field: &str| match m.last(field) {
+        Some(Value::Word(word)) => word.parse::<u64>().unwrap_or(u64::MAX),
+        _ => 1,
+    };
+    let instances = config
+        .messages("instance_group")
+        .fold(0u64, |total, group| {
+            let gpus = group.all("gpus").count().max(1) as u64;
+            total.saturating_add(number(group, "count").saturating_mul(gpus))
+        });
+    let warmups = config.messages("model_warmup").fold(0u64, |total, warmup| {
+        total.saturating_add(number(warmup, "count"))
+    });
+    let mut problems = Vec::new();
+    if instances > MAX_INSTANCES {
+        problems.push(format!(
+            "asks for {instances} instances in instance_group, more than {MAX_INSTANCES}"
+        ));
+    }
+    if warmups > MAX_WARMUP_RUNS {
+        problems.push(format!(
+            "asks for {warmups} warm-up runs in model_warmup, more than {MAX_WARMUP_RUNS}"
+        ));
+    }
+    problems
 }
 
 /// The ensemble steps of `config` that name a model outside the artifact.
@@ -296,10 +370,24 @@ mod tests {
             "platform: \"ensemble\" ensemble_scheduling { step { model_name: \"other_tenant\" } }",
             "platform: \"ensemble\" ensemble_scheduling { step { model_name: \"step\" model_namespace: \"x\" } }",
             "backend: \"onnxruntime\" unknown_field: 1",
+            "backend: \"onnxruntime\" parameters { key: \"cache\" value { string_value: \"/opt/tritonserver/backends\" } }",
+            "backend: \"onnxruntime\" optimization { execution_accelerators { gpu_execution_accelerator [ { name: \"tensorrt\" parameters { key: \"trt_engine_cache_path\" value: \"engines/../../../x\" } } ] } }",
+            "backend: \"onnxruntime\" instance_group [ { count: 40 kind: KIND_CPU }, { count: 30 kind: KIND_CPU } ]",
+            "backend: \"onnxruntime\" instance_group [ { count: 20 kind: KIND_GPU gpus: [0, 1, 2, 3] } ]",
+            "backend: \"onnxruntime\" model_warmup [ { name: \"w\" count: 1000000 } ]",
         ] {
             let refused = canonical(Some(text), &[], true).unwrap_err();
             assert_eq!(refused.len(), 1, "{text}: {refused:?}");
         }
+    }
+
+    #[test]
+    fn parameters_inside_the_model_and_modest_asks_pass() {
+        let text = "backend: \"python\" \
+            parameters { key: \"env\" value { string_value: \"$$TRITON_MODEL_DIRECTORY/env\" } } \
+            parameters { key: \"url\" value { string_value: \"https://example.com/a\" } } \
+            instance_group [ { count: 8 kind: KIND_CPU } ] model_warmup [ { name: \"w\" count: 10 } ]";
+        assert!(canonical(Some(text), &[], true).is_ok());
     }
 
     #[test]
