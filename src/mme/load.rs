@@ -104,8 +104,14 @@ pub async fn load<E: Engine>(
                         "ended the backend processes of a load that outlasted its time-out"
                     );
                 }
-                undo_when_loaded(Arc::clone(registry), engine.clone(), name.clone(), loading);
             }
+            finish_abandoned(
+                Arc::clone(registry),
+                engine.clone(),
+                name.clone(),
+                loading,
+                on_timeout,
+            );
             Err(LoadFailure::TimedOut { name, timeout })
         }
     }
@@ -132,24 +138,30 @@ pub async fn unload<E: Engine>(
         .unwrap_or_else(|e| Err(MmeError::Internal(format!("the unload task failed: {e}"))))
 }
 
-/// After a load timed out: waits for the load task and unloads the model if the load succeeded
-/// after all, so the endpoint ends as the client was told (not loaded).
-fn undo_when_loaded<E: Engine>(
+/// After a load timed out: counts it abandoned until its task ends ([`ModelRegistry::cannot_load`]),
+/// and for [`OnTimeout::Undo`] unloads the model if the load succeeded after all, so the
+/// endpoint ends as the client was told (not loaded).
+fn finish_abandoned<E: Engine>(
     registry: Arc<ModelRegistry>,
     engine: E,
     name: String,
     loading: tokio::task::JoinHandle<Result<(), MmeError>>,
+    on_timeout: OnTimeout,
 ) {
+    registry.load_abandoned();
     tokio::spawn(async move {
-        if let Ok(Ok(())) = loading.await {
-            // Nothing served it, so it has no sessions.
-            match registry.unload(&engine, None, &name).await {
-                Ok(()) => {
-                    tracing::warn!(model = name, "undid a load that finished after its timeout")
-                }
-                Err(error) => {
-                    tracing::error!(model = name, %error, "undoing a timed-out load failed")
-                }
+        let loaded = matches!(loading.await, Ok(Ok(())));
+        registry.abandoned_load_ended();
+        if !loaded || on_timeout == OnTimeout::KeepLoading {
+            return;
+        }
+        // Nothing served it, so it has no sessions.
+        match registry.unload(&engine, None, &name).await {
+            Ok(()) => {
+                tracing::warn!(model = name, "undid a load that finished after its timeout")
+            }
+            Err(error) => {
+                tracing::error!(model = name, %error, "undoing a timed-out load failed")
             }
         }
     });
@@ -244,6 +256,10 @@ mod tests {
         );
         assert!(matches!(undone.await, Err(LoadFailure::TimedOut { .. })));
         assert!(registry.get("u").is_none());
+        assert!(
+            registry.cannot_load().is_none(),
+            "one abandoned load of 7 slots"
+        );
         undo.notify_one();
         until(|| engine.calls().iter().any(|c| c == "unregister u")).await;
         until(|| registry.list(None, 10).0.is_empty()).await;
@@ -276,5 +292,47 @@ mod tests {
             Err(LoadFailure::Refused(MmeError::BadRequest(_)))
         ));
         assert!(!engine.calls().iter().any(|c| c.ends_with(" x")));
+    }
+
+    /// Loads hanging past their time-out in every load slot make the endpoint say it cannot
+    /// load (what `/ping` answers); the first to finish gives a slot back.
+    #[tokio::test]
+    async fn hung_loads_in_every_slot_are_reported_until_one_ends() {
+        use crate::mme::registry::MAX_LOADS_IN_FLIGHT;
+        let root = tempfile::tempdir().unwrap();
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let mut engine = FakeEngine::new();
+        let mut urls = Vec::new();
+        for i in 0..MAX_LOADS_IN_FLIGHT {
+            let folder = root.path().join(format!("h{i}")).join("model");
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("config.pbtxt"), "backend: \"python\"\n").unwrap();
+            urls.push(folder.display().to_string());
+            let script = LoadScript {
+                gate: Some(Arc::clone(&gate)),
+                ..LoadScript::default()
+            };
+            engine = engine.on_load(&format!("h{i}"), script, None);
+        }
+        let registry = Arc::new(ModelRegistry::new(root.path(), UnloadTiming::default()));
+        let policy = ModelPluginPolicy::default();
+        for (i, url) in urls.iter().enumerate() {
+            let plan = plan(&format!("h{i}"), url);
+            let short = Duration::from_millis(20);
+            let outcome = load(
+                &registry,
+                &engine,
+                None,
+                plan,
+                &policy,
+                short,
+                OnTimeout::Undo,
+            );
+            assert!(matches!(outcome.await, Err(LoadFailure::TimedOut { .. })));
+        }
+        let why = registry.cannot_load().expect("every slot held");
+        assert!(why.contains("no model can load"), "{why}");
+        gate.notify_one();
+        until(|| registry.cannot_load().is_none()).await;
     }
 }

@@ -124,6 +124,8 @@ pub struct ModelRegistry {
     artifacts: ArtifactPolicy,
     /// Loads the core runs at once ([`MAX_LOADS_IN_FLIGHT`]).
     in_flight: tokio::sync::Semaphore,
+    /// Loads that outlasted their time-out and have not finished yet.
+    abandoned: std::sync::atomic::AtomicUsize,
 }
 
 /// The load threads the core of a multi-model endpoint has (Triton's default is 4).
@@ -146,7 +148,33 @@ impl ModelRegistry {
             journal: OnceLock::new(),
             artifacts: ArtifactPolicy::default(),
             in_flight: tokio::sync::Semaphore::new(MAX_LOADS_IN_FLIGHT),
+            abandoned: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Counts a load that outlasted its time-out, until [`ModelRegistry::abandoned_load_ended`].
+    pub fn load_abandoned(&self) {
+        self.abandoned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts the end of a load [`ModelRegistry::load_abandoned`] counted.
+    pub fn abandoned_load_ended(&self) {
+        self.abandoned
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Why no model can load, when every load slot is held by a load that outlasted its
+    /// time-out (a model whose initialisation hangs where no process can be ended for it): what
+    /// `/ping` answers then, since the endpoint can no longer do what it is for.
+    pub fn cannot_load(&self) -> Option<String> {
+        let abandoned = self.abandoned.load(std::sync::atomic::Ordering::Relaxed);
+        (abandoned >= MAX_LOADS_IN_FLIGHT).then(|| {
+            format!(
+                "no model can load: all {MAX_LOADS_IN_FLIGHT} load slots are held by loads that \
+                 outlasted their time-out and have not finished"
+            )
+        })
     }
 
     /// Holds every artifact a load resolves to `policy` ([`crate::artifacts`]).
