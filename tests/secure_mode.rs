@@ -683,8 +683,8 @@ ensemble_scheduling { step [ { model_name: "victim", model_version: -1,
 /// What the old checker refused but the core reads (issue 44's false refusals) loads under
 /// Secure Mode's five controls: a configuration with a Latin-1 comment and a `\u00e9` escape, a
 /// TensorFlow `saved_model.pbtxt` among the files, a folder of notes beside the model. The
-/// core reads the private copy: the artifact's own configuration changed after the load
-/// changes nothing served, and an unload removes the copy.
+/// core reads the private copy, with the configuration trident wrote; the artifact's own file
+/// is left as it was (never written through a hard link), and an unload removes the copy.
 #[test]
 fn legitimate_artifacts_load_from_their_checked_private_copy() {
     let channel = tempfile::tempdir().unwrap();
@@ -709,7 +709,6 @@ fn legitimate_artifacts_load_from_their_checked_private_copy() {
     );
     let loaded = load(addr, "tenant", &url);
     assert_eq!(loaded.status, 200, "{}", loaded.text());
-    std::fs::write(&config, "backend: \"python\"\n").unwrap();
     let invoked = invoke_identity(addr, "/models/tenant/invoke");
     assert_eq!(invoked.status, 200, "{}", invoked.text());
     assert_eq!(invoked.json()["outputs"][0]["data"], json!([1.5, -2.0]));
@@ -726,6 +725,15 @@ fn legitimate_artifacts_load_from_their_checked_private_copy() {
     let written = std::fs::read_to_string(made[0].join("m/config.pbtxt")).unwrap();
     assert!(written.contains("backend: \"trident\""), "{written}");
     assert!(written.contains("caf\u{e9}"), "{written}");
+    assert!(
+        !written.contains("Latin-1"),
+        "comments are not carried over: {written}"
+    );
+    let own = std::fs::read(&config).unwrap();
+    assert!(
+        own.starts_with(b"# caf\xe9 au lait"),
+        "the artifact's own file changed"
+    );
     let unloaded = request(addr, "DELETE", "/models/tenant", &[], b"");
     assert_eq!(unloaded.status, 200, "{}", unloaded.text());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -57,8 +57,17 @@ impl ArtifactPolicy {
             idle_limit: self.idle_limit,
         };
         let mut problems = Vec::new();
-        for folder in model_folders(&staged.root) {
-            let written = canonical_config(&canonicalize, &staged.root, &folder, &mut entries);
+        let folders = model_folders(&staged.root);
+        let models: BTreeSet<String> = folders.iter().cloned().collect();
+        let mut added = Vec::new();
+        for folder in folders {
+            let written = canonical_config(
+                &canonicalize,
+                (&staged.root, &models),
+                &folder,
+                &mut entries,
+                &mut added,
+            );
             match written {
                 Ok(Some(text)) => staged.write_config(&folder, &text).map_err(unchecked)?,
                 Ok(None) => {
@@ -76,6 +85,7 @@ impl ArtifactPolicy {
                 })),
             }
         }
+        entries.extend(added);
         // The files first: they say most about what the artifact is.
         let mut findings = apply_rules(&entries, gates, &self.image, None);
         findings.extend(problems);
@@ -185,19 +195,25 @@ fn model_folders(root: &Path) -> Vec<String> {
     folders
 }
 
-/// The canonical configuration of model `folder` in the tree at `root`, from its entries;
-/// the rules then see what it says (its entry is added when the folder had none). `Ok(None)`:
+/// The canonical configuration of model `folder` of the tree at `root`, whose model folders are
+/// `models`, from its entries (sorted by path, as [`walk::walk`] gives them); the rules then
+/// see what it says (an entry for it goes to `added` when the folder had none). `Ok(None)`:
 /// the folder has neither a configuration nor a model file, and is not a model.
 fn canonical_config(
     canonicalize: &canonical::Canonicalize,
-    root: &Path,
+    (root, models): (&Path, &BTreeSet<String>),
     folder: &str,
-    entries: &mut Vec<walk::Entry>,
+    entries: &mut [walk::Entry],
+    added: &mut Vec<walk::Entry>,
 ) -> Result<Option<String>, Vec<String>> {
     let base = root.join(folder);
     let config_path = base.join("config.pbtxt");
+    // The folder's entries are one run of the sorted list: found, not scanned for.
+    let start = entries.partition_point(|e| e.path < base);
+    let length = entries[start..].partition_point(|e| e.path.starts_with(&base));
+    let range = start..start + length;
     let (mut model_files, mut file_names) = (BTreeSet::new(), BTreeSet::new());
-    for entry in entries.iter() {
+    for entry in &entries[range.clone()] {
         let Ok(inside) = entry.path.strip_prefix(&base) else {
             continue;
         };
@@ -210,8 +226,10 @@ fn canonical_config(
             model_files.insert(first.to_lowercase());
         }
     }
-    let models: BTreeSet<String> = model_folders(root).into_iter().collect();
-    let index = entries.iter().position(|e| e.path == config_path);
+    let index = entries[range.clone()]
+        .iter()
+        .position(|e| e.path == config_path)
+        .map(|i| range.start + i);
     if index.is_none() && !canonical::names_a_backend(&model_files) {
         return Ok(None);
     }
@@ -227,14 +245,14 @@ fn canonical_config(
                 name: folder,
                 model_files: &model_files,
                 file_names: &file_names,
-                artifact_models: &models,
+                artifact_models: models,
             },
         )?
         .unwrap_or_default();
     let facts = model_config::ModelConfigFacts::of(&config);
     match index {
         Some(i) => entries[i].config = Some(facts),
-        None => entries.push(walk::Entry {
+        None => added.push(walk::Entry {
             path: config_path,
             name: "config.pbtxt".into(),
             config: Some(facts),

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::registry::{Artifact, MmeError, ModelRegistry};
+use super::registry::{Artifact, MmeError, ModelRegistry, served_as};
 use crate::engine::Engine;
 use crate::plugins::PluginHost;
 use crate::plugins::model_plugins::{self, ModelPluginPolicy};
@@ -96,7 +96,7 @@ pub async fn load<E: Engine>(
             if on_timeout == OnTimeout::Undo {
                 // A model hanging in its initialisation would never let the core finish the
                 // load (nor free its load thread): its processes are ended, so the load fails.
-                let ended = engine.end_abandoned_load(&target_of(&name, target_name.as_deref()));
+                let ended = engine.end_abandoned_load(&served_as(&name, target_name.as_deref()));
                 if ended > 0 {
                     tracing::warn!(
                         model = name,
@@ -115,11 +115,6 @@ pub async fn load<E: Engine>(
             Err(LoadFailure::TimedOut { name, timeout })
         }
     }
-}
-
-/// The name the engine serves a load as: its target when given, else its name.
-fn target_of(name: &str, target: Option<&str>) -> String {
-    target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned()
 }
 
 /// Unloads `name` with `registry` from `engine`, its sessions ending first, in a task of its

@@ -297,7 +297,7 @@ impl ModelRegistry {
         target: Option<&str>,
         plugins: Option<Arc<PluginHost>>,
     ) -> Result<(), MmeError> {
-        let target = target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned();
+        let target = served_as(name, target);
         {
             let mut slots = self.slots();
             match slots.get(name) {
@@ -452,6 +452,11 @@ impl ModelRegistry {
             }
         }
     }
+}
+
+/// The name the engine serves a load of `name` as: its target when given, else `name`.
+pub fn served_as(name: &str, target: Option<&str>) -> String {
+    target.filter(|t| !t.is_empty()).unwrap_or(name).to_owned()
 }
 
 /// The 404 for a name that is not loaded.
