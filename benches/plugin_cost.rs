@@ -118,7 +118,7 @@ fn phases(
     let component = Component::from_file(plugins.engine(), path).unwrap();
     let pre = RequestAdapterPluginPre::new(plugins.linker().instantiate_pre(&component).unwrap())
         .unwrap();
-    let limits = plugins.limits("csv", Default::default(), 64, 5000);
+    let limits = plugins.limits("csv", Default::default(), Default::default(), 64, 5000);
     let gap = gap();
     let mut total = [Duration::ZERO; 4];
     for round in 0..iterations + 50 {
@@ -190,6 +190,23 @@ fn phases(
         total.map(|phase| phase / iterations),
         faults.map(|count| count as f64 / f64::from(fault_rounds)),
     )
+}
+
+/// The component trident serves for the plugin at `path`: its state after `check-config`
+/// written into it ([`trident::plugins::snapshot`]), kept beside it as `<name>.initialised.wasm`.
+fn initialised(path: &std::path::Path) -> std::path::PathBuf {
+    use trident::plugins::snapshot::{Initialized, initialize};
+    let plugins = Runtime::new(64 << 20, None, Pool::Container).unwrap();
+    let limits = plugins.limits("csv", Default::default(), Default::default(), 64, 5000);
+    let wasm = std::fs::read(path).unwrap();
+    let Ok(Initialized::Snapshot(snapshot)) =
+        initialize(plugins.engine(), plugins.linker(), &limits, [7; 32], &wasm)
+    else {
+        panic!("{} cannot be initialised", path.display());
+    };
+    let out = path.with_extension("initialised.wasm");
+    std::fs::write(&out, snapshot).unwrap();
+    out
 }
 
 /// How long loading a manifest with the request adapter at `path` takes: first with an empty
@@ -375,13 +392,15 @@ fn main() {
     if wanted("small") {
         let wit = csv_invocation(b"0.25,0.75,1.25\n");
         let iterations = |n: usize| u32::try_from(n * scale).unwrap_or(u32::MAX);
+        let (rust, python) = (
+            guests::guest("csv_request"),
+            guests::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
+        );
         let guests = [
-            ("Rust", guests::guest("csv_request"), 2000),
-            (
-                "Python",
-                guests::python_guest("plugins/python/csv_request", "request-adapter-plugin"),
-                200,
-            ),
+            ("Rust", rust.clone(), 2000),
+            ("Rust, initialised", initialised(&rust), 2000),
+            ("Python", python.clone(), 200),
+            ("Python, initialised", initialised(&python), 200),
             (
                 "JavaScript",
                 guests::js_guest("plugins/js/csv_request", "request-adapter-plugin"),

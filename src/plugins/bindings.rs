@@ -18,6 +18,7 @@ pub mod response {
         with: {
             "trident:plugin/types": super::request::trident::plugin::types,
             "trident:plugin/host": super::request::trident::plugin::host,
+            "trident:plugin/assets": super::request::trident::plugin::assets,
         },
     });
 }
@@ -29,10 +30,12 @@ pub mod oom {
         exports: { default: async },
         with: {
             "trident:plugin/host": super::request::trident::plugin::host,
+            "trident:plugin/assets": super::request::trident::plugin::assets,
         },
     });
 }
 
+pub use request::trident::plugin::assets;
 pub use request::trident::plugin::host;
 pub use request::trident::plugin::types;
 
@@ -58,6 +61,7 @@ pub mod generate_response {
         with: {
             "trident:plugin/types@0.2.0": super::request::trident::plugin::types,
             "trident:plugin/host@0.2.0": super::generate_request::trident::plugin::host,
+            "trident:plugin/assets@0.2.0": super::generate_request::trident::plugin::assets,
         },
     });
 }
@@ -70,12 +74,16 @@ pub mod stream {
         with: {
             "trident:plugin/types@0.2.0": super::request::trident::plugin::types,
             "trident:plugin/host@0.2.0": super::generate_request::trident::plugin::host,
+            "trident:plugin/assets@0.2.0": super::generate_request::trident::plugin::assets,
         },
     });
 }
 
 /// The host interface under its 0.2.0 name.
 pub use generate_request::trident::plugin::host as host_v2;
+
+/// The assets interface under its 0.2.0 name.
+pub use generate_request::trident::plugin::assets as assets_v2;
 
 /// `trident:session@0.1.0` (`wit/session`): the per-session store a component may import beside
 /// the hooks of 0.1.0 or 0.2.0 (which its worlds include from `wit/session/deps`). Only the

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -38,6 +38,8 @@ pub struct CompileCache {
     /// The entries found vouched for at open, by relative path: their SHA-256 and the file's
     /// (length, modification time) then, so that sealing need not read them again.
     verified: HashMap<PathBuf, (String, Stamp)>,
+    /// The initialisation seed kept in the folder ([`CompileCache::snapshot_seed`]).
+    seed: Option<[u8; 32]>,
 }
 
 /// A file's length and modification time: an entry with the same stamp is the same file.
@@ -122,11 +124,21 @@ impl CompileCache {
             // would no longer vouch for it and it would be compiled again. Never.
             .with_optimized_compression_usage_counter_threshold(u64::MAX);
         let cache = wasmtime::Cache::new(config).map_err(|e| fail(format!("{e:#}")))?;
+        let seed = read_or_make_seed(&dir);
         Ok(CompileCache {
             dir,
             cache,
             verified,
+            seed,
         })
+    }
+
+    /// The seed plugins' initialisation draws its randomness from ([`super::snapshot`]), kept
+    /// in this folder so that a plugin initialised again after a restart is the same component,
+    /// whose compiled code is found here; `None` when it cannot be kept (each process then
+    /// draws its own).
+    pub fn snapshot_seed(&self) -> Option<[u8; 32]> {
+        self.seed
     }
 
     /// The wasmtime cache to give the engine's `Config`.
@@ -167,6 +179,37 @@ impl CompileCache {
         if let Err(e) = written {
             drop(std::fs::remove_file(&temporary));
             tracing::warn!(cache = %self.dir.display(), error = %e, "compile cache: cannot write the index; its entries will be compiled again next time");
+        }
+    }
+}
+
+/// The file in the cache folder holding the initialisation seed (64 hex digits, mode 0600).
+const SEED: &str = "snapshot-seed";
+
+/// The cache's initialisation seed: read, or made and written when there is none.
+fn read_or_make_seed(dir: &Path) -> Option<[u8; 32]> {
+    let path = dir.join(SEED);
+    if let Ok(text) = crate::files::read_regular_text(&path, 256) {
+        let seed = hex::decode(text.trim())
+            .ok()
+            .and_then(|b| b.try_into().ok());
+        if seed.is_none() {
+            tracing::warn!(file = %path.display(), "compile cache: the snapshot seed is not 64 hex digits; plugins draw a new one each start");
+        }
+        return seed;
+    }
+    let seed: [u8; 32] = rand::random();
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| writeln!(file, "{}", hex::encode(seed)));
+    match written {
+        Ok(()) => Some(seed),
+        Err(error) => {
+            tracing::warn!(file = %path.display(), %error, "compile cache: cannot keep a snapshot seed; plugins draw a new one each start");
+            None
         }
     }
 }

@@ -38,27 +38,30 @@ pub(in crate::plugins) const EXPORTS_NONE: &str = "exports none of trident's hoo
      generate-response-adapter, stream-adapter)";
 
 impl Hooks {
-    /// The worlds `pre` (a compiled plugin, its imports linked) exports.
-    pub(in crate::plugins) fn of(pre: &InstancePre<PluginState>) -> Hooks {
+    /// The worlds `pre` (a compiled plugin, its imports linked) exports; `init_each`: every
+    /// instance runs `check-config` when it is made ([`Warm::new`]).
+    pub(in crate::plugins) fn of(pre: &InstancePre<PluginState>, init_each: bool) -> Hooks {
         Hooks {
             request: request::RequestAdapterPluginPre::new(pre.clone())
                 .ok()
-                .map(Warm::new),
+                .map(|pre| Warm::new(pre, init_each)),
             response: response::ResponseAdapterPluginPre::new(pre.clone())
                 .ok()
-                .map(Warm::new),
-            oom: oom::OomPluginPre::new(pre.clone()).ok().map(Warm::new),
+                .map(|pre| Warm::new(pre, init_each)),
+            oom: oom::OomPluginPre::new(pre.clone())
+                .ok()
+                .map(|pre| Warm::new(pre, init_each)),
             generate_request: generate_request::GenerateRequestAdapterPluginPre::new(pre.clone())
                 .ok()
-                .map(Warm::new),
+                .map(|pre| Warm::new(pre, init_each)),
             generate_response: generate_response::GenerateResponseAdapterPluginPre::new(
                 pre.clone(),
             )
             .ok()
-            .map(Warm::new),
+            .map(|pre| Warm::new(pre, init_each)),
             stream: stream::StreamAdapterPluginPre::new(pre.clone())
                 .ok()
-                .map(Warm::new),
+                .map(|pre| Warm::new(pre, init_each)),
         }
     }
 

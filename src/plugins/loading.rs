@@ -1,19 +1,21 @@
-//! Loading a manifest's plugins: each read (a regular file within [`MAX_PLUGIN_BYTES`]),
-//! checked against its digest (and signature when required), compiled once (or read from the
-//! verified compile cache) and pre-instantiated, its own configuration check run; any failure
-//! refuses the whole manifest. Every file read, hash and compile runs off the serving threads.
+//! Loading a manifest's plugins: each read (a regular file within [`MAX_PLUGIN_BYTES`]) with its
+//! assets, checked against its digests (and signature when required), initialised once by its
+//! own configuration check ([`super::snapshot`]), compiled (or read from the verified compile
+//! cache) and pre-instantiated; any failure refuses the whole manifest. Every file read, hash and compile runs off the serving threads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::Component;
+use wasmtime::component::InstancePre;
 
 use super::compile_cache::CompileCache;
 use super::hooks::{EXPORTS_NONE, Hooks};
 use super::manifest::{Manifest, PluginSpec};
 use super::plugin::{LoadError, LoadedPlugin};
-use super::runtime::{Pool, Runtime};
+use super::runtime::{Pool, Runtime, compile};
+use super::snapshot::{self, InitFailure, Initialized};
+use super::store::PluginState;
 
 /// How a host's plugins came to be compiled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,10 +136,9 @@ fn open_cache(manifest: &Manifest) -> Option<CompileCache> {
 /// Bytes a plugin's `.wasm` file may have (a componentize-py component is ~18 MB).
 pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 
-/// The plugin's bytes, read (a regular file within [`MAX_PLUGIN_BYTES`]), checked against the
-/// manifest's digest and, when the manifest requires it, a trusted signature; every file read
-/// and the hashing run off the serving threads.
-async fn verified_bytes(manifest: &Manifest, spec: &PluginSpec) -> Result<Vec<u8>, String> {
+/// The plugin's bytes, read (a regular file within [`MAX_PLUGIN_BYTES`]) and checked against
+/// the manifest's digest; the file read and the hashing run off the serving threads.
+async fn verified_bytes(spec: &PluginSpec) -> Result<Vec<u8>, String> {
     let bytes = crate::files::read(&spec.path, MAX_PLUGIN_BYTES)
         .await
         .map_err(|e| e.to_string())?;
@@ -152,19 +153,27 @@ async fn verified_bytes(manifest: &Manifest, spec: &PluginSpec) -> Result<Vec<u8
             spec.sha256
         ));
     }
-    if manifest.require_signatures {
-        let signature = match &spec.signature {
-            Some(signature) => Some(signature.clone()),
-            None => super::signing::read_signature_file(&spec.path).await?,
-        };
-        super::signing::verify_plugin(
-            &bytes,
-            &spec.path,
-            signature.as_deref(),
-            &manifest.trusted_keys,
-        )?;
-    }
     Ok(bytes)
+}
+
+/// Checks the plugin's signature, over its bytes and its assets' digests
+/// ([`super::signing::signed_message`]), against the manifest's trusted keys.
+async fn verify_signature(
+    manifest: &Manifest,
+    spec: &PluginSpec,
+    bytes: &[u8],
+    assets: &super::assets::Assets,
+) -> Result<(), String> {
+    let signature = match &spec.signature {
+        Some(signature) => Some(signature.clone()),
+        None => super::signing::read_signature_file(&spec.path).await?,
+    };
+    super::signing::verify_plugin(
+        &super::signing::signed_message(bytes, assets.digests()),
+        &spec.path,
+        signature.as_deref(),
+        &manifest.trusted_keys,
+    )
 }
 
 async fn load_one(
@@ -173,27 +182,22 @@ async fn load_one(
     name: &str,
     spec: &PluginSpec,
 ) -> Result<Arc<LoadedPlugin>, String> {
-    let bytes = verified_bytes(manifest, spec).await?;
-    // Compiling (seconds for a Python guest) runs on the blocking pool: a load must not hold
-    // a serving thread.
-    let (engine, linker) = (runtime.engine.clone(), runtime.linker.clone());
-    let pre = tokio::task::spawn_blocking(move || {
-        let component =
-            Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e:#}"))?;
-        linker
-            .instantiate_pre(&component)
-            .map_err(|e| format!("imports something trident does not offer: {e}"))
-    })
-    .await
-    .map_err(|e| format!("compiling failed: {e}"))??;
+    let bytes = verified_bytes(spec).await?;
+    let assets = super::assets::read(&manifest.folder, &spec.assets, manifest.secure_mode).await?;
+    if manifest.require_signatures {
+        verify_signature(manifest, spec, &bytes, &assets).await?;
+    }
+    let limits = runtime.limits(
+        name,
+        spec.config_strings(),
+        assets,
+        spec.memory_limit_mb,
+        spec.time_limit_ms,
+    );
+    let (pre, init_each) = initialized(runtime, name, &limits, spec, bytes).await?;
     let plugin = LoadedPlugin {
         name: Arc::from(name),
-        limits: runtime.limits(
-            name,
-            spec.config_strings(),
-            spec.memory_limit_mb,
-            spec.time_limit_ms,
-        ),
+        limits,
         content_types: spec.content_types.clone(),
         accept: spec.accept.clone(),
         headers: spec
@@ -201,15 +205,55 @@ async fn load_one(
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        hooks: Hooks::of(&pre),
+        hooks: Hooks::of(&pre, init_each),
     };
     if !plugin.hooks.any() {
         return Err(EXPORTS_NONE.into());
     }
     let plugin = Arc::new(plugin);
-    check_config(runtime, &plugin).await?;
+    if init_each {
+        check_config(runtime, &plugin).await?;
+    }
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok(plugin)
+}
+
+/// The plugin compiled from its initialised state ([`super::snapshot`]), and whether each
+/// instance must initialise itself instead (its configuration then still to be checked). Runs
+/// on the blocking pool: compiling takes seconds for a Python guest, and a load must not hold a
+/// serving thread.
+async fn initialized(
+    runtime: &Runtime,
+    name: &str,
+    limits: &super::store::Limits,
+    spec: &PluginSpec,
+    bytes: Vec<u8>,
+) -> Result<(InstancePre<PluginState>, bool), String> {
+    let (engine, linker) = (runtime.engine.clone(), runtime.linker.clone());
+    let init_limits = super::store::Limits {
+        time_limit_ms: spec.init_time_limit_ms,
+        ..limits.clone()
+    };
+    let (plugin, seed) = (name.to_owned(), runtime.snapshot_seed);
+    tokio::task::spawn_blocking(move || {
+        match snapshot::initialize(&engine, &linker, &init_limits, seed, &bytes) {
+            Ok(Initialized::Snapshot(wasm)) => Ok((compile(&engine, &linker, &wasm)?, false)),
+            Ok(Initialized::PerInstance(why)) => {
+                tracing::info!(
+                    plugin,
+                    why,
+                    "the plugin's initialised state cannot be copied: each instance initialises itself"
+                );
+                Ok((compile(&engine, &linker, &bytes)?, true))
+            }
+            Err(InitFailure::Refused(message)) => {
+                Err(format!("refuses its configuration: {message}"))
+            }
+            Err(InitFailure::Failed(message)) => Err(message),
+        }
+    })
+    .await
+    .map_err(|e| format!("compiling failed: {e}"))?
 }
 
 /// Runs the plugin's own configuration check once, through the first world it exports, as a

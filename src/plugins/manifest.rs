@@ -22,10 +22,14 @@
 //! sha256 = "<64 hex digits>"
 //! memory_limit_mb = 64
 //! time_limit_ms = 100
+//! init_time_limit_ms = 5000           # its check-config, run once at load (builds its state)
 //! content_types = ["text/csv"]        # request adapters: Content-Types it serves (empty: all)
 //! accept = []                         # response adapters: Accept values it serves (empty: all)
 //! headers = ["x-tenant"]              # other request headers it may read
 //! config = { input = "INPUT0", datatype = "FP32" }
+//! assets = { labels = { path = "labels.txt", sha256 = "<64 hex digits>" } }
+//!                                     # files the plugin reads (`assets.get("labels")`),
+//!                                     # beside the manifest; see `super::assets`
 //!
 //! [models.add_sub]                    # a model name, or "*" for every model
 //! request = "csv"
@@ -46,6 +50,10 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
 /// Default time limit per call.
 pub const DEFAULT_TIME_LIMIT_MS: u64 = 100;
+/// Default time limit of a plugin's initialisation at load.
+pub const DEFAULT_INIT_TIME_LIMIT_MS: u64 = 5000;
+/// The longest time limit a plugin's initialisation may ask for.
+pub const MAX_INIT_TIME_LIMIT_MS: u64 = 60_000;
 
 /// A parsed, checked manifest.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -81,6 +89,13 @@ pub struct Manifest {
     /// without an entry of its own.
     #[serde(default)]
     pub models: BTreeMap<String, ModelPlugins>,
+    /// Whether Secure Mode holds these plugins (set by [`super::secure_mode`], never by the
+    /// manifest): their assets must then be kinds of file Secure Mode allows.
+    #[serde(skip)]
+    pub secure_mode: bool,
+    /// The folder the plugins' assets must stay inside: the manifest's (set when it is read).
+    #[serde(skip)]
+    pub folder: PathBuf,
 }
 
 /// One plugin.
@@ -100,6 +115,11 @@ pub struct PluginSpec {
     /// How long a call may run, in milliseconds; default 100.
     #[serde(default = "default_time")]
     pub time_limit_ms: u64,
+    /// How long the plugin's initialisation (its `check-config`, run once at load, where it
+    /// builds its state: [`super::snapshot`]) may run, in milliseconds; default 5000, at most
+    /// [`MAX_INIT_TIME_LIMIT_MS`].
+    #[serde(default = "default_init_time")]
+    pub init_time_limit_ms: u64,
     /// The Content-Types a request adapter serves, matched whole without parameters and
     /// ignoring case (`text/csv` takes `text/csv; charset=utf-8`, not `text/csvx`; `text/*`
     /// takes any text type; `*/*` all); empty: all.
@@ -116,6 +136,21 @@ pub struct PluginSpec {
     /// than a string as its TOML text, [`PluginSpec::config_strings`]).
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
+    /// Files the plugin reads, by the name it asks for them ([`super::assets`]): each beside
+    /// the manifest, pinned by its digest and covered by the plugin's signature.
+    #[serde(default)]
+    pub assets: BTreeMap<String, AssetSpec>,
+}
+
+/// One file a plugin reads ([`super::assets`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetSpec {
+    /// The file, relative to the manifest's folder and inside it (resolved against it once
+    /// the manifest is read).
+    pub path: PathBuf,
+    /// The file's SHA-256, 64 hex digits; a file that does not match refuses the plugin.
+    pub sha256: String,
 }
 
 fn default_memory() -> u64 {
@@ -124,6 +159,10 @@ fn default_memory() -> u64 {
 
 fn default_time() -> u64 {
     DEFAULT_TIME_LIMIT_MS
+}
+
+fn default_init_time() -> u64 {
+    DEFAULT_INIT_TIME_LIMIT_MS
 }
 
 /// The container's rules for the plugins a model artifact brings on a multi-model endpoint.
@@ -264,7 +303,11 @@ impl Manifest {
             if spec.path.is_relative() {
                 spec.path = base.join(&spec.path);
             }
+            for asset in spec.assets.values_mut() {
+                asset.path = base.join(&asset.path);
+            }
         }
+        base.clone_into(&mut manifest.folder);
         Ok(manifest)
     }
 
@@ -288,9 +331,19 @@ impl Manifest {
             if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!("plugin '{name}': sha256 must be 64 hex digits"));
             }
-            if spec.memory_limit_mb == 0 || spec.time_limit_ms == 0 {
+            if spec.memory_limit_mb == 0 || spec.time_limit_ms == 0 || spec.init_time_limit_ms == 0
+            {
                 return Err(format!("plugin '{name}': limits must be above zero"));
             }
+            if spec.init_time_limit_ms > MAX_INIT_TIME_LIMIT_MS {
+                return Err(format!(
+                    "plugin '{name}': init_time_limit_ms = {} is above the most a plugin's \
+                     initialisation may take, {MAX_INIT_TIME_LIMIT_MS}",
+                    spec.init_time_limit_ms
+                ));
+            }
+            super::assets::check_specs(&spec.assets)
+                .map_err(|message| format!("plugin '{name}': {message}"))?;
         }
         let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
             match plugin {

@@ -10,6 +10,8 @@
 //! - [`threads`]: the epoch ticker, housekeeping and the guest threads calls run on;
 //!   [`scheduler`]: where a call runs, and each engine's share of the guest threads;
 //! - [`loading`]: a manifest's plugins read, verified, compiled once and pre-instantiated;
+//!   [`assets`]: the files a plugin reads, verified with it; [`snapshot`]: its state built once
+//!   at load (its `check-config`) and copied into every call's instance;
 //! - [`plugin`]: one loaded plugin and the media types it takes and serves;
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
 //!   the OOM policy and the OpenAI chat plugin;
@@ -24,6 +26,7 @@
 //!   (`new`, a project from its templates, and `run`, one hook without Triton); the server never
 //!   runs it.
 
+pub mod assets;
 pub mod bindings;
 pub mod boundary;
 pub mod cli;
@@ -41,6 +44,7 @@ pub mod runtime;
 pub mod scheduler;
 pub mod secure_mode;
 pub mod signing;
+pub mod snapshot;
 pub mod store;
 pub mod threads;
 pub mod variants;

@@ -46,6 +46,8 @@ pub struct ModelPluginPolicy {
     pub trusted_keys: Vec<String>,
     /// The container's `compile_cache`, as it wrote it.
     pub compile_cache: Option<PathBuf>,
+    /// Whether Secure Mode holds models' plugins ([`super::secure_mode::hold_model_policy`]).
+    pub secure_mode: bool,
 }
 
 impl ModelPluginPolicy {
@@ -56,6 +58,7 @@ impl ModelPluginPolicy {
             require_signatures: container.require_signatures,
             trusted_keys: container.trusted_keys.clone(),
             compile_cache: container.compile_cache.clone(),
+            secure_mode: container.secure_mode,
         }
     }
 }
@@ -131,6 +134,7 @@ fn read_manifest(model_dir: &Path, policy: &ModelPluginPolicy) -> Result<Option<
     manifest.require_signatures = policy.require_signatures;
     manifest.trusted_keys = policy.trusted_keys.clone();
     manifest.compile_cache = policy.compile_cache.clone();
+    manifest.secure_mode = policy.secure_mode;
     Ok(Some(manifest))
 }
 

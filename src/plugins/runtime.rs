@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::assets::Assets;
 use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::scheduler::{self, Share, Stopped};
@@ -28,6 +29,9 @@ pub struct Runtime {
     guests: tokio::runtime::Handle,
     /// This engine's used stores waiting for the housekeeping threads.
     pending_drops: Arc<PendingDrops>,
+    /// The seed plugins' initialisation draws its randomness from: the compile cache's, so
+    /// that the initialised component is the same after a restart, else this engine's own.
+    pub(super) snapshot_seed: [u8; 32],
 }
 
 /// The slack of a call's wall-clock bound over twice its time limit. The bound is for guests
@@ -150,6 +154,12 @@ impl Runtime {
         // here whatever the version). No toolchain trident supports emits them.
         engine_config.wasm_gc(false);
         engine_config.allocation_strategy(InstanceAllocationStrategy::Pooling(config));
+        // A plugin's initialised state (plugins::snapshot) is a memory image as large as the
+        // heap its initialisation grew, with gaps of zeros; wasmtime maps an image copy-on-write
+        // only when it is dense or at most this size, and otherwise copies every data segment
+        // into each instance (a Python guest's 17 ms per instance instead of microseconds). Any
+        // image fits in a call's memory limit, so any is mapped.
+        engine_config.memory_guaranteed_dense_image_size(max_memory_bytes as u64);
         engine_config.cache(cache.map(CompileCache::wasmtime));
         let engine = Engine::new(&engine_config)?;
         let activity = threads.tick(&engine);
@@ -164,6 +174,14 @@ impl Runtime {
             &mut linker,
             |state| state,
         )?;
+        super::bindings::assets::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
+        super::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         Ok(Runtime {
             engine,
             linker,
@@ -172,20 +190,26 @@ impl Runtime {
             share: Share::new(pool.share(threads.guest_threads)),
             guests: threads.guests.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
+            snapshot_seed: cache
+                .and_then(CompileCache::snapshot_seed)
+                .unwrap_or_else(rand::random),
         })
     }
 
-    /// What a plugin `plugin` of this engine needs for its calls.
+    /// What a plugin `plugin` of this engine needs for its calls: its configuration and
+    /// assets, and its limits.
     pub fn limits(
         &self,
         plugin: &str,
         config: BTreeMap<String, String>,
+        assets: Assets,
         memory_limit_mb: u64,
         time_limit_ms: u64,
     ) -> Limits {
         Limits {
             plugin: Arc::from(plugin),
             config: Arc::new(config),
+            assets,
             memory_limit_mb,
             time_limit_ms,
             counters: Arc::default(),
@@ -234,6 +258,20 @@ impl Runtime {
     pub fn linker(&self) -> &Linker<PluginState> {
         &self.linker
     }
+}
+
+/// Compiles a plugin's component for `engine` and links its imports, with the errors a load
+/// reports: not a component, or importing what trident does not offer.
+pub(super) fn compile(
+    engine: &Engine,
+    linker: &Linker<PluginState>,
+    wasm: &[u8],
+) -> Result<InstancePre<PluginState>, String> {
+    let component =
+        Component::new(engine, wasm).map_err(|e| format!("not a valid component: {e:#}"))?;
+    linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("imports something trident does not offer: {e}"))
 }
 
 #[cfg(test)]

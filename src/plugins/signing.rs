@@ -1,5 +1,7 @@
-//! Vetted plugins: ed25519 signatures over a plugin's bytes, checked against trusted keys.
+//! Vetted plugins: ed25519 signatures over a plugin's bytes (and its assets' digests),
+//! checked against trusted keys.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
@@ -37,6 +39,37 @@ pub fn verify_plugin(
         }
     }
     Err("its signature is not from a trusted key".into())
+}
+
+/// What a plugin's signature signs: the `.wasm` file's bytes when it reads no assets; with
+/// assets, a statement of the `.wasm` file's SHA-256 and each asset's, by name:
+///
+/// ```text
+/// trident-plugin-bundle/1
+/// wasm <sha256>
+/// asset <name> <sha256>
+/// ```
+///
+/// (one `asset` line per asset, by name; digests in lower-case hex). So the signature of a
+/// plugin covers the labels it reads, and a signed plugin whose labels were swapped is refused.
+/// Asset names are `[A-Za-z0-9._-]` ([`super::assets::check_specs`]): a name cannot forge a
+/// line.
+pub fn signed_message<'a, 'b>(
+    wasm: &'a [u8],
+    assets: impl IntoIterator<Item = (&'b str, &'b str)>,
+) -> Cow<'a, [u8]> {
+    let mut assets = assets.into_iter().peekable();
+    if assets.peek().is_none() {
+        return Cow::Borrowed(wasm);
+    }
+    let mut statement = format!(
+        "trident-plugin-bundle/1\nwasm {}\n",
+        super::loading::sha256_hex(wasm)
+    );
+    for (name, sha256) in assets {
+        statement.push_str(&format!("asset {name} {}\n", sha256.to_ascii_lowercase()));
+    }
+    Cow::Owned(statement.into_bytes())
 }
 
 /// Bytes a `.wasm.sig` file may have (a signature is 128 hex digits).
@@ -119,5 +152,24 @@ mod tests {
         assert!(verify_plugin(b"plugin bytes", path, Some(&signature), &[other]).is_err());
         let unsigned = verify_plugin(b"plugin bytes", path, None, &public).unwrap_err();
         assert!(unsigned.contains("is not signed"), "{unsigned}");
+    }
+
+    #[test]
+    fn a_signature_covers_the_assets_by_digest() {
+        let public = [public_key(SECRET).unwrap()];
+        let path = Path::new("/nonexistent/p.wasm");
+        let labels = [("labels", "aa".repeat(32))];
+        let labels = labels.iter().map(|(n, d)| (*n, d.as_str()));
+        let message = signed_message(b"wasm", labels.clone());
+        assert!(message.starts_with(b"trident-plugin-bundle/1\nwasm "));
+        let signature = sign(&message, SECRET).unwrap();
+        assert!(verify_plugin(&message, path, Some(&signature), &public).is_ok());
+        // Other labels, or none, are another message.
+        let swapped = [("labels", "bb".repeat(32))];
+        let swapped = signed_message(b"wasm", swapped.iter().map(|(n, d)| (*n, d.as_str())));
+        assert!(verify_plugin(&swapped, path, Some(&signature), &public).is_err());
+        let bare = signed_message(b"wasm", []);
+        assert_eq!(&*bare, b"wasm");
+        assert!(verify_plugin(&bare, path, Some(&signature), &public).is_err());
     }
 }

@@ -12,6 +12,7 @@ use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::assets::Assets;
 use super::bindings::host;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 use super::threads::{Activity, Background, PendingDrops};
@@ -65,6 +66,7 @@ pub struct PluginState {
     limiter: MemoryLimiter,
     plugin: Arc<str>,
     config: Arc<BTreeMap<String, String>>,
+    assets: Assets,
     /// When the guest code now running must stop (armed before instantiation and again before
     /// the call, so an instance made ahead of time gets its whole time limit).
     deadline: Instant,
@@ -139,6 +141,28 @@ impl super::bindings::host_v2::Host for PluginState {
     }
 }
 
+/// `assets`: the plugin's assets, read at its load.
+impl super::bindings::assets::Host for PluginState {
+    fn get(&mut self, name: String) -> Option<Vec<u8>> {
+        self.assets.get(&name).map(|bytes| bytes.to_vec())
+    }
+}
+
+/// Version 0.2.0's `assets`: the same function.
+impl super::bindings::assets_v2::Host for PluginState {
+    fn get(&mut self, name: String) -> Option<Vec<u8>> {
+        super::bindings::assets::Host::get(self, name)
+    }
+}
+
+impl PluginState {
+    /// Whether the guest holds resources of the host (WASI streams, pollables): an instance
+    /// that does cannot be copied into another store ([`super::snapshot`]).
+    pub(super) fn holds_resources(&self) -> bool {
+        !self.table.is_empty()
+    }
+}
+
 /// `trident:session/store`: the request's session store; outside a session, empty and
 /// refusing writes.
 impl super::bindings::session_store::Host for PluginState {
@@ -198,6 +222,8 @@ pub struct Limits {
     pub plugin: Arc<str>,
     /// The plugin's configuration, which `host.config` answers from.
     pub config: Arc<BTreeMap<String, String>>,
+    /// The plugin's assets, which `assets.get` answers from.
+    pub assets: Assets,
     /// The linear memory a call may use, in MiB.
     pub memory_limit_mb: u64,
     /// How long a call may run, in milliseconds (the instance and the call each get it).
@@ -225,16 +251,38 @@ impl CallStore {
     /// A fresh store: no files, no environment, no network; stdout and stderr captured; memory
     /// and time limited (the clock starts now; [`CallStore::arm`] restarts it).
     pub fn new(engine: &Engine, limits: &Limits) -> CallStore {
+        CallStore::with_random(engine, limits, None)
+    }
+
+    /// [`CallStore::new`] for a plugin's initialisation ([`super::snapshot`]): its randomness
+    /// (`wasi:random`, secure and insecure) drawn from `seed`, so that the state it leaves, and
+    /// so the component written from it, is the same each time the plugin is initialised with
+    /// that seed (and its compiled code is found in the compile cache).
+    pub fn for_initialization(engine: &Engine, limits: &Limits, seed: [u8; 32]) -> CallStore {
+        CallStore::with_random(engine, limits, Some(seed))
+    }
+
+    fn with_random(engine: &Engine, limits: &Limits, seed: Option<[u8; 32]>) -> CallStore {
         limits.activity.mark();
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_ip_name_lookup(false)
             .allow_tcp(false)
-            .allow_udp(false)
-            .build();
+            .allow_udp(false);
+        if let Some(seed) = seed {
+            use rand::SeedableRng;
+            let mut insecure = seed;
+            insecure[0] ^= 1;
+            wasi.secure_random(rand::rngs::StdRng::from_seed(seed))
+                .insecure_random(rand::rngs::StdRng::from_seed(insecure))
+                .insecure_random_seed(u128::from_le_bytes(
+                    seed[16..].try_into().expect("16 bytes"),
+                ));
+        }
+        let wasi = wasi.build();
         let state = PluginState {
             wasi,
             table: ResourceTable::new(),
@@ -244,6 +292,7 @@ impl CallStore {
             },
             plugin: Arc::clone(&limits.plugin),
             config: Arc::clone(&limits.config),
+            assets: limits.assets.clone(),
             deadline: Instant::now(),
             output: OutputBudget::default(),
             session: None,

@@ -1,8 +1,10 @@
 //! Instances made ahead of time. Each plugin hook keeps a couple of fresh instances ready, made
 //! on the housekeeping threads ([`super::threads::Background`]) after a call takes one, so a
-//! request pays for the call and not for the instantiation (most of a small call's cost when caches are cold). Every instance still serves
-//! exactly one call and is dropped after it: nothing a call leaves in memory reaches another
-//! request.
+//! request pays for the call and not for the instantiation (most of a small call's cost when
+//! caches are cold). Every instance starts from the plugin's initialised state
+//! ([`super::snapshot`]; or, where that could not be copied, runs `check-config` itself before
+//! it is handed out), serves exactly one call and is dropped after it: nothing a call leaves in
+//! memory reaches another request.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +84,10 @@ pub struct Warm<P: Prepare> {
     pre: P,
     ready: Ready<P::Instance>,
     refilling: Arc<AtomicBool>,
+    /// Whether each instance runs `check-config` right after it is made: the plugin's
+    /// initialised state could not be snapshotted ([`super::snapshot`]), so every instance
+    /// builds it itself.
+    init_each: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,12 +97,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<P: Prepare> Warm<P> {
     /// A hook with no instance ready yet: the first [`Warm::take`] makes one and starts the
     /// refill.
-    pub fn new(pre: P) -> Warm<P> {
+    pub fn new(pre: P, init_each: bool) -> Warm<P> {
         Warm {
             pre,
             ready: Arc::default(),
             refilling: Arc::default(),
+            init_each,
         }
+    }
+
+    /// A new instance in `call`'s store, initialised when each instance must be.
+    async fn make(pre: &P, init_each: bool, call: &mut CallStore) -> wasmtime::Result<P::Instance> {
+        let instance = pre.instantiate(&mut call.store).await?;
+        if init_each {
+            call.arm();
+            if let Err(message) = P::check_config(&instance, &mut call.store).await? {
+                wasmtime::bail!("its check-config refused in a new instance: {message}");
+            }
+        }
+        Ok(instance)
     }
 
     /// A fresh instance for one call, with its time limit started now: a ready one when there
@@ -115,7 +134,7 @@ impl<P: Prepare> Warm<P> {
             }
             None => {
                 let mut call = CallStore::new(engine, limits);
-                let instance = self.pre.instantiate(&mut call.store).await;
+                let instance = Self::make(&self.pre, self.init_each, &mut call).await;
                 call.arm();
                 (call, instance)
             }
@@ -142,17 +161,18 @@ impl<P: Prepare> Warm<P> {
         if lock(&self.ready).len() >= READY || self.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (pre, ready, refilling) = (
+        let (pre, ready, refilling, init_each) = (
             self.pre.clone(),
             Arc::clone(&self.ready),
             Arc::clone(&self.refilling),
+            self.init_each,
         );
         let background = limits.background.clone();
         let (engine, limits) = (engine.clone(), limits.clone());
         background.spawn(async move {
             while lock(&ready).len() < READY {
                 let mut call = CallStore::new(&engine, &limits);
-                match pre.instantiate(&mut call.store).await {
+                match Self::make(&pre, init_each, &mut call).await {
                     Ok(instance) => lock(&ready).push((call, instance)),
                     Err(error) => {
                         // The next call instantiates in line and reports the failure.

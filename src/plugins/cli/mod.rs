@@ -25,13 +25,18 @@ pub enum PluginCommand {
         /// Where to write the secret key (created with mode 0600).
         secret_key: PathBuf,
     },
-    /// Sign a plugin: writes `<plugin>.sig` (hex) next to it.
+    /// Sign a plugin (with the assets it reads, which the signature then covers): writes
+    /// `<plugin>.sig` (hex) next to it.
     Sign {
         /// The plugin's `.wasm` file.
         plugin: PathBuf,
         /// The secret key file written by `keygen`.
         #[arg(long)]
         key: PathBuf,
+        /// An asset the plugin reads, `NAME=PATH` as the manifest's `assets` names it (repeat
+        /// for several).
+        #[arg(long = "asset", value_parser = name_path)]
+        assets: Vec<(String, PathBuf)>,
     },
     /// Check a plugin's signature against trusted public keys (hex); exits 1 when it fails.
     Verify {
@@ -43,6 +48,9 @@ pub enum PluginCommand {
         /// The signature (hex); by default `<plugin>.sig`.
         #[arg(long)]
         signature: Option<String>,
+        /// An asset the plugin reads, `NAME=PATH` (repeat for several).
+        #[arg(long = "asset", value_parser = name_path)]
+        assets: Vec<(String, PathBuf)>,
     },
     /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
     Inspect {
@@ -92,7 +100,26 @@ pub enum PluginCommand {
         /// How long the call may run, in milliseconds (the manifest's `time_limit_ms`).
         #[arg(long, default_value_t = DEFAULT_TIME_LIMIT_MS)]
         time_limit_ms: u64,
+        /// An asset the plugin reads, `NAME=PATH` (repeat for several).
+        #[arg(long = "asset", value_parser = name_path)]
+        assets: Vec<(String, PathBuf)>,
     },
+}
+
+fn name_path(text: &str) -> Result<(String, PathBuf), String> {
+    key_value(text).map(|(name, path)| (name, PathBuf::from(path)))
+}
+
+/// What the signature of `plugin` with `assets` signs ([`signing::signed_message`]).
+fn signed_bytes(plugin: &Path, assets: &[(String, PathBuf)]) -> Result<Vec<u8>, String> {
+    let wasm = read(plugin)?;
+    let mut digests = Vec::new();
+    for (name, path) in assets {
+        digests.push((name.clone(), sha256_hex(&read(path)?)));
+    }
+    digests.sort();
+    let digests = digests.iter().map(|(n, d)| (n.as_str(), d.as_str()));
+    Ok(signing::signed_message(&wasm, digests).into_owned())
 }
 
 fn key_value(text: &str) -> Result<(String, String), String> {
@@ -122,23 +149,19 @@ impl PluginCommand {
                 writeln!(out, "secret key: {}", secret_key.display())?;
                 writeln!(out, "public key: {}", signing::public_key(&secret)?)?;
             }
-            PluginCommand::Sign { plugin, key } => {
-                let secret = std::fs::read_to_string(&key)
-                    .map_err(|e| format!("cannot read {}: {e}", key.display()))?;
-                let signature = signing::sign(&read(&plugin)?, secret.trim())?;
-                let sig_path = plugin.with_extension("wasm.sig");
-                std::fs::write(&sig_path, format!("{signature}\n"))?;
-                writeln!(out, "signature: {signature}")?;
-                writeln!(out, "written to {}", sig_path.display())?;
-                writeln!(out, "public key: {}", signing::public_key(secret.trim())?)?;
-            }
+            PluginCommand::Sign {
+                plugin,
+                key,
+                assets,
+            } => sign(&plugin, &key, &assets, &mut out)?,
             PluginCommand::Verify {
                 plugin,
                 trusted_keys,
                 signature,
+                assets,
             } => {
                 signing::verify_plugin(
-                    &read(&plugin)?,
+                    &signed_bytes(&plugin, &assets)?,
                     &plugin,
                     signature.as_deref(),
                     &trusted_keys,
@@ -162,6 +185,7 @@ impl PluginCommand {
                 config,
                 memory_limit_mb,
                 time_limit_ms,
+                assets,
             } => {
                 let body = if body.as_os_str() == "-" {
                     let mut bytes = Vec::new();
@@ -180,12 +204,31 @@ impl PluginCommand {
                     config: config.into_iter().collect(),
                     memory_limit_mb,
                     time_limit_ms,
+                    assets: assets.into_iter().collect(),
                 };
                 run(options, &mut out)?;
             }
         }
         Ok(())
     }
+}
+
+/// Signs `plugin` (and `assets`) with the secret key in `key`, writing `<plugin>.sig`.
+fn sign(
+    plugin: &Path,
+    key: &Path,
+    assets: &[(String, PathBuf)],
+    out: &mut impl Write,
+) -> CliResult {
+    let secret =
+        std::fs::read_to_string(key).map_err(|e| format!("cannot read {}: {e}", key.display()))?;
+    let signature = signing::sign(&signed_bytes(plugin, assets)?, secret.trim())?;
+    let sig_path = plugin.with_extension("wasm.sig");
+    std::fs::write(&sig_path, format!("{signature}\n"))?;
+    writeln!(out, "signature: {signature}")?;
+    writeln!(out, "written to {}", sig_path.display())?;
+    writeln!(out, "public key: {}", signing::public_key(secret.trim())?)?;
+    Ok(())
 }
 
 fn write_secret(path: &Path, secret: &str) -> Result<(), String> {

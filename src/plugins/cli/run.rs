@@ -57,6 +57,8 @@ pub struct RunOptions<'a> {
     pub memory_limit_mb: u64,
     /// How long the call may run, in milliseconds (the manifest's `time_limit_ms`).
     pub time_limit_ms: u64,
+    /// The plugin's assets, by name: the files it reads (the manifest's `assets`).
+    pub assets: BTreeMap<String, std::path::PathBuf>,
 }
 
 /// The model name the invocation carries.
@@ -297,9 +299,11 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
     };
     let mut table = toml::Table::new();
     let mut plugin = toml::Table::new();
+    let path = std::path::absolute(options.plugin)
+        .map_err(|e| format!("cannot read {}: {e}", options.plugin.display()))?;
     plugin.insert(
         "path".into(),
-        toml::Value::String(options.plugin.display().to_string()),
+        toml::Value::String(path.display().to_string()),
     );
     plugin.insert("sha256".into(), toml::Value::String(sha256_hex(&bytes)));
     plugin.insert(
@@ -311,6 +315,7 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
         toml::Value::Integer(i64::try_from(options.time_limit_ms).unwrap_or(i64::MAX)),
     );
     plugin.insert("config".into(), toml::Value::Table(config));
+    plugin.insert("assets".into(), toml::Value::Table(assets(options)?));
     table.insert(
         "plugins".into(),
         toml::Value::Table(toml::Table::from_iter([(
@@ -327,7 +332,36 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
             toml::Value::Table(model),
         )])),
     );
-    Manifest::parse(&toml::to_string(&table).map_err(|e| e.to_string())?)
+    // Read as if it lay in `/`, so that every asset, named by its whole path, is beside it.
+    Manifest::from_text(
+        Path::new("/plugin-run.toml"),
+        &toml::to_string(&table).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.message)
+}
+
+/// The manifest's `assets` for the files `--asset` names: each by its whole path, without the
+/// leading `/` (relative to the manifest's folder, `/`), and its digest.
+fn assets(options: &RunOptions<'_>) -> Result<toml::Table, String> {
+    let mut assets = toml::Table::new();
+    for (name, path) in &options.assets {
+        let real = path
+            .canonicalize()
+            .map_err(|e| format!("asset '{name}': cannot read {}: {e}", path.display()))?;
+        let bytes = std::fs::read(&real)
+            .map_err(|e| format!("asset '{name}': cannot read {}: {e}", path.display()))?;
+        let relative = real
+            .strip_prefix("/")
+            .unwrap_or(&real)
+            .display()
+            .to_string();
+        let spec = toml::Table::from_iter([
+            ("path".to_owned(), toml::Value::String(relative)),
+            ("sha256".to_owned(), toml::Value::String(sha256_hex(&bytes))),
+        ]);
+        assets.insert(name.clone(), toml::Value::Table(spec));
+    }
+    Ok(assets)
 }
 
 /// The value of a call the plugin completed, or what the client would have been answered.

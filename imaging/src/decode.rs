@@ -1,0 +1,151 @@
+//! One encoded image decoded, within limits, to 8-bit RGB.
+//!
+//! The format is told by the first bytes (JPEG or PNG; a GIF, WebP, BMP or TIFF is named in the
+//! 415). The header is read first and an image of more than `max_pixels` pixels is refused
+//! before any pixel is decoded, so a 60000×60000 header or a PNG whose zlib stream would
+//! inflate a thousandfold costs the reading of a header. The decoder's own allocations are
+//! capped too. The EXIF orientation is applied (a damaged EXIF block is ignored: the image is
+//! served as stored). Grayscale, alpha, palette, CMYK and 16-bit images become 8-bit RGB (alpha
+//! dropped, as Pillow's `convert("RGB")` does).
+
+use std::io::Cursor;
+
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
+
+use crate::{Error, Limits};
+
+/// What the first bytes of `bytes` say it is: a format this decodes, or the name of one it
+/// does not.
+fn sniff(bytes: &[u8]) -> Result<ImageFormat, Error> {
+    let other = |what: &str| {
+        Err(Error::Unsupported(format!(
+            "the image is {what}; this endpoint takes JPEG or PNG"
+        )))
+    };
+    match bytes {
+        [0xff, 0xd8, 0xff, ..] => Ok(ImageFormat::Jpeg),
+        [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, ..] => Ok(ImageFormat::Png),
+        [b'G', b'I', b'F', b'8', ..] => other("a GIF"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => other("a WebP"),
+        [b'B', b'M', ..] => other("a BMP"),
+        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => other("a TIFF"),
+        [] => Err(Error::BadRequest("the image is empty".into())),
+        _ => Err(Error::Unsupported(
+            "the body is not a JPEG or PNG image (its first bytes say neither)".into(),
+        )),
+    }
+}
+
+fn name(format: ImageFormat) -> &'static str {
+    if format == ImageFormat::Png {
+        "PNG"
+    } else {
+        "JPEG"
+    }
+}
+
+/// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
+    let format = sniff(bytes)?;
+    let broken = |e: image::ImageError| {
+        Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
+    };
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
+    let mut decoder_limits = image::Limits::default();
+    // The largest pixels the decoder may hold (16-bit RGBA), and room for its tables.
+    decoder_limits.max_alloc = Some(limits.max_pixels.saturating_mul(8).saturating_add(16 << 20));
+    reader.limits(decoder_limits);
+    let mut decoder = reader.into_decoder().map_err(broken)?;
+    let (width, height) = decoder.dimensions();
+    let pixels = u64::from(width) * u64::from(height);
+    if pixels == 0 {
+        return Err(Error::BadRequest(format!(
+            "the {} image is {width}x{height}: it has no pixels",
+            name(format)
+        )));
+    }
+    if pixels > limits.max_pixels {
+        return Err(Error::BadRequest(format!(
+            "the {} image is {width}x{height} ({pixels} pixels); this endpoint takes images of \
+             at most {} pixels",
+            name(format),
+            limits.max_pixels
+        )));
+    }
+    let orientation = decoder
+        .orientation()
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut image = DynamicImage::from_decoder(decoder).map_err(broken)?;
+    image.apply_orientation(orientation);
+    Ok(match image {
+        DynamicImage::ImageRgb8(rgb) => rgb,
+        other => other.to_rgb8(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(width: u32, height: u32, color: image::ColorType) -> Vec<u8> {
+        let image = DynamicImage::new(width, height, color);
+        let mut out = Cursor::new(Vec::new());
+        image.write_to(&mut out, ImageFormat::Png).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn every_png_colour_type_becomes_rgb() {
+        for color in [
+            image::ColorType::L8,
+            image::ColorType::La8,
+            image::ColorType::Rgba8,
+            image::ColorType::Rgb16,
+            image::ColorType::Rgba16,
+        ] {
+            let rgb = decode(&png(3, 2, color), &Limits::default()).unwrap();
+            assert_eq!(rgb.dimensions(), (3, 2), "{color:?}");
+        }
+    }
+
+    #[test]
+    fn the_pixel_limit_is_checked_in_the_header() {
+        let limits = Limits {
+            max_pixels: 5,
+            ..Limits::default()
+        };
+        let error = decode(&png(3, 2, image::ColorType::Rgb8), &limits).unwrap_err();
+        assert!(error.to_string().contains("3x2 (6 pixels)"), "{error}");
+    }
+
+    #[test]
+    fn other_formats_and_garbage_are_named() {
+        for (bytes, says) in [
+            (&b"GIF89a...."[..], "a GIF"),
+            (b"RIFF\0\0\0\0WEBPVP8 ", "a WebP"),
+            (b"hello", "neither"),
+            (b"", "empty"),
+        ] {
+            let error = decode(bytes, &Limits::default()).unwrap_err();
+            assert!(error.to_string().contains(says), "{error}");
+        }
+        let mut truncated = png(64, 64, image::ColorType::Rgb8);
+        truncated.truncate(truncated.len() / 2);
+        let error = decode(&truncated, &Limits::default()).unwrap_err();
+        assert!(matches!(error, Error::BadRequest(_)), "{error}");
+    }
+}

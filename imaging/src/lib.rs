@@ -1,0 +1,96 @@
+//! Image pre-processing as SageMaker customers write it for a vision model: JPEG or PNG bytes
+//! (raw, or base64 in a JSON body, one image or several) become one normalized tensor, the way
+//! torchvision's `Resize`, `CenterCrop`, `ToTensor` and `Normalize` make it.
+//!
+//! - [`body`]: which images a request body holds (`image/jpeg`, `image/png`,
+//!   `application/x-image`, or base64 in JSON);
+//! - [`decode`]: one image decoded within [`Limits`] (its header is checked before any pixel
+//!   is decoded), its EXIF orientation applied, as 8-bit RGB;
+//! - [`resize`]: the shorter side resized and the centre cropped (or straight to size), by
+//!   Pillow's separable convolution with antialiasing;
+//! - [`tensor`]: the pixels as a tensor: RGB or BGR, NCHW or NHWC, FP32, FP16 or UINT8, scaled
+//!   and normalized by channel;
+//! - [`settings`]: all of it from a plugin's configuration, with safe defaults.
+//!
+//! Every failure is an [`Error`] a client can read: 400 for an image that is broken or too
+//! large, 415 for a body that is not an image this takes. Safe Rust only; the cost of an image
+//! is bounded by its pixel count, which is checked before decoding.
+
+#![forbid(unsafe_code)]
+
+pub mod body;
+pub mod decode;
+pub mod resize;
+pub mod settings;
+pub mod tensor;
+
+pub use settings::{Limits, Preprocess};
+
+/// Why an image cannot be made into a tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The image is broken, too large, or the body malformed: 400.
+    BadRequest(String),
+    /// The body is not a kind of image this takes: 415.
+    Unsupported(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::BadRequest(message) | Error::Unsupported(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A tensor made from images: its shape and its bytes in Triton's layout (little-endian).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    /// Its dimensions.
+    pub shape: Vec<i64>,
+    /// Its elements, little-endian, row-major.
+    pub data: Vec<u8>,
+}
+
+/// The tensor a request body makes under `preprocess` and `limits`: every image of the body
+/// decoded, resized, cropped and normalized, stacked along a batch dimension (when
+/// `preprocess.batch`).
+pub fn tensor_from_body(
+    content_type: Option<&str>,
+    body: &[u8],
+    preprocess: &Preprocess,
+    limits: &Limits,
+) -> Result<Tensor, Error> {
+    let images = body::images(content_type, body, limits)?;
+    if !preprocess.batch && images.len() != 1 {
+        return Err(Error::BadRequest(format!(
+            "this model takes one image per request, and the body holds {}",
+            images.len()
+        )));
+    }
+    let (width, height) = preprocess.size;
+    let per_image = tensor::bytes_per_image(preprocess);
+    let mut data = Vec::with_capacity(per_image * images.len());
+    for (index, bytes) in images.iter().enumerate() {
+        let name = |e: Error| match (images.len(), e) {
+            (1, e) => e,
+            (_, Error::BadRequest(m)) => Error::BadRequest(format!("image {index}: {m}")),
+            (_, Error::Unsupported(m)) => Error::Unsupported(format!("image {index}: {m}")),
+        };
+        let rgb = decode::decode(bytes, limits).map_err(name)?;
+        let pixels = resize::resize_crop(&rgb, preprocess);
+        tensor::write(&pixels, preprocess, &mut data);
+    }
+    let mut shape = Vec::with_capacity(4);
+    if preprocess.batch {
+        shape.push(images.len() as i64);
+    }
+    let (w, h, c) = (i64::from(width), i64::from(height), 3);
+    match preprocess.layout {
+        settings::Layout::Nchw => shape.extend([c, h, w]),
+        settings::Layout::Nhwc => shape.extend([h, w, c]),
+    }
+    Ok(Tensor { shape, data })
+}

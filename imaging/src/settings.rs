@@ -1,0 +1,288 @@
+//! What a plugin's configuration says about its images: how they become a tensor
+//! ([`Preprocess`]) and how large they may be ([`Limits`]). Every key is optional; the defaults
+//! are torchvision's ImageNet preprocessing (shorter side to 256, centre 224×224, RGB, NCHW,
+//! FP32, scaled to 0..1, ImageNet mean and std) and limits that fit a 128 MiB plugin.
+
+/// How the channels are laid out in the tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `[channels, height, width]` (PyTorch, ONNX).
+    Nchw,
+    /// `[height, width, channels]` (TensorFlow).
+    Nhwc,
+}
+
+/// The tensor's element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Datatype {
+    /// 32-bit floats, scaled and normalized.
+    Fp32,
+    /// 16-bit floats, scaled and normalized.
+    Fp16,
+    /// The 8-bit pixel values, neither scaled nor normalized.
+    Uint8,
+}
+
+/// How an image is brought to the tensor's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    /// The shorter side to this length (keeping the aspect ratio), then the centre cropped to
+    /// the size: torchvision's `Resize(n)` and `CenterCrop(size)`.
+    Shorter(u32),
+    /// Straight to the size, whatever the aspect ratio.
+    Stretch,
+}
+
+/// How images become a tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preprocess {
+    /// The tensor's (width, height).
+    pub size: (u32, u32),
+    /// How images are brought to that size.
+    pub resize: Resize,
+    /// Channel layout.
+    pub layout: Layout,
+    /// Whether the channels are BGR (OpenCV, Caffe) instead of RGB.
+    pub bgr: bool,
+    /// Element type.
+    pub datatype: Datatype,
+    /// What a pixel value (0 to 255) is multiplied by before normalization.
+    pub scale: f32,
+    /// The mean subtracted from each channel (in the order of the tensor's channels).
+    pub mean: [f32; 3],
+    /// The standard deviation each channel is divided by (same order).
+    pub std: [f32; 3],
+    /// Whether the tensor has a batch dimension first (one entry per image); without one a
+    /// request carries exactly one image.
+    pub batch: bool,
+}
+
+/// How large a request's images may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Pixels of one image (width × height), checked in its header before decoding.
+    pub max_pixels: u64,
+    /// Bytes of one encoded image.
+    pub max_image_bytes: u64,
+    /// Images in one request.
+    pub max_images: usize,
+}
+
+/// The largest tensor side a configuration may ask for.
+pub const MAX_SIDE: u32 = 8192;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_pixels: 12_000_000,
+            max_image_bytes: 16 << 20,
+            max_images: 32,
+        }
+    }
+}
+
+impl Default for Preprocess {
+    fn default() -> Preprocess {
+        Preprocess {
+            size: (224, 224),
+            resize: Resize::Shorter(256),
+            layout: Layout::Nchw,
+            bgr: false,
+            datatype: Datatype::Fp32,
+            scale: 1.0 / 255.0,
+            mean: [0.485, 0.456, 0.406],
+            std: [0.229, 0.224, 0.225],
+            batch: true,
+        }
+    }
+}
+
+fn number<T: std::str::FromStr>(key: &str, text: &str) -> Result<T, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{key} = '{text}' is not a number"))
+}
+
+fn triple(key: &str, text: &str) -> Result<[f32; 3], String> {
+    let values: Vec<f32> = text
+        .split(',')
+        .map(|part| number::<f32>(key, part))
+        .collect::<Result<_, _>>()?;
+    match <[f32; 3]>::try_from(values) {
+        Ok(values) if values.iter().all(|v| v.is_finite()) => Ok(values),
+        _ => Err(format!(
+            "{key} = '{text}': give three finite numbers, one per channel"
+        )),
+    }
+}
+
+fn side(key: &str, text: &str) -> Result<u32, String> {
+    match number::<u32>(key, text)? {
+        n @ 1..=MAX_SIDE => Ok(n),
+        _ => Err(format!("{key} = '{text}': give 1 to {MAX_SIDE} pixels")),
+    }
+}
+
+fn flag(key: &str, text: &str) -> Result<bool, String> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{key} = '{text}': give true or false")),
+    }
+}
+
+impl Preprocess {
+    /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `layout`,
+    /// `channels`, `datatype`, `scale`, `mean`, `std`, `batch`); an error names the key.
+    pub fn from_config(config: impl Fn(&str) -> Option<String>) -> Result<Preprocess, String> {
+        let mut p = Preprocess::default();
+        if let Some(size) = config("size") {
+            p.size = match size.split_once(['x', 'X']) {
+                Some((w, h)) => (side("size", w)?, side("size", h)?),
+                None => {
+                    let n = side("size", &size)?;
+                    (n, n)
+                }
+            };
+        }
+        let shorter_default = (p.size.0.min(p.size.1) * 256).div_ceil(224);
+        p.resize = match config("resize").as_deref() {
+            None | Some("shorter") => Resize::Shorter(match config("resize_shorter") {
+                Some(n) => side("resize_shorter", &n)?,
+                None => shorter_default,
+            }),
+            Some("stretch") => Resize::Stretch,
+            Some(other) => return Err(format!("resize = '{other}': give shorter or stretch")),
+        };
+        if let Resize::Shorter(n) = p.resize
+            && n < p.size.0.min(p.size.1)
+        {
+            return Err(format!(
+                "resize_shorter = {n} is smaller than the crop {}x{}",
+                p.size.0, p.size.1
+            ));
+        }
+        p.layout = match config("layout").as_deref() {
+            None | Some("NCHW") => Layout::Nchw,
+            Some("NHWC") => Layout::Nhwc,
+            Some(other) => return Err(format!("layout = '{other}': give NCHW or NHWC")),
+        };
+        p.bgr = match config("channels").as_deref() {
+            None | Some("RGB") => false,
+            Some("BGR") => true,
+            Some(other) => return Err(format!("channels = '{other}': give RGB or BGR")),
+        };
+        p.datatype = match config("datatype").as_deref() {
+            None | Some("FP32") => Datatype::Fp32,
+            Some("FP16") => Datatype::Fp16,
+            Some("UINT8") => Datatype::Uint8,
+            Some(other) => return Err(format!("datatype = '{other}': give FP32, FP16 or UINT8")),
+        };
+        if let Some(scale) = config("scale") {
+            p.scale = number("scale", &scale)?;
+            if !p.scale.is_finite() {
+                return Err(format!("scale = '{scale}' is not finite"));
+            }
+        }
+        if let Some(mean) = config("mean") {
+            p.mean = triple("mean", &mean)?;
+        }
+        if let Some(std) = config("std") {
+            p.std = triple("std", &std)?;
+            if p.std.contains(&0.0) {
+                return Err(format!("std = '{std}': a channel's std cannot be 0"));
+            }
+        }
+        if let Some(batch) = config("batch") {
+            p.batch = flag("batch", &batch)?;
+        }
+        Ok(p)
+    }
+}
+
+impl Limits {
+    /// The limits `config` sets (`max_pixels`, `max_image_bytes`, `max_images`), each at least
+    /// 1; the defaults otherwise.
+    pub fn from_config(config: impl Fn(&str) -> Option<String>) -> Result<Limits, String> {
+        let mut limits = Limits::default();
+        let positive = |key: &str, default: u64| -> Result<u64, String> {
+            match config(key) {
+                None => Ok(default),
+                Some(text) => match number::<u64>(key, &text)? {
+                    0 => Err(format!("{key} must be at least 1")),
+                    n => Ok(n),
+                },
+            }
+        };
+        limits.max_pixels = positive("max_pixels", limits.max_pixels)?;
+        limits.max_image_bytes = positive("max_image_bytes", limits.max_image_bytes)?;
+        limits.max_images = usize::try_from(positive("max_images", limits.max_images as u64)?)
+            .map_err(|_| "max_images is too large".to_owned())?;
+        Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Preprocess, String> {
+        Preprocess::from_config(|key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn defaults_are_torchvision_imagenet() {
+        let p = from(&[]).unwrap();
+        assert_eq!(p.size, (224, 224));
+        assert_eq!(p.resize, Resize::Shorter(256));
+        assert_eq!(
+            (p.layout, p.datatype, p.bgr, p.batch),
+            (Layout::Nchw, Datatype::Fp32, false, true)
+        );
+    }
+
+    #[test]
+    fn every_key_is_read_and_bad_values_named() {
+        let p = from(&[
+            ("size", "299x320"),
+            ("resize", "stretch"),
+            ("layout", "NHWC"),
+            ("channels", "BGR"),
+            ("datatype", "UINT8"),
+            ("mean", "1,2,3"),
+            ("batch", "false"),
+        ])
+        .unwrap();
+        assert_eq!(p.size, (299, 320));
+        assert_eq!(
+            (p.resize, p.layout, p.bgr),
+            (Resize::Stretch, Layout::Nhwc, true)
+        );
+        assert_eq!(
+            from(&[("size", "380")]).unwrap().resize,
+            Resize::Shorter(435)
+        );
+        for (key, value, says) in [
+            ("size", "0", "1 to 8192"),
+            ("size", "100000", "1 to 8192"),
+            ("resize_shorter", "100", "smaller than the crop"),
+            ("mean", "1,2", "three finite numbers"),
+            ("std", "1,0,1", "cannot be 0"),
+            ("datatype", "INT8", "FP32, FP16 or UINT8"),
+            ("scale", "inf", "not finite"),
+        ] {
+            let error = from(&[(key, value)]).unwrap_err();
+            assert!(
+                error.contains(says) && error.contains(key),
+                "{key}: {error}"
+            );
+        }
+        let limits = Limits::from_config(|k| (k == "max_pixels").then(|| "0".to_owned()));
+        assert!(limits.unwrap_err().contains("at least 1"));
+    }
+}

@@ -1,0 +1,136 @@
+//! Resized pixels as tensor elements: channel order, layout, element type, scale and
+//! normalization.
+
+use crate::settings::{Datatype, Layout, Preprocess};
+
+/// Bytes one image takes in the tensor.
+pub fn bytes_per_image(preprocess: &Preprocess) -> usize {
+    let (w, h) = preprocess.size;
+    let element = match preprocess.datatype {
+        Datatype::Fp32 => 4,
+        Datatype::Fp16 => 2,
+        Datatype::Uint8 => 1,
+    };
+    w as usize * h as usize * 3 * element
+}
+
+/// `f32` to IEEE 754 half precision, rounding to nearest even (infinities and NaN kept).
+pub fn f16_bits(value: f32) -> u16 {
+    let bits = value.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let mantissa = bits & 0x7f_ffff;
+    if exponent == 0xff {
+        return sign | 0x7c00 | if mantissa != 0 { 0x200 } else { 0 };
+    }
+    let half_exponent = exponent - 127 + 15;
+    if half_exponent >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if half_exponent <= 0 {
+        if half_exponent < -10 {
+            return sign;
+        }
+        let mantissa = mantissa | 0x80_0000;
+        let shift = (14 - half_exponent) as u32;
+        let half = mantissa >> shift;
+        let rest = mantissa & ((1 << shift) - 1);
+        let halfway = 1 << (shift - 1);
+        let rounded = half + u32::from(rest > halfway || (rest == halfway && half & 1 == 1));
+        return sign | rounded as u16;
+    }
+    let half = ((half_exponent as u32) << 10) | (mantissa >> 13);
+    let rest = mantissa & 0x1fff;
+    let rounded = half + u32::from(rest > 0x1000 || (rest == 0x1000 && half & 1 == 1));
+    sign | rounded as u16
+}
+
+/// Appends the tensor elements of one image (`pixels`: height × width × RGB, 0..255) to `out`.
+pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
+    let (w, h) = (preprocess.size.0 as usize, preprocess.size.1 as usize);
+    // The input channel each tensor channel takes.
+    let source = if preprocess.bgr { [2, 1, 0] } else { [0, 1, 2] };
+    let value = |pixel: usize, channel: usize| -> f32 {
+        let raw = pixels[pixel * 3 + source[channel]];
+        (raw * preprocess.scale - preprocess.mean[channel]) / preprocess.std[channel]
+    };
+    out.reserve(bytes_per_image(preprocess));
+    let mut push = |pixel: usize, channel: usize| match preprocess.datatype {
+        Datatype::Fp32 => out.extend_from_slice(&value(pixel, channel).to_le_bytes()),
+        Datatype::Fp16 => out.extend_from_slice(&f16_bits(value(pixel, channel)).to_le_bytes()),
+        Datatype::Uint8 => out.push(
+            pixels[pixel * 3 + source[channel]]
+                .round()
+                .clamp(0.0, 255.0) as u8,
+        ),
+    };
+    match preprocess.layout {
+        Layout::Nchw => {
+            for channel in 0..3 {
+                for pixel in 0..w * h {
+                    push(pixel, channel);
+                }
+            }
+        }
+        Layout::Nhwc => {
+            for pixel in 0..w * h {
+                for channel in 0..3 {
+                    push(pixel, channel);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_precision_rounds_to_nearest_even() {
+        assert_eq!(f16_bits(1.0), 0x3c00);
+        assert_eq!(f16_bits(-2.0), 0xc000);
+        assert_eq!(f16_bits(65504.0), 0x7bff);
+        assert_eq!(f16_bits(1e6), 0x7c00);
+        assert_eq!(f16_bits(5.960_464_5e-8), 0x0001);
+        assert_eq!(f16_bits(0.1), 0x2e66);
+        assert_eq!(f16_bits(f32::NAN) & 0x7c00, 0x7c00);
+    }
+
+    #[test]
+    fn layouts_channels_and_normalization() {
+        // Two pixels: (255, 0, 0) and (0, 255, 0).
+        let pixels = [255.0, 0.0, 0.0, 0.0, 255.0, 0.0];
+        let mut p = Preprocess {
+            size: (2, 1),
+            mean: [0.0; 3],
+            std: [1.0; 3],
+            ..Preprocess::default()
+        };
+        let floats = |bytes: &[u8]| -> Vec<f32> {
+            bytes
+                .chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        write(&pixels, &p, &mut out);
+        assert_eq!(floats(&out), [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+        p.layout = Layout::Nhwc;
+        p.bgr = true;
+        out.clear();
+        write(&pixels, &p, &mut out);
+        assert_eq!(floats(&out), [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
+        p.datatype = Datatype::Uint8;
+        out.clear();
+        write(&pixels, &p, &mut out);
+        assert_eq!(out, [0, 0, 255, 0, 255, 0]);
+        p.datatype = Datatype::Fp32;
+        p.bgr = false;
+        p.mean = [0.5; 3];
+        p.std = [0.5; 3];
+        out.clear();
+        write(&pixels, &p, &mut out);
+        assert_eq!(floats(&out), [1.0, -1.0, -1.0, -1.0, 1.0, -1.0]);
+    }
+}
