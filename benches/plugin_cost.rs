@@ -223,22 +223,28 @@ fn load_times(runtime: &tokio::runtime::Runtime, path: &std::path::Path) -> (Dur
         ),
     )
     .unwrap();
-    let load = |expected| {
+    let load = |expected: &dyn Fn(Compiled)| {
         let started = Instant::now();
         let host = runtime
             .block_on(PluginHost::load(&Manifest::load(&manifest).unwrap()))
             .unwrap();
         let elapsed = started.elapsed();
-        assert_eq!(host.compiled(), expected, "{}", path.display());
+        expected(host.compiled());
         elapsed
     };
-    let cold = load(Compiled {
-        from_cache: 0,
-        compiled: 1,
+    // Cold, everything is compiled (the plugin, and its initialised state where it has one);
+    // warm, everything is read from the cache.
+    let cold = load(&|compiled: Compiled| {
+        assert!(
+            compiled.from_cache == 0 && compiled.compiled >= 1,
+            "{compiled:?}"
+        );
     });
-    let warm = load(Compiled {
-        from_cache: 1,
-        compiled: 0,
+    let warm = load(&|compiled: Compiled| {
+        assert!(
+            compiled.compiled == 0 && compiled.from_cache >= 1,
+            "{compiled:?}"
+        );
     });
     (cold, warm)
 }
@@ -434,12 +440,18 @@ fn main() {
             println!("| {phase} | {} |", cells.join(" | "));
         }
         println!();
+        // Loading initialises a plugin itself: the components as built are what is loaded.
+        let built: Vec<_> = guests
+            .iter()
+            .filter(|(label, ..)| !label.ends_with("initialised"))
+            .collect();
+        let labels: Vec<&str> = built.iter().map(|(label, ..)| *label).collect();
         println!(
-            "| loading the adapter (digest, compile, pre-instance, config check) | {} |",
+            "| loading the adapter (digest, initialisation, compile, pre-instance) | {} |",
             labels.join(" | ")
         );
         println!("|---|{}", "---|".repeat(labels.len()));
-        let loads: Vec<(Duration, Duration)> = guests
+        let loads: Vec<(Duration, Duration)> = built
             .iter()
             .map(|(_, path, _)| load_times(&runtime, path))
             .collect();

@@ -8,7 +8,7 @@ use crate::clock::now_ns;
 use crate::error::{BackendError, Code};
 use crate::ffi;
 use crate::model::InstanceState;
-use crate::models::{add_sub, identity, required, scalar_i32, streams};
+use crate::models::{add_sub, classifier, identity, required, scalar_i32, streams};
 use crate::request::Request;
 use crate::response::{Output, Response, ResponseFactory};
 use crate::settings::ModelKind;
@@ -151,6 +151,12 @@ fn serve(
             settings.max_batch_size > 0,
         )?,
         ModelKind::AddSub => add_sub::outputs(&requested, &inputs)?,
+        ModelKind::Classifier => classifier::outputs(
+            &requested,
+            &inputs,
+            settings.classes,
+            settings.max_batch_size > 0,
+        )?,
         ModelKind::SequenceSum => {
             let input = required(&inputs, "INPUT")?;
             let value = scalar_i32(input)?;

@@ -3,7 +3,8 @@
 //!
 //! | parameter | values | effect |
 //! |---|---|---|
-//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum` | which model this is (required) |
+//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum`, `classifier` | which model this is (required) |
+//! | `classes` | 1–100000 (default 1000) | the classifier's number of classes |
 //! | `fail_message` | text | every request fails with this message |
 //! | `fail_code` | `INTERNAL` (default), `INVALID_ARG`, `UNAVAILABLE`, ... | the code of those failures |
 //! | `delay_ms` | 0–600000 | each request (each response of a stream) waits this long first |
@@ -27,6 +28,8 @@ pub enum ModelKind {
     Repeat,
     /// Sequence batcher: `OUTPUT` is the running sum of `INPUT` over the sequence.
     SequenceSum,
+    /// A stand-in image classifier: `OUTPUT0` scores `classes` classes by `INPUT0`'s mean colour.
+    Classifier,
 }
 
 impl ModelKind {
@@ -37,6 +40,7 @@ impl ModelKind {
             "text_stream" => ModelKind::TextStream,
             "repeat" => ModelKind::Repeat,
             "sequence_sum" => ModelKind::SequenceSum,
+            "classifier" => ModelKind::Classifier,
             _ => return None,
         })
     }
@@ -60,6 +64,8 @@ pub struct ModelSettings {
     pub delay_ms: u64,
     /// Each request ends the process with this exit code, when set.
     pub exit_code: Option<u8>,
+    /// The classifier's number of classes.
+    pub classes: usize,
 }
 
 /// The longest delay a configuration may ask for: ten minutes.
@@ -82,12 +88,12 @@ impl ModelSettings {
         }
         let name = parameter("model").ok_or_else(|| {
             BackendError::invalid(
-                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat or sequence_sum",
+                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat, sequence_sum or classifier",
             )
         })?;
         let kind = ModelKind::from_name(name).ok_or_else(|| {
             BackendError::invalid(format!(
-                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat or sequence_sum"
+                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat, sequence_sum or classifier"
             ))
         })?;
         let failure = match parameter("fail_message") {
@@ -121,6 +127,19 @@ impl ModelSettings {
                 BackendError::invalid(format!("exit_code {text:?} is not a number from 0 to 255"))
             })?),
         };
+        let classes = match parameter("classes") {
+            None => 1000,
+            Some(text) => text
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=100_000).contains(n))
+                .ok_or_else(|| {
+                    BackendError::invalid(format!(
+                        "classes {text:?} is not a number from 1 to 100000"
+                    ))
+                })?,
+        };
         // Triton writes max_batch_size as a number; older configurations may quote it.
         let max_batch_size = match config.get("max_batch_size") {
             None => 0,
@@ -134,6 +153,7 @@ impl ModelSettings {
             failure,
             delay_ms,
             exit_code,
+            classes,
         })
     }
 }

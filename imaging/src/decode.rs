@@ -6,7 +6,8 @@
 //! inflate a thousandfold costs the reading of a header. The decoder's own allocations are
 //! capped too. The EXIF orientation is applied (a damaged EXIF block is ignored: the image is
 //! served as stored). Grayscale, alpha, palette, CMYK and 16-bit images become 8-bit RGB (alpha
-//! dropped, as Pillow's `convert("RGB")` does).
+//! dropped, as Pillow's `convert("RGB")` does). A JPEG cut short is refused, though the decoder
+//! would fill it with grey.
 
 use std::io::Cursor;
 
@@ -58,9 +59,23 @@ fn name(format: ImageFormat) -> &'static str {
     }
 }
 
+/// Whether a JPEG ends its image: an end-of-image marker after its first scan. The decoder
+/// fills what a truncated file lacks with grey and reports nothing; the marker cannot occur
+/// inside a scan's data (a 0xFF byte there is stuffed), and an EXIF thumbnail's own marker
+/// comes before the first scan.
+fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    let scan = bytes.windows(2).position(|pair| pair == [0xff, 0xda]);
+    scan.is_some_and(|start| bytes[start..].windows(2).any(|pair| pair == [0xff, 0xd9]))
+}
+
 /// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
 pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     let format = sniff(bytes)?;
+    if format == ImageFormat::Jpeg && !jpeg_is_complete(bytes) {
+        return Err(Error::BadRequest(
+            "the JPEG image is truncated: it has no end-of-image marker after its scan".into(),
+        ));
+    }
     let broken = |e: image::ImageError| {
         Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
     };
@@ -147,5 +162,17 @@ mod tests {
         truncated.truncate(truncated.len() / 2);
         let error = decode(&truncated, &Limits::default()).unwrap_err();
         assert!(matches!(error, Error::BadRequest(_)), "{error}");
+        let noisy = RgbImage::from_fn(64, 64, |x, y| {
+            image::Rgb([(x * 9 ^ y * 5) as u8, (y * 7) as u8, (x * 3) as u8])
+        });
+        let mut jpeg = Cursor::new(Vec::new());
+        DynamicImage::ImageRgb8(noisy)
+            .write_to(&mut jpeg, ImageFormat::Jpeg)
+            .unwrap();
+        let mut jpeg = jpeg.into_inner();
+        assert!(decode(&jpeg, &Limits::default()).is_ok());
+        jpeg.truncate(jpeg.len() / 2);
+        let error = decode(&jpeg, &Limits::default()).unwrap_err();
+        assert!(error.to_string().contains("JPEG"), "{error}");
     }
 }

@@ -17,7 +17,8 @@ use super::runtime::{Pool, Runtime, compile};
 use super::snapshot::{self, InitFailure, Initialized};
 use super::store::PluginState;
 
-/// How a host's plugins came to be compiled.
+/// How a host's components came to be compiled: each plugin's, and the component of its
+/// initialised state where it has one ([`super::snapshot`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Compiled {
     /// Read from the compile cache.
@@ -53,10 +54,14 @@ pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, Loa
         message: format!("cannot start the WebAssembly runtime: {e}"),
     })?;
     let mut plugins = BTreeMap::new();
+    let mut components = 0;
     let mut loaded = Ok(());
     for (name, spec) in &manifest.plugins {
         match load_one(&runtime, manifest, name, spec).await {
-            Ok(plugin) => drop(plugins.insert(name.clone(), plugin)),
+            Ok((plugin, compiled)) => {
+                components += compiled;
+                plugins.insert(name.clone(), plugin);
+            }
             Err(message) => {
                 loaded = Err(LoadError {
                     plugin: name.clone(),
@@ -78,7 +83,7 @@ pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, Loa
         }
         None => Compiled {
             from_cache: 0,
-            compiled: plugins.len(),
+            compiled: components,
         },
     };
     loaded?;
@@ -181,7 +186,7 @@ async fn load_one(
     manifest: &Manifest,
     name: &str,
     spec: &PluginSpec,
-) -> Result<Arc<LoadedPlugin>, String> {
+) -> Result<(Arc<LoadedPlugin>, usize), String> {
     let bytes = verified_bytes(spec).await?;
     let assets = super::assets::read(&manifest.folder, &spec.assets, manifest.secure_mode).await?;
     if manifest.require_signatures {
@@ -195,6 +200,8 @@ async fn load_one(
         spec.time_limit_ms,
     );
     let (pre, init_each) = initialized(runtime, name, &limits, spec, bytes).await?;
+    // The plugin as built, and its initialised state's component where it has one.
+    let components = if init_each { 1 } else { 2 };
     let plugin = LoadedPlugin {
         name: Arc::from(name),
         limits,
@@ -215,7 +222,7 @@ async fn load_one(
         check_config(runtime, &plugin).await?;
     }
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
-    Ok(plugin)
+    Ok((plugin, components))
 }
 
 /// The plugin compiled from its initialised state ([`super::snapshot`]), and whether each

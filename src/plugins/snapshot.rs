@@ -61,12 +61,22 @@ pub fn initialize(
     wasm: &[u8],
 ) -> Result<Initialized, InitFailure> {
     let wizer = Wizer::new();
-    let (context, instrumented) = match wizer.instrument_component(wasm) {
-        Ok(instrumented) => instrumented,
-        Err(error) => return Ok(Initialized::PerInstance(format!("{error:#}"))),
+    // Wizer checks its own output with assertions in debug builds: a component it cannot
+    // rewrite correctly (shared memories) is a panic there, an invalid component otherwise.
+    // Either way the plugin initialises per instance, and compiling it as built reports what
+    // is wrong with it in wasmtime's words.
+    let instrumented = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wizer.instrument_component(wasm)
+    }));
+    let (context, instrumented) = match instrumented {
+        Ok(Ok(instrumented)) => instrumented,
+        Ok(Err(error)) => return Ok(Initialized::PerInstance(format!("{error:#}"))),
+        Err(_) => return Ok(Initialized::PerInstance("wizer cannot rewrite it".into())),
     };
-    let pre =
-        super::runtime::compile(engine, linker, &instrumented).map_err(InitFailure::Failed)?;
+    let pre = match super::runtime::compile(engine, linker, &instrumented) {
+        Ok(pre) => pre,
+        Err(why) => return Ok(Initialized::PerInstance(why)),
+    };
     if !super::hooks::Hooks::of(&pre, false).any() {
         return Err(InitFailure::Failed(super::hooks::EXPORTS_NONE.into()));
     }

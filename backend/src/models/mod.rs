@@ -2,6 +2,7 @@
 //! request's inputs; decoupled models send their own responses through a factory.
 
 pub mod add_sub;
+pub mod classifier;
 pub mod identity;
 pub mod sequence_sum;
 pub mod streams;
