@@ -59,33 +59,29 @@ fn name(format: ImageFormat) -> &'static str {
     }
 }
 
-/// Whether a JPEG ends its image: an end-of-image marker after its first scan. The decoder
-/// fills what a truncated file lacks with grey and reports nothing; the marker cannot occur
-/// inside a scan's data (a 0xFF byte there is stuffed), and an EXIF thumbnail's own marker
-/// comes before the first scan.
+/// Whether a JPEG that has a scan ends its image: an end-of-image marker after its first scan.
+/// The decoder fills what a truncated file lacks with grey and reports nothing; the marker
+/// cannot occur inside a scan's data (a 0xFF byte there is stuffed), and an EXIF thumbnail's
+/// own marker comes before the first scan. A JPEG without a scan is the decoder's to refuse.
 fn jpeg_is_complete(bytes: &[u8]) -> bool {
-    let scan = bytes.windows(2).position(|pair| pair == [0xff, 0xda]);
-    scan.is_some_and(|start| bytes[start..].windows(2).any(|pair| pair == [0xff, 0xd9]))
+    match bytes.windows(2).position(|pair| pair == [0xff, 0xda]) {
+        Some(start) => bytes[start..].windows(2).any(|pair| pair == [0xff, 0xd9]),
+        None => true,
+    }
 }
 
-/// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
-pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
-    let format = sniff(bytes)?;
-    if format == ImageFormat::Jpeg && !jpeg_is_complete(bytes) {
-        return Err(Error::BadRequest(
-            "the JPEG image is truncated: it has no end-of-image marker after its scan".into(),
-        ));
+/// A PNG's size as its header (`IHDR`, which must come first) states it.
+fn png_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let header = bytes.get(8..24)?;
+    if &header[4..8] != b"IHDR" {
+        return None;
     }
-    let broken = |e: image::ImageError| {
-        Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
-    };
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
-    let mut decoder_limits = image::Limits::default();
-    // The largest pixels the decoder may hold (16-bit RGBA), and room for its tables.
-    decoder_limits.max_alloc = Some(limits.max_pixels.saturating_mul(8).saturating_add(16 << 20));
-    reader.limits(decoder_limits);
-    let mut decoder = reader.into_decoder().map_err(broken)?;
-    let (width, height) = decoder.dimensions();
+    let number = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    Some((number(8), number(12)))
+}
+
+/// Refuses an image of `width` × `height` with no pixels or more than `limits` allow.
+fn check_size(format: ImageFormat, width: u32, height: u32, limits: &Limits) -> Result<(), Error> {
     let pixels = u64::from(width) * u64::from(height);
     if pixels == 0 {
         return Err(Error::BadRequest(format!(
@@ -101,6 +97,36 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
             limits.max_pixels
         )));
     }
+    Ok(())
+}
+
+/// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
+    let format = sniff(bytes)?;
+    // A PNG decoder reserves its image's memory as it opens: the size is checked first.
+    if let Some((width, height)) = png_dimensions(bytes) {
+        check_size(format, width, height, limits)?;
+    }
+    if format == ImageFormat::Jpeg && !jpeg_is_complete(bytes) {
+        return Err(Error::BadRequest(
+            "the JPEG image is truncated: it has no end-of-image marker after its scan".into(),
+        ));
+    }
+    let broken = |e: image::ImageError| match e {
+        image::ImageError::Limits(_) => Error::BadRequest(format!(
+            "the {} image needs more memory to decode than this endpoint allows",
+            name(format)
+        )),
+        e => Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format))),
+    };
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
+    let mut decoder_limits = image::Limits::default();
+    // The largest pixels the decoder may hold (16-bit RGBA), and room for its tables.
+    decoder_limits.max_alloc = Some(limits.max_pixels.saturating_mul(8).saturating_add(16 << 20));
+    reader.limits(decoder_limits);
+    let mut decoder = reader.into_decoder().map_err(broken)?;
+    let (width, height) = decoder.dimensions();
+    check_size(format, width, height, limits)?;
     let orientation = decoder
         .orientation()
         .unwrap_or(image::metadata::Orientation::NoTransforms);

@@ -146,12 +146,13 @@ fn hostile_snoop_sees_no_files_environment_or_network(f: &Fixture) -> Result<(),
 
 fn every_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed> {
     // Instances are made ahead of time, but each serves one call: guest memory never carries
-    // anything from one request to the next.
+    // anything from one request to the next. Each starts from check-config's state, which sets
+    // the count to 100 (plugins::snapshot).
     for _ in 0..6 {
         let response = with_variant(f, "count");
         let error = response.error();
         ensure!(
-            error.contains("count: calls=1"),
+            error.contains("count: calls=101"),
             "an instance served more than one call: {} {error}",
             response.status
         );
@@ -216,12 +217,13 @@ fn every_javascript_call_gets_a_fresh_instance(f: &Fixture) -> Result<(), Failed
 }
 
 /// Six requests to `server`, whose guest counts its calls and the bodies it saw in module state
-/// and refuses with the counts: each must say `calls=1 seen=1`; the server serves after.
+/// and refuses with the counts, counting from check-config's 100: each must say `calls=101
+/// seen=1` (the initialised state, and no earlier call's); the server serves after.
 fn counts_one_call_each(f: &Fixture, server: &str, language: &str) -> Result<(), Failed> {
     for body in ["1", "2", "3", "4", "5", "6"] {
         let response = send(f.at(server), "text/csv", None, &[], body);
         ensure!(
-            response.status == 400 && response.error().contains("count: calls=1 seen=1"),
+            response.status == 400 && response.error().contains("count: calls=101 seen=1"),
             "a {language} instance served more than one call: {} {}",
             response.status,
             response.text()
@@ -249,7 +251,7 @@ fn hostile_javascript_is_stopped_by_the_same_limits(f: &Fixture) -> Result<(), F
         );
         let next = send(f.at("js_hostile"), "text/csv", None, &[], "1");
         ensure!(
-            next.status == 400 && next.error().contains("count: calls=1 seen=1"),
+            next.status == 400 && next.error().contains("count: calls=101 seen=1"),
             "after {body}: {} {}",
             next.status,
             next.text()

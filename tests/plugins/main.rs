@@ -8,6 +8,7 @@ mod common;
 
 mod adapters;
 mod advisories;
+mod assets;
 mod authoring;
 mod hostile;
 mod lifecycle;
@@ -87,6 +88,7 @@ fn main() -> std::process::ExitCode {
         hostile::CHECKS,
         replies::CHECKS,
         lifecycle::CHECKS,
+        assets::CHECKS,
         advisories::CHECKS,
         authoring::CHECKS,
         model_plugins::CHECKS,

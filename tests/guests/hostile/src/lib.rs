@@ -89,10 +89,17 @@ fn misbehave() -> Result<(), PluginError> {
             )))
         }
         Some("count") => {
-            // Counts calls in guest memory: a reused instance would report more than 1.
-            static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            // Counts calls in guest memory from check-config's 100: a reused instance would
+            // report more than 101, one without the initialised state 1.
             let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             Err(PluginError::Internal(format!("count: calls={calls}")))
+        }
+        Some("greeting") => {
+            // The asset check-config kept, changed by every call: each call must see it whole.
+            let mut kept = GREETING.lock().unwrap();
+            let seen = kept.clone();
+            kept.push_str(" (changed by a call)");
+            Err(PluginError::Internal(format!("greeting: {seen}")))
         }
         Some("flood") => loop {
             log(Level::Info, &"flood ".repeat(170));
@@ -192,10 +199,28 @@ impl ResponseAdapter for Plugin {
     }
 }
 
+/// The "count" mode's counter, started at 100 by check-config (warm state).
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// The "greeting" mode's asset, read by check-config.
+static GREETING: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
 impl Lifecycle for Plugin {
     fn check_config() -> Result<(), String> {
         match config("mode").as_deref() {
             Some("refuse-config") => Err("mode refuse-config refuses every configuration".into()),
+            Some("count") => {
+                CALLS.store(100, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
+            Some("greeting") => {
+                let bytes = trident::plugin::assets::get("greeting").ok_or("no greeting asset")?;
+                *GREETING.lock().unwrap() = String::from_utf8_lossy(&bytes).into_owned();
+                Ok(())
+            }
+            Some("print-at-load") => {
+                println!("check-config prints");
+                Ok(())
+            }
             _ => Ok(()),
         }
     }

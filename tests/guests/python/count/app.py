@@ -1,6 +1,8 @@
 """A hostile Python guest for the isolation test: it counts its calls and remembers every body it
-has seen in module state, and refuses each request with what it counted. A fresh instance per
-call always says `calls=1 seen=1`; an instance that served an earlier request would say more."""
+has seen in module state, and refuses each request with what it counted. check_config starts the
+count at 100: the state every call starts from. A fresh instance per call always says
+`calls=101 seen=1`; an instance that served an earlier request would say more, one that lost the
+initialised state less."""
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -12,7 +14,8 @@ SEEN = []
 
 class Lifecycle(exports.Lifecycle):
     def check_config(self) -> None:
-        pass
+        global CALLS
+        CALLS = 100
 
 
 class RequestAdapter(exports.RequestAdapter):

@@ -1,0 +1,167 @@
+"""Images for the image plugins' tests, made with Pillow (no downloads), and what a client expects
+back from them, computed the way a Python pre-processing step would: Pillow decoding, torchvision's
+Resize(256) / CenterCrop(224) / ToTensor / Normalize written out in NumPy, and the stand-in
+classifier's formula (backend/src/models/classifier.rs) with a softmax and the top five.
+
+Usage: images.py make:DIR      (stdin: null)  writes every image into DIR; prints {name: path}
+       images.py expect:LABELS (stdin: [path, ...])  prints, per image, [[label, score], ...]
+"""
+
+import io
+import json
+import struct
+import sys
+import zlib
+
+import numpy as np
+from PIL import Image, ImageOps
+
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+def gradient(width, height, warm=True):
+    x = np.linspace(0, 1, width, dtype=np.float32)[None, :]
+    y = np.linspace(0, 1, height, dtype=np.float32)[:, None]
+    if warm:
+        rgb = [200 + 40 * x + 0 * y, 60 + 120 * y * x, 30 + 20 * y + 0 * x]
+    else:
+        rgb = [20 + 30 * x + 0 * y, 90 + 60 * y + 0 * x, 180 + 60 * x * y]
+    return Image.fromarray(np.stack(rgb, axis=-1).clip(0, 255).astype(np.uint8), "RGB")
+
+
+def encoded(image, fmt, **options):
+    out = io.BytesIO()
+    image.save(out, fmt, **options)
+    return out.getvalue()
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_of_zeros(width, height):
+    """A grayscale PNG of zeros, its rows compressed as a stream: ~1000x smaller than its pixels."""
+    compressor = zlib.compressobj(9)
+    row = bytes(width + 1)
+    idat = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
+
+
+def png_header_only(width, height):
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(bytes(16))
+    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
+
+
+def jpeg_with_size(jpeg, width, height):
+    """`jpeg` with its frame header claiming `width` x `height`."""
+    data = bytearray(jpeg)
+    at = 2
+    while at < len(data):
+        marker, length = data[at + 1], struct.unpack(">H", data[at + 2:at + 4])[0]
+        if marker in (0xC0, 0xC1, 0xC2):
+            data[at + 5:at + 9] = struct.pack(">HH", height, width)
+            return bytes(data)
+        at += 2 + length
+    raise ValueError("no frame header")
+
+
+def with_exif(jpeg, exif):
+    """`jpeg` with an APP1 EXIF segment holding `exif` (a TIFF structure) after its SOI."""
+    payload = b"Exif\0\0" + exif
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+def exif_orientation(value):
+    ifd = struct.pack("<H", 1) + struct.pack("<HHII", 0x0112, 3, 1, value) + struct.pack("<I", 0)
+    return b"II*\0" + struct.pack("<I", 8) + ifd
+
+
+def exif_loop():
+    """IFD0 claims 65535 entries and its next IFD is itself; an entry's value points back too."""
+    ifd = struct.pack("<H", 0xFFFF) + struct.pack("<HHII", 0x8769, 4, 1, 8) * 4 + struct.pack("<I", 8)
+    return b"II*\0" + struct.pack("<I", 8) + ifd
+
+
+def make(folder):
+    warm = gradient(640, 480)
+    cool = gradient(500, 300, warm=False)
+    jpeg = encoded(warm, "JPEG", quality=95)
+    # Stored landscape, shown portrait (orientation 6: turn 90 degrees clockwise). Its top third
+    # is red once turned, the rest blue; the centre crop sees the middle, so the orientation
+    # decides the answer.
+    portrait = Image.new("RGB", (200, 600), (30, 60, 220))
+    portrait.paste((230, 20, 20), (0, 0, 200, 200))
+    stored = portrait.transpose(Image.Transpose.ROTATE_90)
+    rgba = cool.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(cool.size))
+    images = {
+        "warm.jpg": jpeg,
+        "cool.png": encoded(cool, "PNG"),
+        "gray.png": encoded(warm.convert("L"), "PNG"),
+        "rgba.png": encoded(rgba, "PNG"),
+        "palette.png": encoded(cool.convert("P", palette=Image.Palette.ADAPTIVE), "PNG"),
+        "gray16.png": encoded(Image.fromarray((np.arange(300 * 200, dtype=np.uint16).reshape(200, 300) * 7)), "PNG"),
+        "cmyk.jpg": encoded(warm.convert("CMYK"), "JPEG"),
+        "oriented.jpg": with_exif(encoded(stored, "JPEG", quality=95), exif_orientation(6)),
+        "exif_loop.jpg": with_exif(jpeg, exif_loop()),
+        "zeros_3000.png": png_of_zeros(3000, 3000),
+        "zeros_12000.png": png_of_zeros(12000, 12000),
+        "huge.jpg": jpeg_with_size(jpeg, 60000, 60000),
+        "huge.png": png_header_only(60000, 60000),
+        "zero_width.png": png_header_only(0, 10),
+        "truncated.jpg": jpeg[: len(jpeg) // 2],
+        "corrupt.jpg": b"\xff\xd8\xff" + bytes((i * 73) % 256 for i in range(4000)) + b"\xff\xd9",
+        "animation.gif": encoded(warm, "GIF"),
+    }
+    paths = {}
+    for name, data in images.items():
+        path = f"{folder}/{name}"
+        with open(path, "wb") as out:
+            out.write(data)
+        paths[name] = path
+    return paths
+
+
+def prototypes(classes=1000):
+    k = np.arange(classes)
+    rgb = np.stack([k % 10, k // 10 % 10, k // 100 % 10], axis=-1).astype(np.float32) * 28 + 2
+    rgb /= 255.0
+    return (rgb - MEAN) / STD
+
+
+def expect(path, labels, protos):
+    image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+    width, height = image.size
+    if width <= height:
+        size = (256, int(256 * height / width))
+    else:
+        size = (int(256 * width / height), 256)
+    image = image.resize(size, Image.Resampling.BILINEAR)
+    left = int(round((size[0] - 224) / 2.0))
+    top = int(round((size[1] - 224) / 2.0))
+    image = image.crop((left, top, left + 224, top + 224))
+    tensor = (np.asarray(image, dtype=np.float32) / 255.0 - MEAN) / STD
+    mean = tensor.reshape(-1, 3).mean(axis=0)
+    scores = -((protos - mean) ** 2).sum(axis=1)
+    scores = np.exp(scores - scores.max())
+    scores /= scores.sum()
+    best = sorted(range(len(scores)), key=lambda k: (-scores[k], k))[:5]
+    return [[labels[k], float(scores[k])] for k in best]
+
+
+def main():
+    mode, argument = sys.argv[1].split(":", 1)
+    request = json.load(sys.stdin)
+    if mode == "make":
+        sys.stdout.flush()
+        print(json.dumps(make(argument)))
+    else:
+        labels = open(argument).read().splitlines()
+        protos = prototypes(len(labels))
+        print(json.dumps([expect(path, labels, protos) for path in request]))
+
+
+main()

@@ -1,0 +1,338 @@
+//! The image-classification example end to end (`examples/image-classification`): trident serving
+//! the stand-in classifier on the real core behind the image-tensor and top-k-labels plugins, as
+//! `scripts/serve-example image-classification` serves it, over HTTP on 127.0.0.1. Images are
+//! made by Pillow (`tests/clients/images.py`), and what a client should get back is computed
+//! there too, as a Python pre-processing step would (Pillow's decoder and resize, NumPy), not by
+//! trident's code. Then every hostile image of the issue, each answered with a clear 4xx (or
+//! served, where it is a valid image) and the next request answered.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use common::http_client::{HttpResponse, request};
+use common::plugins::guest;
+use common::process::{Running, python_client, serve_with};
+use serde_json::{Value, json};
+
+const EXAMPLE: &str = "examples/image-classification";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// trident serving the example from a copy in `dir`: its model, its labels, the two plugins
+/// built from `plugins/`, and its manifest with their digests, as the serve script writes it.
+fn start(dir: &Path) -> (Running, SocketAddr) {
+    common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
+    let mut manifest =
+        std::fs::read_to_string(root().join(EXAMPLE).join("plugins.toml.in")).unwrap();
+    for (file, placeholder) in [
+        ("image_tensor.wasm", "@IMAGE_TENSOR@"),
+        ("top_k_labels.wasm", "@TOP_K_LABELS@"),
+        ("labels.txt", "@LABELS@"),
+    ] {
+        let source = match file.strip_suffix(".wasm") {
+            Some(name) => guest(name),
+            None => root().join(EXAMPLE).join(file),
+        };
+        std::fs::copy(&source, dir.join(file)).unwrap();
+        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&source).unwrap());
+        manifest = manifest.replace(placeholder, &digest);
+    }
+    let path = dir.join("plugins.toml");
+    std::fs::write(&path, manifest).unwrap();
+    serve_with(
+        &dir.join("models"),
+        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+    )
+}
+
+/// Every test image, by name, made in `dir`.
+fn images(dir: &Path) -> serde_json::Map<String, Value> {
+    let made = python_client(
+        "images.py",
+        &format!("make:{}", dir.display()),
+        &Value::Null,
+    );
+    made.as_object().unwrap().clone()
+}
+
+/// What a Python pre-processing step answers for each of `paths`: `[[label, score], ...]`.
+fn expected(paths: &[&str]) -> Vec<Vec<(String, f64)>> {
+    let labels = root().join(EXAMPLE).join("labels.txt");
+    let answer = python_client(
+        "images.py",
+        &format!("expect:{}", labels.display()),
+        &json!(paths),
+    );
+    serde_json::from_value(answer).unwrap()
+}
+
+fn post(addr: SocketAddr, content_type: &str, extra: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+    let mut headers = vec![("Content-Type", content_type)];
+    headers.extend_from_slice(extra);
+    request(addr, "POST", "/invocations", &headers, body)
+}
+
+fn read(path: &Value) -> Vec<u8> {
+    std::fs::read(PathBuf::from(path.as_str().unwrap())).unwrap()
+}
+
+/// `answer` (one image's `[{"label", "score"}, ...]`) agrees with `expected`: the same labels
+/// in the same order, except where two classes' expected scores are within `tolerance` (a tie
+/// that another decoder may break the other way), and every score within `tolerance`.
+fn agrees(answer: &Value, expected: &[(String, f64)], tolerance: f64) -> Result<(), String> {
+    let entries = answer.as_array().ok_or(format!("not a list: {answer}"))?;
+    if entries.len() != expected.len() {
+        return Err(format!(
+            "{} labels, expected {}: {answer}",
+            entries.len(),
+            expected.len()
+        ));
+    }
+    for (rank, (entry, (label, score))) in entries.iter().zip(expected).enumerate() {
+        let got = entry["label"]
+            .as_str()
+            .ok_or(format!("no label: {entry}"))?;
+        let got_score = entry["score"]
+            .as_f64()
+            .ok_or(format!("no score: {entry}"))?;
+        if (got_score - score).abs() > tolerance {
+            return Err(format!(
+                "rank {rank}: score {got_score}, expected {score} ({answer})"
+            ));
+        }
+        if got != label {
+            let tied = expected
+                .iter()
+                .find(|(other, _)| other == got)
+                .is_some_and(|(_, other)| (other - score).abs() <= tolerance);
+            if !tied {
+                return Err(format!("rank {rank}: {got}, expected {label} ({answer})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_example_answers_labels_as_a_python_preprocessing_step_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    let images = images(made.path());
+    let names = [
+        "warm.jpg",
+        "cool.png",
+        "gray.png",
+        "rgba.png",
+        "palette.png",
+        "oriented.jpg",
+    ];
+    let paths: Vec<&str> = names.iter().map(|n| images[*n].as_str().unwrap()).collect();
+    let expected = expected(&paths);
+    // JPEG's decoders differ by a level here and there (libjpeg's and zune-jpeg's IDCT), and
+    // Pillow rounds to 8 bits between its passes: scores agree to a few parts in a thousand.
+    let tolerance = 2e-3;
+    for ((name, path), expected) in names.iter().zip(&paths).zip(&expected) {
+        let content_type = if name.ends_with(".png") {
+            "image/png"
+        } else {
+            "image/jpeg"
+        };
+        let bytes = std::fs::read(path).unwrap();
+        let response = post(addr, content_type, &[], &bytes);
+        assert_eq!(response.status, 200, "{name}: {}", response.text());
+        agrees(&response.json(), expected, tolerance).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    // The orientation decides: turned as its EXIF says, the centre of that image is blue.
+    assert!(
+        expected[5][0].0.ends_with("e2"),
+        "oriented: {:?}",
+        expected[5]
+    );
+
+    // application/x-image, SageMaker's image algorithms' type, is told by its first bytes.
+    let warm = std::fs::read(paths[0]).unwrap();
+    let response = post(addr, "application/x-image", &[], &warm);
+    assert_eq!(response.status, 200, "{}", response.text());
+    agrees(&response.json(), &expected[0], tolerance).unwrap();
+
+    // Base64 in JSON, two images: a batch, answered per image in order.
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let cool = std::fs::read(paths[1]).unwrap();
+    let body = json!({"instances": [{"b64": b64(&warm)}, {"b64": b64(&cool)}]});
+    let response = post(addr, "application/json", &[], body.to_string().as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answers = response.json();
+    let answers = answers.as_array().expect("a list per image");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    agrees(&answers[0], &expected[0], tolerance).unwrap();
+    agrees(&answers[1], &expected[1], tolerance).unwrap();
+
+    // Triton's classification strings and fewer labels, asked for per request.
+    let attributes = [(
+        "X-Amzn-SageMaker-Custom-Attributes",
+        "format=triton, top_k=2",
+    )];
+    let response = post(addr, "image/png", &attributes, &cool);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let strings: Vec<String> = serde_json::from_value(response.json()).unwrap();
+    assert_eq!(strings.len(), 2, "{strings:?}");
+    let (score, rest) = strings[0].split_once(':').unwrap();
+    let (index, label) = rest.split_once(':').unwrap();
+    assert_eq!(label, expected[1][0].0, "{strings:?}");
+    let index: usize = index.parse().unwrap();
+    let line = std::fs::read_to_string(root().join(EXAMPLE).join("labels.txt")).unwrap();
+    assert_eq!(line.lines().nth(index), Some(label), "index {index}");
+    assert!((score.parse::<f64>().unwrap() - expected[1][0].1).abs() < tolerance);
+    let asked_too_many = [("X-Amzn-SageMaker-Custom-Attributes", "top_k=6")];
+    let response = post(addr, "image/png", &asked_too_many, &cool);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(response.error().contains("top_k"), "{}", response.text());
+}
+
+#[test]
+fn hostile_images_are_answered_clearly_and_the_next_request_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    let images = images(made.path());
+    let good = read(&images["warm.jpg"]);
+    let many = format!("[{}]", vec!["\"AA==\""; 33].join(","));
+    // (image or body, content type, status, what the answer must say)
+    let cases: Vec<(&str, Vec<u8>, &str, u16, &str)> = vec![
+        (
+            "truncated.jpg",
+            read(&images["truncated.jpg"]),
+            "image/jpeg",
+            400,
+            "truncated",
+        ),
+        (
+            "corrupt.jpg",
+            read(&images["corrupt.jpg"]),
+            "image/jpeg",
+            400,
+            "cannot be decoded",
+        ),
+        (
+            "huge.jpg",
+            read(&images["huge.jpg"]),
+            "image/jpeg",
+            400,
+            "60000x60000 (3600000000 pixels)",
+        ),
+        (
+            "huge.png",
+            read(&images["huge.png"]),
+            "image/png",
+            400,
+            "60000x60000",
+        ),
+        (
+            "zeros_12000.png",
+            read(&images["zeros_12000.png"]),
+            "image/png",
+            400,
+            "12000x12000",
+        ),
+        (
+            "zero_width.png",
+            read(&images["zero_width.png"]),
+            "image/png",
+            400,
+            "PNG image",
+        ),
+        (
+            "animation.gif",
+            read(&images["animation.gif"]),
+            "image/jpeg",
+            415,
+            "a GIF",
+        ),
+        (
+            "text",
+            b"not an image".to_vec(),
+            "image/jpeg",
+            415,
+            "not a JPEG or PNG",
+        ),
+        ("empty", Vec::new(), "image/png", 400, "empty"),
+        // A type the image plugin does not take goes the plain KServe v2 way (the manifest's
+        // content_types), which refuses it as JSON.
+        ("csv", b"1,2,3".to_vec(), "text/csv", 400, "JSON"),
+        (
+            "bad json",
+            b"{\"instances\": [".to_vec(),
+            "application/json",
+            400,
+            "does not parse",
+        ),
+        (
+            "bad base64",
+            b"[\"%%%\"]".to_vec(),
+            "application/json",
+            400,
+            "not valid base64",
+        ),
+        (
+            "33 images",
+            many.into_bytes(),
+            "application/json",
+            400,
+            "at most 32",
+        ),
+        // Valid images of unusual kinds: converted and served.
+        (
+            "cmyk.jpg",
+            read(&images["cmyk.jpg"]),
+            "image/jpeg",
+            200,
+            "label",
+        ),
+        (
+            "gray16.png",
+            read(&images["gray16.png"]),
+            "image/png",
+            200,
+            "label",
+        ),
+        (
+            "exif_loop.jpg",
+            read(&images["exif_loop.jpg"]),
+            "image/jpeg",
+            200,
+            "label",
+        ),
+        // A PNG whose zlib stream inflates 1000 times, within the pixel limit: bounded by it.
+        (
+            "zeros_3000.png",
+            read(&images["zeros_3000.png"]),
+            "image/png",
+            200,
+            "label",
+        ),
+    ];
+    for (name, body, content_type, status, says) in &cases {
+        let response = post(addr, content_type, &[], body);
+        assert_eq!(response.status, *status, "{name}: {}", response.text());
+        assert!(
+            response.text().contains(says),
+            "{name}: {}",
+            response.text()
+        );
+        let next = post(addr, "image/jpeg", &[], &good);
+        assert_eq!(next.status, 200, "after {name}: {}", next.text());
+        assert!(
+            next.json()[0]["label"].is_string(),
+            "after {name}: {}",
+            next.text()
+        );
+    }
+    let ping = request(addr, "GET", "/ping", &[], b"");
+    assert_eq!(ping.status, 200, "{}", ping.text());
+}
