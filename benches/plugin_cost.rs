@@ -317,7 +317,7 @@ fn main() {
     let wanted = |key: &str| {
         !args
             .iter()
-            .any(|a| a == "small" || a == "1mb" || a == "stream")
+            .any(|a| a == "small" || a == "1mb" || a == "stream" || a == "image")
             || args.iter().any(|a| a == key)
     };
 
@@ -472,6 +472,134 @@ fn main() {
     if wanted("stream") {
         stream_events(&runtime, scale);
     }
+    if wanted("image") {
+        image_calls(&runtime, scale);
+    }
+}
+
+/// A 640x480 JPEG (a photo-like gradient with texture), made with `trident-imaging`'s encoder.
+fn photo_jpeg() -> Vec<u8> {
+    let pixels: Vec<u8> = (0..480u32)
+        .flat_map(|y| {
+            (0..640u32).flat_map(move |x| {
+                let noise = ((x * 7919 + y * 104_729) % 31) as u8;
+                [
+                    200u8.wrapping_add(noise),
+                    (x * 160 / 640) as u8 + noise,
+                    (y / 4) as u8,
+                ]
+            })
+        })
+        .collect();
+    let image = trident_imaging::image::RgbImage::from_raw(640, 480, pixels).unwrap();
+    let mut out = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut out, trident_imaging::image::ImageFormat::Jpeg)
+        .unwrap();
+    out.into_inner()
+}
+
+/// The image plugins' cost per call (`plugins/image-tensor` on a 640x480 JPEG, `plugins/top-k-
+/// labels` on 1,000 scores) against the same Rust code run natively (`trident-imaging`).
+fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let labels: String = (0..1000).map(|k| format!("class {k}\n")).collect();
+    std::fs::write(dir.path().join("labels.txt"), &labels).unwrap();
+    let labels_digest = trident::plugins::loading::sha256_hex(labels.as_bytes());
+    let manifest_path = dir.path().join("plugins.toml");
+    let entry = |name: &str, wasm: &str, extra: &str| {
+        format!(
+            "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{}\"\nmemory_limit_mb = 128\ntime_limit_ms = 5000\n{extra}\n",
+            guests::guest(wasm).display(),
+            guests::digest(wasm)
+        )
+    };
+    std::fs::write(
+        &manifest_path,
+        format!(
+            "{}{}[models.m]\nrequest = \"image\"\nresponse = \"labels\"\n",
+            entry("image", "image_tensor", ""),
+            entry(
+                "labels",
+                "top_k_labels",
+                &format!(
+                    "config = {{ softmax = \"true\" }}\nassets = {{ labels = {{ path = \"labels.txt\", sha256 = \"{labels_digest}\" }} }}"
+                )
+            ),
+        ),
+    )
+    .unwrap();
+    let host = runtime
+        .block_on(PluginHost::load(&Manifest::load(&manifest_path).unwrap()))
+        .unwrap();
+    let selection = host.select("m", None, None).unwrap();
+    let (image, top_k) = (selection.request.unwrap(), selection.response.unwrap());
+    let jpeg = photo_jpeg();
+    let invocation = trident::invocation::Invocation {
+        content_type: Some("image/jpeg".into()),
+        ..Default::default()
+    };
+    let wit = PluginInvocation::new(
+        "/invocations",
+        "m",
+        &invocation,
+        &http::HeaderMap::new(),
+        &[],
+        &jpeg,
+        None,
+    );
+    let iterations = 200 * scale;
+    println!();
+    println!("| one call (640x480 JPEG, 1,000 scores) | p50 | p99 | CPU per call |");
+    println!("|---|---|---|---|");
+    let (p50, p99, busy) = measure(iterations, || {
+        let adapted = runtime
+            .block_on(host.adapt_request(&image, &wit))
+            .unwrap()
+            .unwrap();
+        std::hint::black_box(adapted);
+    });
+    println!(
+        "| image-tensor plugin: decode, resize, crop, normalize (in its sandbox) | {p50:?} | {p99:?} | {busy:?} |"
+    );
+    let (p50, p99, busy) = measure(iterations, || {
+        let tensor = trident_imaging::tensor_from_body(
+            Some("image/jpeg"),
+            &jpeg,
+            &trident_imaging::Preprocess::default(),
+            &trident_imaging::Limits::default(),
+        )
+        .unwrap();
+        std::hint::black_box(tensor);
+    });
+    println!(
+        "| the same Rust code run natively (trident-imaging) | {p50:?} | {p99:?} | {busy:?} |"
+    );
+    let scores: Vec<u8> = (0..1000u32)
+        .flat_map(|k| (((k * 7919) % 1000) as f32 / 100.0).to_le_bytes())
+        .collect();
+    let response = InferResponse {
+        model_name: "m".into(),
+        model_version: 1,
+        id: None,
+        parameters: Vec::new(),
+        outputs: vec![OutputTensor {
+            name: "OUTPUT0".into(),
+            datatype: DataType::Fp32,
+            shape: vec![1, 1000],
+            data: Bytes::from(scores),
+        }],
+    };
+    let (p50, p99, busy) = measure(iterations * 5, || {
+        let reply = runtime
+            .block_on(host.adapt_response(&top_k, &wit, &response))
+            .unwrap()
+            .unwrap();
+        std::hint::black_box(reply);
+    });
+    println!(
+        "| top-k-labels plugin: softmax, top 5, labels (in its sandbox) | {p50:?} | {p99:?} | {busy:?} |"
+    );
 }
 
 /// The cost of one stream-adapter call per event (`trident:plugin@0.2.0`): the OpenAI chat

@@ -60,9 +60,11 @@ class Servers:
     """Triton's frontend and trident, both serving `model` from `repository` (or, with
     `models_root`, both as multi-model endpoints starting empty), their logs quiet. `trident` is
     the binary to run, `trident_env` variables for trident's processes alone; `what` names the
-    calling script in errors."""
+    calling script in errors. `trident_repository` and `trident_model`, when given, are what
+    trident serves instead (a comparison of a Triton ensemble with trident's plugins)."""
 
-    def __init__(self, repository, model, trident, trident_env, what, plugins=None, models_root=None):
+    def __init__(self, repository, model, trident, trident_env, what, plugins=None, models_root=None,
+                 trident_repository=None, trident_model=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_") and k != "RUST_BACKTRACE"}
         if model:
             env["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = model
@@ -79,6 +81,9 @@ class Servers:
              "--backend-config=python,shm-default-byte-size=16777216",
              "--backend-config=python,shm-growth-byte-size=1048576", *quiet],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if trident_model:
+            env = dict(env, SAGEMAKER_TRITON_DEFAULT_MODEL_NAME=trident_model)
+        repository = trident_repository or repository
         environment = dict(env, SAGEMAKER_TRITON_LOG_VERBOSE="false", SAGEMAKER_TRITON_LOG_INFO="false",
                            SAGEMAKER_TRITON_LOG_WARNING="false", RUST_LOG="warn,trident::supervisor=info,trident::serve=info")
         environment.update(trident_env)

@@ -189,7 +189,7 @@ mod tests {
         let error = decode(&truncated, &Limits::default()).unwrap_err();
         assert!(matches!(error, Error::BadRequest(_)), "{error}");
         let noisy = RgbImage::from_fn(64, 64, |x, y| {
-            image::Rgb([(x * 9 ^ y * 5) as u8, (y * 7) as u8, (x * 3) as u8])
+            image::Rgb([((x * 9) ^ (y * 5)) as u8, (y * 7) as u8, (x * 3) as u8])
         });
         let mut jpeg = Cursor::new(Vec::new());
         DynamicImage::ImageRgb8(noisy)

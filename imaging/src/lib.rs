@@ -26,6 +26,9 @@ pub mod tensor;
 
 pub use settings::{Limits, Preprocess};
 
+/// The `image` crate this is built on (for tools and tests that make images).
+pub use image;
+
 /// Why an image cannot be made into a tensor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {

@@ -63,8 +63,10 @@ pub fn outputs<'r>(
     let per_image = 3 * pixels as usize;
     let values: Vec<f32> = input
         .data
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|c| f32::from_le_bytes(*c))
         .collect();
     let images = values.len() / per_image;
     let prototypes: Vec<[f32; 3]> = (0..classes)
