@@ -19,6 +19,7 @@ pub mod response {
             "trident:plugin/types": super::request::trident::plugin::types,
             "trident:plugin/host": super::request::trident::plugin::host,
             "trident:plugin/assets": super::request::trident::plugin::assets,
+            "trident:plugin/images": super::request::trident::plugin::images,
         },
     });
 }
@@ -31,12 +32,14 @@ pub mod oom {
         with: {
             "trident:plugin/host": super::request::trident::plugin::host,
             "trident:plugin/assets": super::request::trident::plugin::assets,
+            "trident:plugin/images": super::request::trident::plugin::images,
         },
     });
 }
 
 pub use request::trident::plugin::assets;
 pub use request::trident::plugin::host;
+pub use request::trident::plugin::images;
 pub use request::trident::plugin::types;
 
 /// Version 0.2.0 (`wit/0.2`): the generate hooks. Its `types` are 0.1's, definition for

@@ -15,6 +15,7 @@
 //! - [`plugin`]: one loaded plugin and the media types it takes and serves;
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
 //!   the OOM policy and the OpenAI chat plugin;
+//! - [`images`]: the `images` interface, image pre-processing run natively for any guest;
 //! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
@@ -35,6 +36,7 @@ pub mod convert;
 pub mod counters;
 pub mod hooks;
 pub mod host;
+pub mod images;
 pub mod loading;
 pub mod manifest;
 pub mod model_plugins;

@@ -178,6 +178,10 @@ impl Runtime {
             &mut linker,
             |state| state,
         )?;
+        super::bindings::images::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         super::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
             &mut linker,
             |state| state,

@@ -156,6 +156,11 @@ impl super::bindings::assets_v2::Host for PluginState {
 }
 
 impl PluginState {
+    /// The linear memory the guest may use, in bytes.
+    pub(super) fn memory_limit_bytes(&self) -> u64 {
+        self.limiter.limit_bytes as u64
+    }
+
     /// Whether the guest holds resources of the host (WASI streams, pollables): an instance
     /// that does cannot be copied into another store ([`super::snapshot`]).
     pub(super) fn holds_resources(&self) -> bool {

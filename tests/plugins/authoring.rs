@@ -7,6 +7,7 @@ use super::*;
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_run_prints_tensors_replies_and_refusals,
     plugin_new_projects_build_as_they_are_and_run,
+    plugin_new_image_projects_make_the_image_tensor_plugins_tensor,
 ];
 
 /// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
@@ -31,81 +32,100 @@ fn first_tensor(stdout: &str) -> Result<Option<serde_json::Value>, Failed> {
         .transpose()?)
 }
 
+/// A project from `trident plugin new NAME --lang LANGUAGE --template TEMPLATE` in `scratch`,
+/// built with the tool its README names (the pinned ones `scripts/install-guest-tools`
+/// installs); the component it built.
+fn new_project(
+    scratch: &Path,
+    language: &str,
+    name: &str,
+    template: &str,
+) -> Result<PathBuf, Failed> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tools = root.join("target/guest-tools");
+    let (ok, stdout, stderr) = trident_plugin(&[
+        "new".as_ref(),
+        name.as_ref(),
+        "--lang".as_ref(),
+        language.as_ref(),
+        "--template".as_ref(),
+        template.as_ref(),
+        "--dir".as_ref(),
+        scratch.as_os_str(),
+    ])?;
+    ensure!(ok && stdout.contains("created"), "{stdout}{stderr}");
+    let project = scratch.join(name);
+    let output = format!("{name}.wasm");
+    let mut build = match language {
+        "rust" => {
+            let mut cargo = common::command(std::env::var("CARGO").unwrap_or("cargo".into()));
+            cargo
+                .args([
+                    "build",
+                    "--release",
+                    "--target",
+                    "wasm32-wasip2",
+                    "--target-dir",
+                ])
+                .arg(root.join("target/plugins"));
+            cargo
+        }
+        "python" => {
+            let mut tool = common::command(tools.join("python/bin/componentize-py"));
+            tool.args([
+                "-d",
+                "wit",
+                "-w",
+                "request-adapter-plugin",
+                "componentize",
+                "-p",
+                ".",
+                "app",
+                "-o",
+                &output,
+            ]);
+            tool
+        }
+        _ => {
+            let mut tool = common::command(tools.join("js/node_modules/.bin/componentize-qjs"));
+            tool.args([
+                "--wit",
+                "wit",
+                "--js",
+                "app.js",
+                "--world",
+                "request-adapter-plugin",
+                "--sync",
+                "--output",
+                &output,
+            ]);
+            tool
+        }
+    };
+    let status = build.current_dir(&project).status()?;
+    ensure!(
+        status.success(),
+        "building the {language} project {name} failed"
+    );
+    Ok(if language == "rust" {
+        root.join("target/plugins/wasm32-wasip2/release")
+            .join(name.replace('-', "_") + ".wasm")
+    } else {
+        project.join(output)
+    })
+}
+
 /// A project per language from `trident plugin new`, built with the tool its README names (the
 /// pinned ones `scripts/install-guest-tools` installs), run on numbers and on a word.
 fn plugin_new_projects_build_as_they_are_and_run(_: &Fixture) -> Result<(), Failed> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = tempfile::tempdir()?;
-    let tools = root.join("target/guest-tools");
-    for (language, wasm) in [
-        ("rust", "my-rust"),
-        ("python", "my-python/my-python.wasm"),
-        ("js", "my-js/my-js.wasm"),
-    ] {
-        let name = format!("my-{language}");
-        let (ok, stdout, stderr) = trident_plugin(&[
-            "new".as_ref(),
-            name.as_ref(),
-            "--lang".as_ref(),
-            language.as_ref(),
-            "--dir".as_ref(),
-            scratch.path().as_os_str(),
-        ])?;
-        ensure!(ok && stdout.contains("created"), "{stdout}{stderr}");
-        let project = scratch.path().join(&name);
-        let mut build = match language {
-            "rust" => {
-                let mut cargo = common::command(std::env::var("CARGO").unwrap_or("cargo".into()));
-                cargo
-                    .args([
-                        "build",
-                        "--release",
-                        "--target",
-                        "wasm32-wasip2",
-                        "--target-dir",
-                    ])
-                    .arg(root.join("target/plugins"));
-                cargo
-            }
-            "python" => {
-                let mut tool = common::command(tools.join("python/bin/componentize-py"));
-                tool.args([
-                    "-d",
-                    "wit",
-                    "-w",
-                    "request-adapter-plugin",
-                    "componentize",
-                    "-p",
-                    ".",
-                    "app",
-                    "-o",
-                    "my-python.wasm",
-                ]);
-                tool
-            }
-            _ => {
-                let mut tool = common::command(tools.join("js/node_modules/.bin/componentize-qjs"));
-                tool.args([
-                    "--wit",
-                    "wit",
-                    "--js",
-                    "app.js",
-                    "--world",
-                    "request-adapter-plugin",
-                    "--sync",
-                    "--output",
-                    "my-js.wasm",
-                ]);
-                tool
-            }
-        };
-        let status = build.current_dir(&project).status()?;
-        ensure!(status.success(), "building the {language} project failed");
-        let wasm = if language == "rust" {
-            root.join("target/plugins/wasm32-wasip2/release/my_rust.wasm")
-        } else {
-            scratch.path().join(wasm)
-        };
+    for language in ["rust", "python", "js"] {
+        let wasm = new_project(
+            scratch.path(),
+            language,
+            &format!("my-{language}"),
+            "numbers",
+        )?;
         let body = scratch.path().join("numbers.txt");
         std::fs::write(&body, "1, 2.5 3\n")?;
         let run = |body: &Path| {
@@ -131,6 +151,79 @@ fn plugin_new_projects_build_as_they_are_and_run(_: &Fixture) -> Result<(), Fail
         ensure!(
             !ok && stderr.contains("400: 'two' is not a number"),
             "{language}: {stderr}"
+        );
+    }
+    Ok(())
+}
+
+/// The image template in each language, built as its README says, makes the tensor the shipped
+/// image-tensor plugin makes of the same image and settings, number for number (both are
+/// trident's native image code), and answers a broken image with the same 400.
+fn plugin_new_image_projects_make_the_image_tensor_plugins_tensor(
+    _: &Fixture,
+) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let image = trident_imaging::image::RgbImage::from_fn(97, 61, |x, y| {
+        trident_imaging::image::Rgb([(x * 2) as u8, (y * 4) as u8, ((x + y) % 256) as u8])
+    });
+    let png = scratch.path().join("photo.png");
+    image.save(&png)?;
+    let broken = scratch.path().join("broken.png");
+    let bytes = std::fs::read(&png)?;
+    std::fs::write(&broken, &bytes[..bytes.len() / 2])?;
+    let run = |wasm: &Path, body: &Path| {
+        trident_plugin(&[
+            "run".as_ref(),
+            wasm.as_os_str(),
+            "--hook".as_ref(),
+            "request".as_ref(),
+            "--body".as_ref(),
+            body.as_os_str(),
+            "--content-type".as_ref(),
+            "image/png".as_ref(),
+            "--config".as_ref(),
+            "size=16".as_ref(),
+            "--config".as_ref(),
+            "resize_shorter=20".as_ref(),
+            "--memory-limit-mb".as_ref(),
+            "128".as_ref(),
+            "--time-limit-ms".as_ref(),
+            "10000".as_ref(),
+        ])
+    };
+    let (ok, stdout, stderr) = run(&guest("image_tensor"), &png)?;
+    ensure!(ok, "image-tensor: {stdout}{stderr}");
+    let expected = first_tensor(&stdout)?.ok_or("image-tensor printed no tensor")?;
+    ensure!(expected["shape"] == json!([1, 3, 16, 16]), "{expected}");
+    let (ok, _, expected_refusal) = run(&guest("image_tensor"), &broken)?;
+    ensure!(
+        !ok && expected_refusal.contains("400: "),
+        "{expected_refusal}"
+    );
+    for language in ["rust", "python", "js"] {
+        let wasm = new_project(
+            scratch.path(),
+            language,
+            &format!("image-{language}"),
+            "image",
+        )?;
+        let (ok, stdout, stderr) = run(&wasm, &png)?;
+        ensure!(
+            ok && first_tensor(&stdout)?.as_ref() == Some(&expected),
+            "{language}: {stdout}{stderr}"
+        );
+        let (ok, _, stderr) = run(&wasm, &broken)?;
+        let refusal = |text: &str| {
+            text.lines()
+                .find(|l| l.contains("400: "))
+                .map(str::to_owned)
+        };
+        ensure!(
+            !ok && refusal(&stderr).is_some()
+                && refusal(&stderr).map(|r| r.split("400: ").nth(1).map(str::to_owned))
+                    == refusal(&expected_refusal)
+                        .map(|r| r.split("400: ").nth(1).map(str::to_owned)),
+            "{language}: {stderr} (expected {expected_refusal})"
         );
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use wasmtime::component::Component;
 
-use self::new::{Language, create};
+use self::new::{Kind, Language, create};
 use self::run::{Hook, RunOptions, run};
 use super::loading::sha256_hex;
 use super::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
@@ -57,7 +57,8 @@ pub enum PluginCommand {
         /// The plugin's `.wasm` file.
         plugin: PathBuf,
     },
-    /// Write a request-adapter project in Rust, Python or JavaScript that builds as it is.
+    /// Write a request-adapter project in Rust, Python or JavaScript that builds as it is (numbers
+    /// in the body, or `--template image`).
     New {
         /// The project's name: lower-case letters, digits and '-'.
         name: String,
@@ -67,6 +68,10 @@ pub enum PluginCommand {
         /// The folder to create the project in.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
+        /// What the adapter does to start with: numbers in the body, or images (through
+        /// trident's native image primitives).
+        #[arg(long, value_enum, default_value = "numbers")]
+        template: Kind,
     },
     /// Run one hook of a plugin on a body, without Triton or a model, with the server's limits,
     /// and print what it returns (tensors as KServe v2 JSON, or the reply); exits 1 with the
@@ -170,8 +175,13 @@ impl PluginCommand {
                 writeln!(out, "{}: signature valid", plugin.display())?;
             }
             PluginCommand::Inspect { plugin } => inspect(&plugin, &mut out)?,
-            PluginCommand::New { name, lang, dir } => {
-                let (project, build) = create(&name, lang, &dir)?;
+            PluginCommand::New {
+                name,
+                lang,
+                dir,
+                template,
+            } => {
+                let (project, build) = create(&name, lang, template, &dir)?;
                 writeln!(out, "created {}", project.display())?;
                 writeln!(out, "build it there with:\n{build}")?;
             }

@@ -16,6 +16,16 @@ pub enum Language {
     Js,
 }
 
+/// What a project's adapter does to start with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Numbers in the body become one FP32 tensor.
+    Numbers,
+    /// JPEG or PNG images become one normalized tensor, through trident's native image
+    /// primitives (`images.to-tensor`).
+    Image,
+}
+
 /// trident's plugin interfaces, which every project builds against.
 const WIT: &str = include_str!("../../../wit/plugin.wit");
 const README: &str = include_str!("templates/README.md");
@@ -33,12 +43,22 @@ struct Template {
     wasm: String,
 }
 
-fn template(language: Language, name: &str) -> Template {
+fn template(language: Language, kind: Kind, name: &str) -> Template {
+    let source = |numbers: &'static str, image: &'static str| match kind {
+        Kind::Numbers => numbers,
+        Kind::Image => image,
+    };
     match language {
         Language::Rust => Template {
             files: vec![
                 ("Cargo.toml", include_str!("templates/rust/Cargo.toml")),
-                ("src/lib.rs", include_str!("templates/rust/lib.rs")),
+                (
+                    "src/lib.rs",
+                    source(
+                        include_str!("templates/rust/lib.rs"),
+                        include_str!("templates/image/lib.rs"),
+                    ),
+                ),
             ],
             language: "Rust",
             build: "rustup target add wasm32-wasip2\ncargo build --release --target wasm32-wasip2"
@@ -49,7 +69,13 @@ fn template(language: Language, name: &str) -> Template {
             ),
         },
         Language::Python => Template {
-            files: vec![("app.py", include_str!("templates/python/app.py"))],
+            files: vec![(
+                "app.py",
+                source(
+                    include_str!("templates/python/app.py"),
+                    include_str!("templates/image/app.py"),
+                ),
+            )],
             language: "Python",
             build: format!(
                 "python3 -m venv .venv && .venv/bin/pip install componentize-py=={COMPONENTIZE_PY}\n\
@@ -58,7 +84,13 @@ fn template(language: Language, name: &str) -> Template {
             wasm: format!("{name}.wasm"),
         },
         Language::Js => Template {
-            files: vec![("app.js", include_str!("templates/js/app.js"))],
+            files: vec![(
+                "app.js",
+                source(
+                    include_str!("templates/js/app.js"),
+                    include_str!("templates/image/app.js"),
+                ),
+            )],
             language: "JavaScript",
             build: format!(
                 "npm install componentize-qjs@{COMPONENTIZE_QJS}\n\
@@ -86,16 +118,44 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Writes the project `name` in `parent/name` (which must not exist); its folder, and how to
-/// build it.
-pub fn create(name: &str, language: Language, parent: &Path) -> Result<(PathBuf, String), String> {
+/// What the README says the project does, and how it says to try it.
+fn what_and_try(kind: Kind, wasm: &str) -> (&'static str, String) {
+    match kind {
+        Kind::Numbers => (
+            "a body of numbers separated by commas or white space becomes one FP32 tensor `[1, n]`",
+            format!(
+                "echo \"1, 2, 3\" | trident plugin run {wasm} --hook request --body - --content-type text/plain"
+            ),
+        ),
+        Kind::Image => (
+            "a JPEG or PNG (raw, or base64 in JSON) becomes one normalized image tensor, made by \
+             trident's native image primitives (`images.to-tensor`)",
+            format!(
+                "trident plugin run {wasm} --hook request --body photo.jpg --content-type image/jpeg \
+                 --memory-limit-mb 128"
+            ),
+        ),
+    }
+}
+
+/// Writes the project `name` in `parent/name` (which must not exist), an adapter of `kind`; its
+/// folder, and how to build it.
+pub fn create(
+    name: &str,
+    language: Language,
+    kind: Kind,
+    parent: &Path,
+) -> Result<(PathBuf, String), String> {
     check_name(name)?;
     let dir = parent.join(name);
     if dir.exists() {
         return Err(format!("{} already exists", dir.display()));
     }
-    let template = template(language, name);
+    let template = template(language, kind, name);
+    let (what, try_it) = what_and_try(kind, &template.wasm);
     let readme = README
+        .replace("{{what}}", what)
+        .replace("{{try}}", &try_it)
         .replace("{{language}}", template.language)
         .replace("{{build}}", &template.build)
         .replace("{{wasm}}", &template.wasm);
@@ -142,7 +202,7 @@ mod tests {
     fn an_existing_folder_is_not_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("taken")).unwrap();
-        let error = create("taken", Language::Rust, dir.path()).unwrap_err();
+        let error = create("taken", Language::Rust, Kind::Numbers, dir.path()).unwrap_err();
         assert!(error.contains("already exists"), "{error}");
     }
 }

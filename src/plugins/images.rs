@@ -1,0 +1,125 @@
+//! The `images` interface: image pre-processing trident runs natively for guests in any
+//! language, with the code of the image-tensor plugin (`trident-imaging`, safe Rust). A call
+//! is bounded like the guest that makes it: an image may have at most as many pixels as an
+//! eighth of the plugin's memory limit in bytes (decoding and converting take about seven bytes a
+//! pixel, outside the guest's memory), and the tensor it returns is copied into the guest's
+//! memory, within its limit.
+
+use std::collections::BTreeMap;
+
+use super::bindings::images;
+use super::bindings::types::{Datatype, PluginError, Tensor};
+use super::store::PluginState;
+
+/// The settings a guest may give: the image-tensor plugin's configuration keys.
+const KNOWN: [&str; 13] = [
+    "size",
+    "resize",
+    "resize_shorter",
+    "layout",
+    "channels",
+    "datatype",
+    "scale",
+    "mean",
+    "std",
+    "batch",
+    "max_pixels",
+    "max_image_bytes",
+    "max_images",
+];
+
+/// Bytes of the host's memory one pixel of a decoded image may take, for the pixel ceiling.
+const BYTES_PER_PIXEL: u64 = 8;
+
+/// The tensor of [`images::Host::to_tensor`], for a guest whose memory limit is
+/// `memory_limit_bytes`.
+pub(super) fn to_tensor(
+    memory_limit_bytes: u64,
+    name: String,
+    content_type: Option<&str>,
+    body: &[u8],
+    settings: &[(String, String)],
+) -> Result<Tensor, PluginError> {
+    if let Some((key, _)) = settings
+        .iter()
+        .find(|(key, _)| !KNOWN.contains(&key.as_str()))
+    {
+        return Err(PluginError::Internal(format!(
+            "images.to-tensor: '{key}' is not a setting ({})",
+            KNOWN.join(", ")
+        )));
+    }
+    let settings: BTreeMap<&str, &str> = settings
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let config = |key: &str| settings.get(key).map(|value| (*value).to_owned());
+    let internal = |message: String| PluginError::Internal(format!("images.to-tensor: {message}"));
+    let preprocess = trident_imaging::Preprocess::from_config(config).map_err(internal)?;
+    let mut limits = trident_imaging::Limits::from_config(config).map_err(internal)?;
+    limits.max_pixels = limits
+        .max_pixels
+        .min(memory_limit_bytes / BYTES_PER_PIXEL)
+        .max(1);
+    let tensor = trident_imaging::tensor_from_body(content_type, body, &preprocess, &limits)
+        .map_err(|error| match error {
+            trident_imaging::Error::BadRequest(message) => PluginError::BadRequest(message),
+            trident_imaging::Error::Unsupported(message) => {
+                PluginError::UnsupportedMediaType(message)
+            }
+        })?;
+    let datatype = match preprocess.datatype {
+        trident_imaging::settings::Datatype::Fp32 => Datatype::Fp32,
+        trident_imaging::settings::Datatype::Fp16 => Datatype::Fp16,
+        trident_imaging::settings::Datatype::Uint8 => Datatype::Uint8,
+    };
+    Ok(Tensor {
+        name,
+        datatype,
+        shape: tensor.shape,
+        data: tensor.data,
+    })
+}
+
+impl images::Host for PluginState {
+    fn to_tensor(
+        &mut self,
+        name: String,
+        content_type: Option<String>,
+        body: Vec<u8>,
+        settings: Vec<(String, String)>,
+    ) -> Result<Tensor, PluginError> {
+        to_tensor(
+            self.memory_limit_bytes(),
+            name,
+            content_type.as_deref(),
+            &body,
+            &settings,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_settings_and_pixels_past_the_memory_share_are_refused() {
+        let png = {
+            let image = trident_imaging::image::RgbImage::new(100, 100);
+            let mut out = std::io::Cursor::new(Vec::new());
+            image
+                .write_to(&mut out, trident_imaging::image::ImageFormat::Png)
+                .unwrap();
+            out.into_inner()
+        };
+        let setting = |key: &str, value: &str| vec![(key.to_owned(), value.to_owned())];
+        let error = to_tensor(64 << 20, "x".into(), None, &png, &setting("colour", "red"));
+        assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
+        let tensor = to_tensor(64 << 20, "x".into(), None, &png, &setting("size", "8")).unwrap();
+        assert_eq!(tensor.shape, vec![1, 3, 8, 8]);
+        // 10,000 pixels need 80,000 bytes of the host: a 64 KiB guest may not ask for them.
+        let error = to_tensor(64 << 10, "x".into(), None, &png, &[]).unwrap_err();
+        assert!(matches!(error, PluginError::BadRequest(m) if m.contains("8192 pixels")));
+    }
+}
