@@ -76,6 +76,8 @@ FROM cpu-python AS cpu
 COPY --from=cpu-triton /opt/tritonserver /opt/tritonserver
 COPY --from=cpu-binaries /out/trident /usr/local/bin/trident
 COPY --from=cpu-binaries /out/libtriton_trident.so /opt/tritonserver/backends/trident/libtriton_trident.so
+# The vetted plugins trident ships (plugins/README.md): a manifest names them by path and digest.
+COPY --from=cpu-binaries /out/plugins/ /opt/trident/plugins/
 # Fail the build, not the first request, when a library cannot be resolved.
 RUN ! ldd /usr/local/bin/trident /opt/tritonserver/lib/libtritonserver.so \
         /opt/tritonserver/backends/python/libtriton_python.so \
@@ -115,6 +117,7 @@ RUN TRITON_INCLUDE_DIR=/opt/tritonserver/include TRITON_HOME=/opt/tritonserver s
 FROM ${TRITON_IMAGE} AS nvidia
 COPY --from=nvidia-build /out/trident /usr/local/bin/trident
 COPY --from=nvidia-build /out/libtriton_trident.so /opt/tritonserver/backends/trident/libtriton_trident.so
+COPY --from=nvidia-build /out/plugins/ /opt/trident/plugins/
 RUN ! ldd /usr/local/bin/trident /opt/tritonserver/backends/trident/libtriton_trident.so | grep 'not found' \
  && /usr/local/bin/trident check-triton
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \

@@ -562,6 +562,43 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
     println!(
         "| image-tensor plugin: decode, resize, crop, normalize (in its sandbox) | {p50:?} | {p99:?} | {busy:?} |"
     );
+    // The image template of `trident plugin new`, in Python and JavaScript: the same work through
+    // the host's native image primitives.
+    for (language, wasm) in [
+        (
+            "Python",
+            guests::python_guest("src/plugins/cli/templates/image", "request-adapter-plugin"),
+        ),
+        (
+            "JavaScript",
+            guests::js_guest("src/plugins/cli/templates/image", "request-adapter-plugin"),
+        ),
+    ] {
+        let manifest_path = dir.path().join(format!("{language}.toml"));
+        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&wasm).unwrap());
+        std::fs::write(
+            &manifest_path,
+            format!(
+                "[plugins.image]\npath = \"{}\"\nsha256 = \"{digest}\"\nmemory_limit_mb = 128\ntime_limit_ms = 5000\n[models.m]\nrequest = \"image\"\n",
+                wasm.display()
+            ),
+        )
+        .unwrap();
+        let host = runtime
+            .block_on(PluginHost::load(&Manifest::load(&manifest_path).unwrap()))
+            .unwrap();
+        let plugin = host.select("m", None, None).unwrap().request.unwrap();
+        let (p50, p99, busy) = measure(iterations, || {
+            let adapted = runtime
+                .block_on(host.adapt_request(&plugin, &wit))
+                .unwrap()
+                .unwrap();
+            std::hint::black_box(adapted);
+        });
+        println!(
+            "| {language} plugin from `trident plugin new --template image` (the host's images.to-tensor) | {p50:?} | {p99:?} | {busy:?} |"
+        );
+    }
     let (p50, p99, busy) = measure(iterations, || {
         let tensor = trident_imaging::tensor_from_body(
             Some("image/jpeg"),

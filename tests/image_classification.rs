@@ -22,8 +22,32 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The test key the shipped plugins are signed with here, as a platform team signs what it
+/// vets (the secret of RFC 8032's first test vector).
+const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+/// Signs the plugin `dir/wasm` (with `assets`, by name and file in `dir`) with the test key,
+/// writing `<wasm>.sig` beside it, where trident looks for it.
+fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
+    use trident::plugins::loading::sha256_hex;
+    let bytes = std::fs::read(dir.join(wasm)).unwrap();
+    let digests: Vec<(&str, String)> = assets
+        .iter()
+        .map(|(name, file)| (*name, sha256_hex(&std::fs::read(dir.join(file)).unwrap())))
+        .collect();
+    let message = trident::plugins::signing::signed_message(
+        &bytes,
+        digests
+            .iter()
+            .map(|(name, digest)| (*name, digest.as_str())),
+    );
+    let signature = trident::plugins::signing::sign(&message, SIGNING_SECRET).unwrap();
+    std::fs::write(dir.join(format!("{wasm}.sig")), signature).unwrap();
+}
+
 /// trident serving the example from a copy in `dir`: its model, its labels, the two plugins
-/// built from `plugins/`, and its manifest with their digests, as the serve script writes it.
+/// built from `plugins/`, and its manifest with their digests, as the serve script writes it;
+/// signatures required, the plugins signed with a test key (their labels with them).
 fn start(dir: &Path) -> (Running, SocketAddr) {
     common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
     let mut manifest =
@@ -41,6 +65,11 @@ fn start(dir: &Path) -> (Running, SocketAddr) {
         let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&source).unwrap());
         manifest = manifest.replace(placeholder, &digest);
     }
+    sign(dir, "image_tensor.wasm", &[]);
+    sign(dir, "top_k_labels.wasm", &[("labels", "labels.txt")]);
+    let public = trident::plugins::signing::public_key(SIGNING_SECRET).unwrap();
+    let manifest =
+        format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n\n{manifest}");
     let path = dir.join("plugins.toml");
     std::fs::write(&path, manifest).unwrap();
     serve_with(
