@@ -517,8 +517,9 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
     std::fs::write(
         &manifest_path,
         format!(
-            "{}{}[models.m]\nrequest = \"image\"\nresponse = \"labels\"\n",
+            "{}{}{}[models.m]\nrequest = \"image\"\nresponse = \"labels\"\n[models.s]\nrequest = \"sandboxed\"\n",
             entry("image", "image_tensor", ""),
+            entry("sandboxed", "image_tensor", "config = { decode_in = \"sandbox\" }"),
             entry(
                 "labels",
                 "top_k_labels",
@@ -560,7 +561,18 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
         std::hint::black_box(adapted);
     });
     println!(
-        "| image-tensor plugin: decode, resize, crop, normalize (in its sandbox) | {p50:?} | {p99:?} | {busy:?} |"
+        "| image-tensor plugin (its default, `decode_in = \"host\"`: the host's images.to-tensor) | {p50:?} | {p99:?} | {busy:?} |"
+    );
+    let sandboxed = host.select("s", None, None).unwrap().request.unwrap();
+    let (p50, p99, busy) = measure(iterations, || {
+        let adapted = runtime
+            .block_on(host.adapt_request(&sandboxed, &wit))
+            .unwrap()
+            .unwrap();
+        std::hint::black_box(adapted);
+    });
+    println!(
+        "| image-tensor plugin with `decode_in = \"sandbox\"`: decode, resize, crop, normalize inside its sandbox | {p50:?} | {p99:?} | {busy:?} |"
     );
     // The image template of `trident plugin new`, in Python and JavaScript: the same work through
     // the host's native image primitives.

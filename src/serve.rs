@@ -142,6 +142,12 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     // Connections wait in the listener's backlog while the core loads the models.
     let listener = listener(&config, supervision.as_ref()).await?;
     let (state, prepared) = with_core(config, plugins).await?;
+    if let Some(host) = state.plugins.load_full() {
+        state
+            .check_served_model(&host)
+            .await
+            .map_err(|e| format!("plugin manifest: {e}"))?;
+    }
     state.prepare_sessions().await;
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;

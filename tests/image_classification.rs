@@ -49,7 +49,19 @@ fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
 /// built from `plugins/`, and its manifest with their digests, as the serve script writes it;
 /// signatures required, the plugins signed with a test key (their labels with them).
 fn start(dir: &Path) -> (Running, SocketAddr) {
-    common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
+    let path = write_example(dir, |manifest| manifest);
+    serve_with(
+        &dir.join("models"),
+        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+    )
+}
+
+/// The example's files in `dir` as [`start`] serves them, its manifest changed by `change`;
+/// the manifest's path.
+fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
+    if !dir.join("models").exists() {
+        common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
+    }
     let mut manifest =
         std::fs::read_to_string(root().join(EXAMPLE).join("plugins.toml.in")).unwrap();
     for (file, placeholder) in [
@@ -71,11 +83,8 @@ fn start(dir: &Path) -> (Running, SocketAddr) {
     let manifest =
         format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n\n{manifest}");
     let path = dir.join("plugins.toml");
-    std::fs::write(&path, manifest).unwrap();
-    serve_with(
-        &dir.join("models"),
-        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
-    )
+    std::fs::write(&path, change(manifest)).unwrap();
+    path
 }
 
 /// Every test image, by name, made in `dir`.
@@ -226,10 +235,28 @@ fn the_example_answers_labels_as_a_python_preprocessing_step_would() {
 
 #[test]
 fn hostile_images_are_answered_clearly_and_the_next_request_is_served() {
-    let dir = tempfile::tempdir().unwrap();
     let made = tempfile::tempdir().unwrap();
-    let (_running, addr) = start(dir.path());
     let images = images(made.path());
+    // The pixel work done by the host (the plugin's default) and inside the plugin's sandbox.
+    for decode_in in ["host", "sandbox"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_example(dir.path(), |manifest| {
+            manifest.replace(
+                "input = \"INPUT0\"",
+                &format!("input = \"INPUT0\", decode_in = \"{decode_in}\""),
+            )
+        });
+        let (_running, addr) = serve_with(
+            &dir.path().join("models"),
+            &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+        );
+        hostile_images_at(addr, &images, decode_in);
+    }
+}
+
+/// Every hostile image of the issue sent to `addr`, each answered clearly and the next request
+/// served.
+fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, decode_in: &str) {
     let good = read(&images["warm.jpg"]);
     let many = format!("[{}]", vec!["\"AA==\""; 33].join(","));
     // (image or body, content type, status, what the answer must say)
@@ -348,20 +375,105 @@ fn hostile_images_are_answered_clearly_and_the_next_request_is_served() {
     ];
     for (name, body, content_type, status, says) in &cases {
         let response = post(addr, content_type, &[], body);
-        assert_eq!(response.status, *status, "{name}: {}", response.text());
+        assert_eq!(
+            response.status,
+            *status,
+            "{decode_in}: {name}: {}",
+            response.text()
+        );
         assert!(
             response.text().contains(says),
-            "{name}: {}",
+            "{decode_in}: {name}: {}",
             response.text()
         );
         let next = post(addr, "image/jpeg", &[], &good);
-        assert_eq!(next.status, 200, "after {name}: {}", next.text());
+        assert_eq!(
+            next.status,
+            200,
+            "{decode_in}: after {name}: {}",
+            next.text()
+        );
         assert!(
             next.json()[0]["label"].is_string(),
-            "after {name}: {}",
+            "{decode_in}: after {name}: {}",
             next.text()
         );
     }
     let ping = request(addr, "GET", "/ping", &[], b"");
     assert_eq!(ping.status, 200, "{}", ping.text());
+}
+
+/// The image plugins check the model before it is served (`model-check`): a configuration that
+/// does not fit the model's tensors stops the start, naming the plugin, the model and what
+/// differs, instead of failing every request; a reload that does not fit keeps the plugins that
+/// serve.
+#[test]
+fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
+    for (change, says) in [
+        (
+            ("input = \"INPUT0\"", "input = \"input_1\""),
+            "plugin 'image' cannot serve model 'classifier': it has no input 'input_1' (its inputs: INPUT0)",
+        ),
+        (
+            (
+                "size = \"224\", resize_shorter = \"256\"",
+                "size = \"299\", resize_shorter = \"342\"",
+            ),
+            "input 'INPUT0' is shaped [-1, 3, 224, 224], and this plugin makes [-1, 3, 299, 299]",
+        ),
+        (
+            ("output = \"OUTPUT0\"", "output = \"OUTPUT9\""),
+            "plugin 'labels' cannot serve model 'classifier': it has no output OUTPUT9",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_example(dir.path(), |manifest| manifest.replace(change.0, change.1));
+        let output = common::command(env!("CARGO_BIN_EXE_trident"))
+            .env("SAGEMAKER_TRITON_PLUGINS", &path)
+            .env_remove("SAGEMAKER_MULTI_MODEL")
+            .args(["serve", "--model-repository"])
+            .arg(dir.path().join("models"))
+            .args(["--bind", "127.0.0.1", "--port", "0"])
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{change:?}: trident started");
+        assert!(log.contains(says), "{change:?}: {log}");
+    }
+
+    // A reload whose labels are one short keeps the plugins that serve.
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    use trident::plugins::loading::sha256_hex;
+    let good = std::fs::read(root().join(EXAMPLE).join("labels.txt")).unwrap();
+    let short: Vec<&str> = std::str::from_utf8(&good)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .collect();
+    let short = short.join("\n") + "\n";
+    std::fs::write(dir.path().join("labels.txt"), &short).unwrap();
+    sign(dir.path(), "top_k_labels.wasm", &[("labels", "labels.txt")]);
+    let manifest = std::fs::read_to_string(dir.path().join("plugins.toml")).unwrap();
+    let manifest = manifest.replace(&sha256_hex(&good), &sha256_hex(short.as_bytes()));
+    std::fs::write(dir.path().join("plugins.toml"), manifest).unwrap();
+    let response = request(addr, "POST", "/plugins/reload", &[], b"");
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(
+        response
+            .text()
+            .contains("gives 1000 classes and the labels asset names 999"),
+        "{}",
+        response.text()
+    );
+    let made = tempfile::tempdir().unwrap();
+    let images = images(made.path());
+    let next = post(addr, "image/jpeg", &[], &read(&images["warm.jpg"]));
+    assert_eq!(next.status, 200, "{}", next.text());
+    assert_eq!(
+        next.json().as_array().map(Vec::len),
+        Some(5),
+        "{}",
+        next.text()
+    );
 }

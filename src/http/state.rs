@@ -58,10 +58,25 @@ impl<E: crate::engine::Engine> AppState<E> {
         let host = PluginHost::load(&manifest)
             .await
             .map_err(|e| e.to_string())?;
+        self.check_served_model(&host).await?;
         let count = host.plugins().count();
         self.plugins.store(Some(Arc::new(host)));
         tracing::info!(manifest = %path.display(), plugins = count, "plugins reloaded");
         Ok(count)
+    }
+
+    /// Checks a single-model endpoint's model with the adapters of `host` routed to it that
+    /// export `model-check` (`plugins::model_check`): the first refusal, naming the plugin and
+    /// the model. A model that is not loaded (refused, or failed) is not checked: `/ping` says
+    /// why it cannot serve. Multi-model endpoints are checked as each model loads.
+    pub async fn check_served_model(&self, host: &PluginHost) -> Result<(), String> {
+        let Mode::SingleModel { default_model, .. } = &self.config.mode else {
+            return Ok(());
+        };
+        match self.engine.model_metadata(default_model) {
+            Ok(metadata) => host.check_model(default_model, &metadata).await,
+            Err(_) => Ok(()),
+        }
     }
 
     /// Before a single-model endpoint serves: its model's sessions learn of it (its sequence

@@ -71,6 +71,7 @@ pub async fn load<E: Engine>(
         .map_err(LoadFailure::Refused)?;
     let LoadPlan { name, target, .. } = plan;
     let target_name = target.clone();
+    let checking = plugins.clone();
     let mut loading = {
         let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
         let sessions = sessions.cloned();
@@ -88,7 +89,11 @@ pub async fn load<E: Engine>(
         })
     };
     match tokio::time::timeout(timeout, &mut loading).await {
-        Ok(Ok(loaded)) => loaded.map_err(LoadFailure::Refused),
+        Ok(Ok(loaded)) => {
+            loaded.map_err(LoadFailure::Refused)?;
+            let served = served_as(&name, target_name.as_deref());
+            check_with_plugins(registry, engine, sessions, &name, &served, checking).await
+        }
         Ok(Err(failed)) => Err(LoadFailure::Refused(MmeError::Internal(format!(
             "the load task failed: {failed}"
         )))),
@@ -115,6 +120,34 @@ pub async fn load<E: Engine>(
             Err(LoadFailure::TimedOut { name, timeout })
         }
     }
+}
+
+/// The artifact's own adapters' check of the model just loaded as `served`
+/// (`plugins::model_check`): a refusal unloads it again and answers 400 naming the plugin.
+async fn check_with_plugins<E: Engine>(
+    registry: &Arc<ModelRegistry>,
+    engine: &E,
+    sessions: Option<&Arc<Sessions<E>>>,
+    name: &str,
+    served: &str,
+    plugins: Option<Arc<PluginHost>>,
+) -> Result<(), LoadFailure> {
+    let Some(plugins) = plugins else {
+        return Ok(());
+    };
+    let Ok(metadata) = engine.model_metadata(served) else {
+        return Ok(());
+    };
+    let Err(refusal) = plugins.check_model(served, &metadata).await else {
+        return Ok(());
+    };
+    if let Err(error) = unload(registry, engine, sessions, name).await {
+        tracing::error!(model = name, %error, "unloading a model its plugins refused failed");
+    }
+    Err(LoadFailure::Refused(MmeError::BadRequest(format!(
+        "the model's {}: {refusal}",
+        model_plugins::MODEL_MANIFEST
+    ))))
 }
 
 /// Unloads `name` with `registry` from `engine`, its sessions ending first, in a task of its

@@ -37,6 +37,22 @@ pub mod oom {
     });
 }
 
+/// The `model-check` export (a plugin's check of the models it is routed to); only its types
+/// are used, the call is looked up by name ([`super::model_check`]).
+pub mod model_check {
+    wasmtime::component::bindgen!({
+        world: "checked-request-adapter-plugin",
+        path: "wit",
+        exports: { default: async },
+        with: {
+            "trident:plugin/types": super::request::trident::plugin::types,
+            "trident:plugin/host": super::request::trident::plugin::host,
+            "trident:plugin/assets": super::request::trident::plugin::assets,
+            "trident:plugin/images": super::request::trident::plugin::images,
+        },
+    });
+}
+
 pub use request::trident::plugin::assets;
 pub use request::trident::plugin::host;
 pub use request::trident::plugin::images;

@@ -91,6 +91,23 @@ impl PluginHost {
         self.compiled
     }
 
+    /// Checks `model` (named `name`, its KServe v2 metadata) with every adapter routed to it
+    /// that exports `model-check` ([`super::model_check`]); the first refusal, naming the
+    /// plugin and the model.
+    pub async fn check_model(
+        &self,
+        name: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<(), String> {
+        for plugin in self.routes.adapters_of(name) {
+            if plugin.checks_models() {
+                let model = super::model_check::model_info(name, metadata);
+                super::model_check::check(&self.runtime, &plugin, model).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The loaded plugins, by name.
     pub fn plugins(&self) -> impl Iterator<Item = &Arc<LoadedPlugin>> {
         self.plugins.values()

@@ -213,6 +213,8 @@ async fn load_one(
             .map(|h| h.to_ascii_lowercase())
             .collect(),
         hooks: Hooks::of(&pre, init_each),
+        pre,
+        init_each,
     };
     if !plugin.hooks.any() {
         return Err(EXPORTS_NONE.into());

@@ -3,6 +3,7 @@
 //!
 //! - [`manifest`]: the TOML manifest (digests, limits, config, which models use what);
 //! - [`model_plugins`]: the plugins a multi-model artifact brings (`plugins.toml`);
+//! - [`model_check`]: a plugin's check of the models it is routed to, before they are served;
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
 //! - [`signing`]: ed25519 signatures of plugins, and the keys a manifest trusts;
 //! - [`runtime`]: the engine, the linker and the per-call store with its limits ([`store`]:
@@ -39,6 +40,7 @@ pub mod host;
 pub mod images;
 pub mod loading;
 pub mod manifest;
+pub mod model_check;
 pub mod model_plugins;
 pub mod plugin;
 pub mod routing;

@@ -16,6 +16,11 @@ pub struct LoadedPlugin {
     pub headers: Vec<String>,
     /// The worlds it exports, each ready to call ([`hooks`]).
     pub(super) hooks: Hooks,
+    /// The component, compiled and linked: for the exports no world names alone
+    /// ([`super::model_check`]).
+    pub(super) pre: wasmtime::component::InstancePre<super::store::PluginState>,
+    /// Whether each instance runs `check-config` when it is made ([`super::snapshot`]).
+    pub(super) init_each: bool,
 }
 
 /// A plugin that cannot be loaded.

@@ -204,6 +204,27 @@ impl Routes {
         })
     }
 
+    /// Every adapter that may serve a request to `model` (every arm's, each plugin once, by
+    /// name).
+    pub fn adapters_of(&self, model: &str) -> Vec<Arc<LoadedPlugin>> {
+        let Some(routing) = self.models.get(model).or_else(|| self.models.get("*")) else {
+            return Vec::new();
+        };
+        let arms = match routing {
+            Routing::Single(arm) => std::slice::from_ref(arm),
+            Routing::Variants { arms, .. } => arms.as_slice(),
+        };
+        let mut adapters: BTreeMap<&str, Arc<LoadedPlugin>> = BTreeMap::new();
+        for plugin in arms
+            .iter()
+            .flat_map(|arm| [&arm.request, &arm.response])
+            .flatten()
+        {
+            adapters.insert(&plugin.name, Arc::clone(plugin));
+        }
+        adapters.into_values().collect()
+    }
+
     /// The adapters of OpenAI's chat completions route: the `openai_chat` plugin for the
     /// request and the answer, or `None` when the manifest names none.
     pub fn openai_chat(&self) -> Option<Selection> {

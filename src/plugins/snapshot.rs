@@ -143,7 +143,7 @@ async fn initialize_in(
 }
 
 /// Calls the first lifecycle interface's `check-config` the instance exports.
-async fn check_config(
+pub(super) async fn check_config(
     store: &mut Store<PluginState>,
     instance: &Instance,
 ) -> wasmtime::Result<Result<(), String>> {

@@ -25,11 +25,12 @@ pub mod logic;
 
 #[cfg(target_arch = "wasm32")]
 mod component {
-    wit_bindgen::generate!({ world: "response-adapter-plugin", path: "../../wit" });
+    wit_bindgen::generate!({ world: "checked-response-adapter-plugin", path: "../../wit" });
 
     use std::sync::OnceLock;
 
     use exports::trident::plugin::lifecycle::Guest as Lifecycle;
+    use exports::trident::plugin::model_check::{Guest as ModelCheck, ModelInfo};
     use exports::trident::plugin::response_adapter::{Guest, InferenceResult};
     use trident::plugin::assets;
     use trident::plugin::host::config;
@@ -92,6 +93,28 @@ mod component {
                 headers: Vec::new(),
                 body,
             })
+        }
+    }
+
+    impl ModelCheck for Plugin {
+        fn check_model(model: ModelInfo) -> Result<(), String> {
+            let (settings, labels) = STATE.get().ok_or("top-k-labels was not initialised")?;
+            let output = match &settings.output {
+                Some(name) => model.outputs.iter().find(|t| &t.name == name),
+                None => model.outputs.first(),
+            };
+            let names: Vec<&str> = model.outputs.iter().map(|t| t.name.as_str()).collect();
+            let output = output.ok_or_else(|| {
+                format!(
+                    "it has no output {} (its outputs: {}); set the plugin's `output`",
+                    settings.output.as_deref().unwrap_or("at all"),
+                    names.join(", ")
+                )
+            })?;
+            if kind(output.datatype).is_none() {
+                return Err(format!("output '{}' is BYTES, not scores", output.name));
+            }
+            crate::logic::check_classes(&output.name, &output.shape, labels)
         }
     }
 

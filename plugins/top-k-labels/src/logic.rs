@@ -151,6 +151,24 @@ impl Labels {
     }
 }
 
+/// Whether a model's scores output `name`, shaped `shape` as its metadata states it (`-1` for
+/// a variable dimension; the first is the batch when there are two or more), has as many
+/// classes as `labels` names; a count the metadata leaves variable is checked per request.
+pub fn check_classes(name: &str, shape: &[i64], labels: &Labels) -> Result<(), String> {
+    let classes = match shape {
+        [] => return Err(format!("output '{name}' is a scalar, not scores")),
+        [classes] => Some(*classes),
+        [_, rest @ ..] => rest.iter().try_fold(1i64, |n, d| (*d >= 0).then(|| n * d)),
+    };
+    match (classes, labels) {
+        (Some(classes), Labels::Names(names)) if classes >= 0 && classes as usize != names.len() => Err(format!(
+            "output '{name}' gives {classes} classes and the labels asset names {}",
+            names.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The element type of a scores tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -217,6 +235,7 @@ fn half_to_f64(bits: u16) -> f64 {
 }
 
 /// A scores tensor: `rows` rows of `classes` scores.
+#[derive(Debug)]
 pub struct Scores<'a> {
     kind: Kind,
     data: &'a [u8],
@@ -403,6 +422,16 @@ mod tests {
         let scores = Scores::new("out", Kind::F16, &[2], &data).unwrap();
         let body = answer(&scores, &Labels::Indices, &settings(2, false, Format::Labels)).unwrap();
         assert_eq!(String::from_utf8(body).unwrap(), r#"[{"label":"0","score":1},{"label":"1","score":null}]"#);
+    }
+
+    #[test]
+    fn a_model_with_another_class_count_is_refused_at_load() {
+        let labels = Labels::Names(vec!["a".into(), "b".into()]);
+        assert!(check_classes("out", &[-1, 2], &labels).is_ok());
+        assert!(check_classes("out", &[2], &labels).is_ok());
+        assert!(check_classes("out", &[-1, -1], &labels).is_ok());
+        assert!(check_classes("out", &[-1, 3], &labels).unwrap_err().contains("3 classes"));
+        assert!(check_classes("out", &[-1, 3], &Labels::Indices).is_ok());
     }
 
     #[test]
