@@ -45,40 +45,52 @@ pub fn f16_bits(value: f32) -> u16 {
     sign | rounded as u16
 }
 
-/// Appends the tensor elements of one image (`pixels`: height × width × RGB, 0..255) to `out`.
-pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
-    let (w, h) = (preprocess.size.0 as usize, preprocess.size.1 as usize);
-    // The input channel each tensor channel takes.
-    let source = if preprocess.bgr { [2, 1, 0] } else { [0, 1, 2] };
-    let value = |pixel: usize, channel: usize| -> f32 {
-        let raw = pixels[pixel * 3 + source[channel]];
-        (raw * preprocess.scale - preprocess.mean[channel]) / preprocess.std[channel]
-    };
-    out.reserve(bytes_per_image(preprocess));
-    let mut push = |pixel: usize, channel: usize| match preprocess.datatype {
-        Datatype::Fp32 => out.extend_from_slice(&value(pixel, channel).to_le_bytes()),
-        Datatype::Fp16 => out.extend_from_slice(&f16_bits(value(pixel, channel)).to_le_bytes()),
-        Datatype::Uint8 => out.push(
-            pixels[pixel * 3 + source[channel]]
-                .round()
-                .clamp(0.0, 255.0) as u8,
-        ),
-    };
-    match preprocess.layout {
+/// Fills `dest` with the elements `element(pixel, channel)` of `count` pixels, `N` bytes each,
+/// in `layout`'s order.
+fn fill<const N: usize>(
+    dest: &mut [u8],
+    layout: Layout,
+    count: usize,
+    element: impl Fn(usize, usize) -> [u8; N],
+) {
+    match layout {
         Layout::Nchw => {
-            for channel in 0..3 {
-                for pixel in 0..w * h {
-                    push(pixel, channel);
+            for (channel, plane) in dest.chunks_exact_mut(count * N).enumerate() {
+                for (pixel, out) in plane.chunks_exact_mut(N).enumerate() {
+                    out.copy_from_slice(&element(pixel, channel));
                 }
             }
         }
         Layout::Nhwc => {
-            for pixel in 0..w * h {
-                for channel in 0..3 {
-                    push(pixel, channel);
+            for (pixel, group) in dest.chunks_exact_mut(3 * N).enumerate() {
+                for (channel, out) in group.chunks_exact_mut(N).enumerate() {
+                    out.copy_from_slice(&element(pixel, channel));
                 }
             }
         }
+    }
+}
+
+/// Appends the tensor elements of one image (`pixels`: height × width × RGB, 0..255) to `out`.
+pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
+    let count = preprocess.size.0 as usize * preprocess.size.1 as usize;
+    // The input channel each tensor channel takes.
+    let source = if preprocess.bgr { [2, 1, 0] } else { [0, 1, 2] };
+    let (scale, mean, std) = (preprocess.scale, preprocess.mean, preprocess.std);
+    let raw = |pixel: usize, channel: usize| pixels[pixel * 3 + source[channel]];
+    let value =
+        |pixel: usize, channel: usize| (raw(pixel, channel) * scale - mean[channel]) / std[channel];
+    let start = out.len();
+    out.resize(start + bytes_per_image(preprocess), 0);
+    let (dest, layout) = (&mut out[start..], preprocess.layout);
+    match preprocess.datatype {
+        Datatype::Fp32 => fill(dest, layout, count, |p, c| value(p, c).to_le_bytes()),
+        Datatype::Fp16 => fill(dest, layout, count, |p, c| {
+            f16_bits(value(p, c)).to_le_bytes()
+        }),
+        Datatype::Uint8 => fill(dest, layout, count, |p, c| {
+            [raw(p, c).round().clamp(0.0, 255.0) as u8]
+        }),
     }
 }
 
