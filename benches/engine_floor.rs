@@ -21,6 +21,10 @@
 //! (`v2_envelope::one_pass`, what trident does) against serde's reading with each float input's
 //! text decoded after it (what it did before), and the whole `decode_infer_request`.
 
+/// The allocator trident's binary uses (`src/main.rs`): the floor allocates as the server does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
