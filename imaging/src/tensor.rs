@@ -56,15 +56,15 @@ fn fill<const N: usize>(
     match layout {
         Layout::Nchw => {
             for (channel, plane) in dest.chunks_exact_mut(count * N).enumerate() {
-                for (pixel, out) in plane.chunks_exact_mut(N).enumerate() {
-                    out.copy_from_slice(&element(pixel, channel));
+                for (pixel, out) in plane.as_chunks_mut::<N>().0.iter_mut().enumerate() {
+                    *out = element(pixel, channel);
                 }
             }
         }
         Layout::Nhwc => {
             for (pixel, group) in dest.chunks_exact_mut(3 * N).enumerate() {
-                for (channel, out) in group.chunks_exact_mut(N).enumerate() {
-                    out.copy_from_slice(&element(pixel, channel));
+                for (channel, out) in group.as_chunks_mut::<N>().0.iter_mut().enumerate() {
+                    *out = element(pixel, channel);
                 }
             }
         }

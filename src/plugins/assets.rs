@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use super::manifest::AssetSpec;
+use serde::Deserialize;
 
 /// The most assets one plugin may name.
 pub const MAX_ASSETS: usize = 16;
@@ -31,6 +31,17 @@ pub const MAX_ASSET_BYTES: u64 = 32 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 64 << 20;
 /// The longest asset name.
 pub const MAX_NAME_BYTES: usize = 64;
+
+/// One file a plugin reads (this module).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetSpec {
+    /// The file, relative to the manifest's folder and inside it (resolved against it once
+    /// the manifest is read).
+    pub path: PathBuf,
+    /// The file's SHA-256, 64 hex digits; a file that does not match refuses the plugin.
+    pub sha256: String,
+}
 
 /// A plugin's assets, read and verified: the bytes by name, and each one's digest.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +73,7 @@ impl Assets {
         let files = files
             .into_iter()
             .map(|(name, bytes)| {
-                let sha256 = super::loading::sha256_hex(&bytes);
+                let sha256 = super::digest::sha256_hex(&bytes);
                 let bytes = Arc::from(bytes);
                 (name, Asset { bytes, sha256 })
             })
@@ -160,7 +171,7 @@ fn read_all(
                  hold together"
             )));
         }
-        let sha256 = super::loading::sha256_hex(&bytes);
+        let sha256 = super::digest::sha256_hex(&bytes);
         if !sha256.eq_ignore_ascii_case(&spec.sha256) {
             return Err(fail(format!(
                 "sha256 mismatch: the manifest pins {}, the file is {sha256}",
@@ -274,7 +285,7 @@ mod tests {
         std::fs::write(folder.join("labels.txt"), "cat\ndog\n").unwrap();
         std::fs::write(dir.path().join("secret.txt"), "s3cret").unwrap();
         std::os::unix::fs::symlink("../secret.txt", folder.join("out.txt")).unwrap();
-        let digest = super::super::loading::sha256_hex(b"cat\ndog\n");
+        let digest = super::super::digest::sha256_hex(b"cat\ndog\n");
         let at = |name: &str, sha: &str| spec(folder.join(name).to_str().unwrap(), sha);
 
         let assets = read_all(&folder, &one("labels", at("labels.txt", &digest)), false).unwrap();
@@ -292,7 +303,7 @@ mod tests {
             "{error}"
         );
 
-        let secret = super::super::loading::sha256_hex(b"s3cret");
+        let secret = super::super::digest::sha256_hex(b"s3cret");
         let error = read_all(&folder, &one("labels", at("out.txt", &secret)), false).unwrap_err();
         assert!(error.contains("a link leads out of it"), "{error}");
 
@@ -304,7 +315,7 @@ mod tests {
 
         // Under Secure Mode an asset is a kind of file Secure Mode allows.
         std::fs::write(folder.join("run.txt"), "#!/bin/sh\nid\n").unwrap();
-        let script = super::super::loading::sha256_hex(b"#!/bin/sh\nid\n");
+        let script = super::super::digest::sha256_hex(b"#!/bin/sh\nid\n");
         assert!(read_all(&folder, &one("s", at("run.txt", &script)), false).is_ok());
         let error = read_all(&folder, &one("s", at("run.txt", &script)), true).unwrap_err();
         assert!(error.contains("under Secure Mode"), "{error}");

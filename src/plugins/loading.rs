@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::InstancePre;
 
 use super::compile_cache::CompileCache;
@@ -99,10 +98,7 @@ pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, Loa
     })
 }
 
-/// The lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub use super::digest::sha256_hex;
 
 /// [`open_cache`] on the blocking pool: opening hashes every entry (each is verified before
 /// use), which must not hold a serving thread, like every file read and compile of a load.

@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use super::assets::AssetSpec;
+
 /// Bytes a plugin manifest may have.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
@@ -140,17 +142,6 @@ pub struct PluginSpec {
     /// the manifest, pinned by its digest and covered by the plugin's signature.
     #[serde(default)]
     pub assets: BTreeMap<String, AssetSpec>,
-}
-
-/// One file a plugin reads ([`super::assets`]).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AssetSpec {
-    /// The file, relative to the manifest's folder and inside it (resolved against it once
-    /// the manifest is read).
-    pub path: PathBuf,
-    /// The file's SHA-256, 64 hex digits; a file that does not match refuses the plugin.
-    pub sha256: String,
 }
 
 fn default_memory() -> u64 {

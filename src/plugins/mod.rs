@@ -5,7 +5,8 @@
 //! - [`model_plugins`]: the plugins a multi-model artifact brings (`plugins.toml`);
 //! - [`model_check`]: a plugin's check of the models it is routed to, before they are served;
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
-//! - [`signing`]: ed25519 signatures of plugins, and the keys a manifest trusts;
+//! - [`signing`]: ed25519 signatures of plugins, and the keys a manifest trusts; [`digest`]:
+//!   the SHA-256 everything is pinned by;
 //! - [`runtime`]: the engine, the linker and the per-call store with its limits ([`store`]:
 //!   what a call's store holds, and the host interfaces a guest may import);
 //! - [`threads`]: the epoch ticker, housekeeping and the guest threads calls run on;
@@ -35,6 +36,7 @@ pub mod cli;
 pub mod compile_cache;
 pub mod convert;
 pub mod counters;
+pub mod digest;
 pub mod hooks;
 pub mod host;
 pub mod images;

@@ -64,7 +64,7 @@ pub fn signed_message<'a, 'b>(
     }
     let mut statement = format!(
         "trident-plugin-bundle/1\nwasm {}\n",
-        super::loading::sha256_hex(wasm)
+        super::digest::sha256_hex(wasm)
     );
     for (name, sha256) in assets {
         statement.push_str(&format!("asset {name} {}\n", sha256.to_ascii_lowercase()));
