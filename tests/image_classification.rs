@@ -428,16 +428,35 @@ fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = write_example(dir.path(), |manifest| manifest.replace(change.0, change.1));
-        let output = common::command(env!("CARGO_BIN_EXE_trident"))
+        let log_file = dir.path().join("trident.log");
+        let mut child = common::command(env!("CARGO_BIN_EXE_trident"))
             .env("SAGEMAKER_TRITON_PLUGINS", &path)
             .env_remove("SAGEMAKER_MULTI_MODEL")
             .args(["serve", "--model-repository"])
             .arg(dir.path().join("models"))
             .args(["--bind", "127.0.0.1", "--port", "0"])
-            .output()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log_file).unwrap())
+            .spawn()
             .unwrap();
-        let log = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{change:?}: trident started");
+        // A start that is not refused would serve for ever: it is given two minutes.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+        assert!(
+            status.is_some_and(|status| !status.success()),
+            "{change:?}: trident started ({status:?}): {log}"
+        );
         assert!(log.contains(says), "{change:?}: {log}");
     }
 
