@@ -47,11 +47,9 @@ fn load(f: &Fixture, path: &Path) -> Result<PluginHost, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The message the greeting guest refuses a request with.
-fn call(f: &Fixture, host: &PluginHost) -> Result<String, Failed> {
-    let selection = host.select("m", None, None).ok_or("no adapter selected")?;
-    let plugin = selection.request.ok_or("no request adapter")?;
-    let invocation = PluginInvocation::new(
+/// A request to model `m` with body `1`, as a plugin sees it.
+fn invocation() -> PluginInvocation {
+    PluginInvocation::new(
         "/invocations",
         "m",
         &Default::default(),
@@ -59,8 +57,23 @@ fn call(f: &Fixture, host: &PluginHost) -> Result<String, Failed> {
         &[],
         b"1",
         None,
-    );
-    match f.runtime.block_on(host.adapt_request(&plugin, &invocation)) {
+    )
+}
+
+/// What the request adapter routed to model `m` makes of [`invocation`].
+fn adapt(
+    f: &Fixture,
+    host: &PluginHost,
+) -> Result<trident::plugins::HookResult<trident::plugins::AdaptedRequest>, Failed> {
+    let selection = host.select("m", None, None).ok_or("no adapter selected")?;
+    let plugin = selection.request.ok_or("no request adapter")?;
+    Ok(f.runtime
+        .block_on(host.adapt_request(&plugin, &invocation())))
+}
+
+/// The message the greeting guest refuses a request with.
+fn call(f: &Fixture, host: &PluginHost) -> Result<String, Failed> {
+    match adapt(f, host)? {
         Ok(Err(Refusal::Internal(message))) => Ok(message),
         other => Err(format!("the greeting guest answered {other:?}").into()),
     }
@@ -95,19 +108,17 @@ fn every_call_starts_from_the_state_check_config_built_from_its_asset(
     // A check-config that prints leaves a WASI stream open: the state cannot be copied, and
     // each instance initialises itself instead; the plugin serves the same.
     let path = manifest(dir.path(), "printing", "print-at-load", "", "");
-    let host = load(f, &path)?;
-    let selection = host.select("m", None, None).ok_or("no adapter selected")?;
-    let plugin = selection.request.ok_or("no request adapter")?;
-    let invocation = PluginInvocation::new(
-        "/invocations",
-        "m",
-        &Default::default(),
-        &http::HeaderMap::new(),
-        &[],
-        b"1",
-        None,
+    let mut loaded = None;
+    let logged = super::logged_during("g", || loaded = Some(load(f, &path)));
+    let host = loaded.ok_or("not loaded")??;
+    ensure!(
+        logged
+            .iter()
+            .any(|line| line.contains("cannot be copied")
+                && line.contains("left a WASI resource open")),
+        "the fallback was not taken: {logged:?}"
     );
-    let adapted = f.runtime.block_on(host.adapt_request(&plugin, &invocation));
+    let adapted = adapt(f, &host)?;
     ensure!(matches!(adapted, Ok(Ok(_))), "{adapted:?}");
     Ok(())
 }
