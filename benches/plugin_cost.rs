@@ -5,16 +5,18 @@
 //!
 //! Each row is measured after a warm-up, one call at a time, with a fresh instance per call as in
 //! the server; the last column is the process's CPU time per call, with what the call leaves to
-//! the housekeeping thread (its store's drop, the next ready instance). A second table splits one small request-adapter call into its
-//! phases: a store, an instance, the call, the drop (the reset of the instance's memory slot).
-//! For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
+//! the housekeeping thread (its store's drop, the next ready instance). A second table splits
+//! one small request-adapter call into its phases: a store, an instance, the call, the drop
+//! (the reset of the instance's memory slot). For profiling, `-- small` (or `-- 1mb`) keeps one payload size, `-- x10` multiplies the
 //! iterations and `-- gap` idles 250 µs between calls, as a server between small requests does
 //! (caches as cold as they are there). The phase table has the Rust CSV adapter and its Python
 //! and JavaScript builds side by side (built with the `componentize-py` and `componentize-qjs` of
 //! `scripts/install-guest-tools`), and a last table how long each takes to load, with an empty
 //! compile cache and with the entry that load left. `-- stream` times one stream-adapter call
 //! per event (the OpenAI chat plugin, and a pass-through adapter) against no plugin. `-- keep=MIB`
-//! has the phase table's pooled slots keep MIB resident between calls (trident keeps 2).
+//! has the phase table's pooled slots keep MIB resident between calls (trident keeps 8).
+//! `-- image profile` runs the image plugin's work natively and in its sandbox 1,000 times
+//! each, for `TRIDENT_PLUGIN_PERF_MAP=1 perf record` to compare function by function.
 
 use std::time::{Duration, Instant};
 
@@ -564,6 +566,23 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
         "| image-tensor plugin (its default, `decode_in = \"host\"`: the host's images.to-tensor) | {p50:?} | {p99:?} | {busy:?} |"
     );
     let sandboxed = host.select("s", None, None).unwrap().request.unwrap();
+    if std::env::args().any(|a| a == "profile") {
+        // For `perf record` (with TRIDENT_PLUGIN_PERF_MAP=1, which names the guest's functions):
+        // the same image through the native code and through the sandbox, 1,000 times each, so
+        // that each function's samples compare one to one.
+        for _ in 0..1000 {
+            let native = trident_imaging::tensor_from_body(
+                Some("image/jpeg"),
+                &jpeg,
+                &trident_imaging::Preprocess::default(),
+                &trident_imaging::Limits::default(),
+            );
+            std::hint::black_box(native.unwrap());
+            let adapted = runtime.block_on(host.adapt_request(&sandboxed, &wit));
+            std::hint::black_box(adapted.unwrap().unwrap());
+        }
+        return;
+    }
     let (p50, p99, busy) = measure(iterations, || {
         let adapted = runtime
             .block_on(host.adapt_request(&sandboxed, &wit))

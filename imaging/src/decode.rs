@@ -101,6 +101,7 @@ fn check_size(format: ImageFormat, width: u32, height: u32, limits: &Limits) -> 
 }
 
 /// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
+#[inline(never)]
 pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     let format = sniff(bytes)?;
     // A PNG decoder reserves its image's memory as it opens: the size is checked first.

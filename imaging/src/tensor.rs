@@ -45,24 +45,24 @@ pub fn f16_bits(value: f32) -> u16 {
     sign | rounded as u16
 }
 
-/// Fills `dest` with the elements `element(pixel, channel)` of `count` pixels, `N` bytes each,
-/// in `layout`'s order.
+/// Fills `dest` with the elements `element(pixel, channel)` of `pixels` (RGB triples), `N`
+/// bytes each, in `layout`'s order.
 fn fill<const N: usize>(
     dest: &mut [u8],
     layout: Layout,
-    count: usize,
-    element: impl Fn(usize, usize) -> [u8; N],
+    pixels: &[[f32; 3]],
+    element: impl Fn(&[f32; 3], usize) -> [u8; N],
 ) {
     match layout {
         Layout::Nchw => {
-            for (channel, plane) in dest.chunks_exact_mut(count * N).enumerate() {
-                for (pixel, out) in plane.as_chunks_mut::<N>().0.iter_mut().enumerate() {
+            for (channel, plane) in dest.chunks_exact_mut(pixels.len() * N).enumerate() {
+                for (out, pixel) in plane.as_chunks_mut::<N>().0.iter_mut().zip(pixels) {
                     *out = element(pixel, channel);
                 }
             }
         }
         Layout::Nhwc => {
-            for (pixel, group) in dest.chunks_exact_mut(3 * N).enumerate() {
+            for (group, pixel) in dest.chunks_exact_mut(3 * N).zip(pixels) {
                 for (channel, out) in group.as_chunks_mut::<N>().0.iter_mut().enumerate() {
                     *out = element(pixel, channel);
                 }
@@ -72,23 +72,28 @@ fn fill<const N: usize>(
 }
 
 /// Appends the tensor elements of one image (`pixels`: height × width × RGB, 0..255) to `out`.
+#[inline(never)]
 pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
     let count = preprocess.size.0 as usize * preprocess.size.1 as usize;
+    let pixels = &pixels.as_chunks::<3>().0[..count];
     // The input channel each tensor channel takes.
     let source = if preprocess.bgr { [2, 1, 0] } else { [0, 1, 2] };
+    // (raw * scale - mean) / std, as one multiply and one subtraction per element.
     let (scale, mean, std) = (preprocess.scale, preprocess.mean, preprocess.std);
-    let raw = |pixel: usize, channel: usize| pixels[pixel * 3 + source[channel]];
+    let factor = std.map(|std| scale / std);
+    let offset = [0, 1, 2].map(|c| mean[c] / std[c]);
+    let raw = |pixel: &[f32; 3], channel: usize| pixel[source[channel]];
     let value =
-        |pixel: usize, channel: usize| (raw(pixel, channel) * scale - mean[channel]) / std[channel];
+        |pixel: &[f32; 3], channel: usize| raw(pixel, channel) * factor[channel] - offset[channel];
     let start = out.len();
     out.resize(start + bytes_per_image(preprocess), 0);
     let (dest, layout) = (&mut out[start..], preprocess.layout);
     match preprocess.datatype {
-        Datatype::Fp32 => fill(dest, layout, count, |p, c| value(p, c).to_le_bytes()),
-        Datatype::Fp16 => fill(dest, layout, count, |p, c| {
+        Datatype::Fp32 => fill(dest, layout, pixels, |p, c| value(p, c).to_le_bytes()),
+        Datatype::Fp16 => fill(dest, layout, pixels, |p, c| {
             f16_bits(value(p, c)).to_le_bytes()
         }),
-        Datatype::Uint8 => fill(dest, layout, count, |p, c| {
+        Datatype::Uint8 => fill(dest, layout, pixels, |p, c| {
             [raw(p, c).round().clamp(0.0, 255.0) as u8]
         }),
     }

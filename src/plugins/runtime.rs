@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
+};
 
 use super::assets::Assets;
 use super::bindings::host;
@@ -53,6 +55,11 @@ const KEEP_RESIDENT: usize = 8 << 20;
 /// The same without the dirty-page scan (swap in use, [`threads::Threads::swap_in_use`]): then
 /// every reset rewrites the whole resident part, so it is kept small.
 const KEEP_RESIDENT_WITHOUT_SCAN: usize = 2 << 20;
+
+/// Set to `1`, every engine writes the address and name of each compiled guest function to
+/// `/tmp/perf-PID.map`, where Linux's `perf report` finds them: a diagnostic for profiling
+/// plugins, off by default (the file grows with every plugin compiled or reloaded).
+pub const PERF_MAP_VARIABLE: &str = "TRIDENT_PLUGIN_PERF_MAP";
 
 /// Whose plugins an engine runs, which sizes its pool of instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +155,9 @@ impl Runtime {
         let mut engine_config = Config::new();
         engine_config.wasm_component_model(true);
         engine_config.epoch_interruption(true);
+        if std::env::var_os(PERF_MAP_VARIABLE).is_some_and(|v| v == "1") {
+            engine_config.profiler(ProfilingStrategy::PerfMap);
+        }
         // No GC proposal: trident's wasmtime has no GC runtime, and with the proposal on, a
         // guest's subtyped function types reach checks that such a build answers with an abort
         // of the whole process (GHSA-rc4p-x33f-vpr2, fixed in 50.0.2; refused at compile time
