@@ -496,3 +496,116 @@ fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
         next.text()
     );
 }
+
+/// On a multi-model endpoint the container's adapters check each model they will serve as it
+/// loads (a refusal unloads it again: 400 naming the manifest, the plugin and the model), and
+/// every loaded model at a reload (a refusal keeps the plugins that serve).
+#[test]
+fn on_a_multi_model_endpoint_the_container_plugins_check_the_models_they_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_example(dir.path(), |manifest| {
+        manifest.replace("input = \"INPUT0\"", "input = \"input_1\"")
+    });
+    let (root, repository) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("SAGEMAKER_") || key.starts_with("TRIDENT_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("RUST_LOG", "info")
+        .env("SAGEMAKER_MULTI_MODEL", "true")
+        .env("SAGEMAKER_TRITON_PLUGINS", &path);
+    let args = [
+        std::ffi::OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        std::ffi::OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (_running, addr) = common::process::serve_ready_with(command, repository.path(), &args);
+    let url = root.path().join("tenant/model");
+    common::copy_dir(
+        &dir.path().join("models/classifier"),
+        &url.join("classifier"),
+    );
+    let load = || {
+        let body = json!({"model_name": "tenant", "url": url}).to_string();
+        request(addr, "POST", "/models", &[], body.as_bytes())
+    };
+    let refused = load();
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.text().contains(
+            "the container's plugin manifest: plugin 'image' cannot serve model 'tenant': it has no input 'input_1' (its inputs: INPUT0)"
+        ),
+        "{}",
+        refused.text()
+    );
+    let gone = request(addr, "GET", "/models/tenant", &[], b"");
+    assert_eq!(gone.status, 404, "{}", gone.text());
+
+    // The manifest fixed and reloaded, the same load serves labels.
+    write_example(dir.path(), |manifest| manifest);
+    let reloaded = request(addr, "POST", "/plugins/reload", &[], b"");
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    let loaded = load();
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let made = tempfile::tempdir().unwrap();
+    let jpeg = read(&images(made.path())["warm.jpg"]);
+    let invoke = || {
+        request(
+            addr,
+            "POST",
+            "/models/tenant/invoke",
+            &[("Content-Type", "image/jpeg")],
+            &jpeg,
+        )
+    };
+    let answer = invoke();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json().as_array().map(Vec::len),
+        Some(5),
+        "{}",
+        answer.text()
+    );
+
+    // A reload whose labels no longer fit the loaded model is refused, naming it; the plugins
+    // that serve stay.
+    use trident::plugins::loading::sha256_hex;
+    let good = std::fs::read(dir.path().join("labels.txt")).unwrap();
+    let short = std::str::from_utf8(&good)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    std::fs::write(dir.path().join("labels.txt"), &short).unwrap();
+    sign(dir.path(), "top_k_labels.wasm", &[("labels", "labels.txt")]);
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        manifest.replace(&sha256_hex(&good), &sha256_hex(short.as_bytes())),
+    )
+    .unwrap();
+    let refused = request(addr, "POST", "/plugins/reload", &[], b"");
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.text().contains("model 'tenant'")
+            && refused
+                .text()
+                .contains("gives 1000 classes and the labels asset names 999"),
+        "{}",
+        refused.text()
+    );
+    let answer = invoke();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json().as_array().map(Vec::len),
+        Some(5),
+        "{}",
+        answer.text()
+    );
+}

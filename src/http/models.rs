@@ -16,7 +16,7 @@ use crate::invocation::Invocation;
 use crate::metrics::Outcome;
 use crate::mme;
 use crate::mme::journal::Entry;
-use crate::mme::load::{LoadPlan, OnTimeout};
+use crate::mme::load::{ContainerPlugins, LoadPlan, OnTimeout};
 use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, not_loaded};
 use crate::pipeline::Request;
@@ -41,7 +41,7 @@ pub async fn load<E: Engine>(call: Call<'_, E>) -> Result<Response<ResponseBody>
         &state.engine,
         state.sessions.as_ref(),
         plan,
-        &policy(state),
+        &container_plugins(state),
         state.config.core.model_load_timeout,
         OnTimeout::Undo,
     )
@@ -73,18 +73,19 @@ fn forget_metrics<E: Engine>(state: &AppState<E>, name: &str) {
         .forget_model(name, |plugin| plugins.contains(plugin));
 }
 
-/// What the container's manifest lets a model artifact's own plugins do (the defaults when
-/// there is none), under Secure Mode held to the platform's policy.
-fn policy<E: Engine>(state: &AppState<E>) -> ModelPluginPolicy {
-    let mut policy = state
-        .plugins
-        .load_full()
+/// The container's plugins as a load meets them: what its manifest lets a model artifact's
+/// own plugins do (the defaults when there is none; under Secure Mode held to the platform's
+/// policy), and its adapters, which serve and check a model whose artifact brings none.
+fn container_plugins<E: Engine>(state: &AppState<E>) -> ContainerPlugins {
+    let host = state.plugins.load_full();
+    let mut policy: ModelPluginPolicy = host
+        .as_ref()
         .map(|host| host.model_policy().clone())
         .unwrap_or_default();
     if let Some(secure) = &state.config.artifacts.secure_mode {
         crate::plugins::secure_mode::hold_model_policy(&mut policy, secure);
     }
-    policy
+    ContainerPlugins { policy, host }
 }
 
 /// Loads again, before the endpoint serves, the models a serving process that ended abnormally
@@ -110,7 +111,7 @@ pub async fn restore<E: Engine>(state: &Arc<AppState<E>>, models: Vec<Entry>) {
                     &state.engine,
                     state.sessions.as_ref(),
                     plan,
-                    &policy(&state),
+                    &container_plugins(&state),
                     state.config.core.model_load_timeout,
                     OnTimeout::KeepLoading,
                 )

@@ -65,18 +65,30 @@ impl<E: crate::engine::Engine> AppState<E> {
         Ok(count)
     }
 
-    /// Checks a single-model endpoint's model with the adapters of `host` routed to it that
-    /// export `model-check` (`plugins::model_check`): the first refusal, naming the plugin and
-    /// the model. A model that is not loaded (refused, or failed) is not checked: `/ping` says
-    /// why it cannot serve. Multi-model endpoints are checked as each model loads.
+    /// Checks the models `host`'s adapters would serve with those that export `model-check`
+    /// (`plugins::model_check`): a single-model endpoint's model, or every model loaded on a
+    /// multi-model endpoint whose artifact brought no plugins of its own; the first refusal,
+    /// naming the plugin and the model. A model that is not loaded (refused, or failed) is not
+    /// checked: `/ping` says why it cannot serve. Multi-model loads are checked as they load
+    /// (`mme::load`), with the manifest serving then.
     pub async fn check_served_model(&self, host: &PluginHost) -> Result<(), String> {
-        let Mode::SingleModel { default_model, .. } = &self.config.mode else {
-            return Ok(());
+        let served: Vec<String> = match &self.config.mode {
+            Mode::SingleModel { default_model, .. } => vec![default_model.clone()],
+            Mode::MultiModel { .. } => {
+                let (models, _) = self.registry.list(None, usize::MAX);
+                models
+                    .into_iter()
+                    .filter(|model| model.plugins.is_none())
+                    .map(|model| model.target)
+                    .collect()
+            }
         };
-        match self.engine.model_metadata(default_model) {
-            Ok(metadata) => host.check_model(default_model, &metadata).await,
-            Err(_) => Ok(()),
+        for model in served {
+            if let Ok(metadata) = self.engine.model_metadata(&model) {
+                host.check_model(&model, &metadata).await?;
+            }
         }
+        Ok(())
     }
 
     /// Before a single-model endpoint serves: its model's sessions learn of it (its sequence

@@ -52,26 +52,50 @@ pub struct LoadPlan {
     pub target: Option<String>,
 }
 
+/// The container's plugins as a load meets them.
+#[derive(Default)]
+pub struct ContainerPlugins {
+    /// What an artifact's own plugins may do.
+    pub policy: ModelPluginPolicy,
+    /// The container's manifest, whose adapters routed to the model serve it when its artifact
+    /// brings no plugins: they check it as it loads, as they check a single-model endpoint's
+    /// model at start.
+    pub host: Option<Arc<PluginHost>>,
+}
+
+/// Whose adapters check a model just loaded.
+enum Checking {
+    /// Its artifact's own (`plugins.toml` in the artifact).
+    Artifact(Arc<PluginHost>),
+    /// The container manifest's, routed to its name.
+    Container(Arc<PluginHost>),
+}
+
 /// Loads `plan` with `registry` into `engine`: resolves the artifact, reads its plugins under
-/// `policy`, and runs the load, bounded by `timeout` as `on_timeout` says.
+/// `container.policy`, and runs the load, bounded by `timeout` as `on_timeout` says. The
+/// adapters that will serve the model then check it (`plugins::model_check`).
 pub async fn load<E: Engine>(
     registry: &Arc<ModelRegistry>,
     engine: &E,
     sessions: Option<&Arc<Sessions<E>>>,
     plan: LoadPlan,
-    policy: &ModelPluginPolicy,
+    container: &ContainerPlugins,
     timeout: Duration,
     on_timeout: OnTimeout,
 ) -> Result<(), LoadFailure> {
     let artifact = resolve(registry, &plan.url, timeout)
         .await
         .map_err(LoadFailure::Refused)?;
-    let plugins = plugins(&artifact, policy)
+    let plugins = plugins(&artifact, &container.policy)
         .await
         .map_err(LoadFailure::Refused)?;
     let LoadPlan { name, target, .. } = plan;
     let target_name = target.clone();
-    let checking = plugins.clone();
+    let checking = match (&plugins, &container.host) {
+        (Some(own), _) => Some(Checking::Artifact(Arc::clone(own))),
+        (None, Some(host)) => Some(Checking::Container(Arc::clone(host))),
+        (None, None) => None,
+    };
     let mut loading = {
         let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
         let sessions = sessions.cloned();
@@ -122,21 +146,29 @@ pub async fn load<E: Engine>(
     }
 }
 
-/// The artifact's own adapters' check of the model just loaded as `served`
-/// (`plugins::model_check`): a refusal unloads it again and answers 400 naming the plugin.
+/// The check of the model just loaded as `served` by the adapters that will serve it
+/// (`plugins::model_check`): a refusal unloads it again and answers 400 naming the manifest and
+/// the plugin.
 async fn check_with_plugins<E: Engine>(
     registry: &Arc<ModelRegistry>,
     engine: &E,
     sessions: Option<&Arc<Sessions<E>>>,
     name: &str,
     served: &str,
-    plugins: Option<Arc<PluginHost>>,
+    checking: Option<Checking>,
 ) -> Result<(), LoadFailure> {
-    let Some(plugins) = plugins else {
+    let Some(checking) = checking else {
         return Ok(());
     };
     let Ok(metadata) = engine.model_metadata(served) else {
         return Ok(());
+    };
+    let (plugins, whose) = match &checking {
+        Checking::Artifact(host) => (
+            host,
+            format!("the model's {}", model_plugins::MODEL_MANIFEST),
+        ),
+        Checking::Container(host) => (host, "the container's plugin manifest".to_owned()),
     };
     let Err(refusal) = plugins.check_model(served, &metadata).await else {
         return Ok(());
@@ -145,8 +177,7 @@ async fn check_with_plugins<E: Engine>(
         tracing::error!(model = name, %error, "unloading a model its plugins refused failed");
     }
     Err(LoadFailure::Refused(MmeError::BadRequest(format!(
-        "the model's {}: {refusal}",
-        model_plugins::MODEL_MANIFEST
+        "{whose}: {refusal}"
     ))))
 }
 
@@ -270,7 +301,7 @@ mod tests {
                 .on_load("u", gated(&undo), None)
                 .on_load("k", gated(&keep), None);
         let registry = Arc::new(ModelRegistry::new(root.path(), UnloadTiming::default()));
-        let policy = ModelPluginPolicy::default();
+        let container = ContainerPlugins::default();
         let short = Duration::from_millis(20);
 
         let undone = load(
@@ -278,7 +309,7 @@ mod tests {
             &engine,
             None,
             plan("u", &urls[0]),
-            &policy,
+            &container,
             short,
             OnTimeout::Undo,
         );
@@ -296,7 +327,7 @@ mod tests {
             &engine,
             None,
             plan("k", &urls[1]),
-            &policy,
+            &container,
             short,
             OnTimeout::KeepLoading,
         );
@@ -311,7 +342,7 @@ mod tests {
             &engine,
             None,
             plan("x", "/etc/model"),
-            &policy,
+            &container,
             short,
             OnTimeout::Undo,
         );
@@ -343,7 +374,7 @@ mod tests {
             engine = engine.on_load(&format!("h{i}"), script, None);
         }
         let registry = Arc::new(ModelRegistry::new(root.path(), UnloadTiming::default()));
-        let policy = ModelPluginPolicy::default();
+        let container = ContainerPlugins::default();
         for (i, url) in urls.iter().enumerate() {
             let plan = plan(&format!("h{i}"), url);
             let short = Duration::from_millis(20);
@@ -352,7 +383,7 @@ mod tests {
                 &engine,
                 None,
                 plan,
-                &policy,
+                &container,
                 short,
                 OnTimeout::Undo,
             );
