@@ -87,6 +87,35 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
     path
 }
 
+/// Drops the first label of the example's copy in `dir`, signs the labels plugin again and
+/// pins the new labels in its manifest: plugins that load, for a model they no longer fit.
+fn shorten_labels(dir: &Path) {
+    use trident::plugins::loading::sha256_hex;
+    let good = std::fs::read(dir.join("labels.txt")).unwrap();
+    let short: Vec<&str> = std::str::from_utf8(&good)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .collect();
+    let short = short.join("\n") + "\n";
+    std::fs::write(dir.join("labels.txt"), &short).unwrap();
+    sign(dir, "top_k_labels.wasm", &[("labels", "labels.txt")]);
+    let manifest = std::fs::read_to_string(dir.join("plugins.toml")).unwrap();
+    let manifest = manifest.replace(&sha256_hex(&good), &sha256_hex(short.as_bytes()));
+    std::fs::write(dir.join("plugins.toml"), manifest).unwrap();
+}
+
+/// Five labels answered with 200.
+fn assert_five_labels(answer: &HttpResponse) {
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.json().as_array().map(Vec::len),
+        Some(5),
+        "{}",
+        answer.text()
+    );
+}
+
 /// Every test image, by name, made in `dir`.
 fn images(dir: &Path) -> serde_json::Map<String, Value> {
     let made = python_client(
@@ -463,19 +492,7 @@ fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
     // A reload whose labels are one short keeps the plugins that serve.
     let dir = tempfile::tempdir().unwrap();
     let (_running, addr) = start(dir.path());
-    use trident::plugins::loading::sha256_hex;
-    let good = std::fs::read(root().join(EXAMPLE).join("labels.txt")).unwrap();
-    let short: Vec<&str> = std::str::from_utf8(&good)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .collect();
-    let short = short.join("\n") + "\n";
-    std::fs::write(dir.path().join("labels.txt"), &short).unwrap();
-    sign(dir.path(), "top_k_labels.wasm", &[("labels", "labels.txt")]);
-    let manifest = std::fs::read_to_string(dir.path().join("plugins.toml")).unwrap();
-    let manifest = manifest.replace(&sha256_hex(&good), &sha256_hex(short.as_bytes()));
-    std::fs::write(dir.path().join("plugins.toml"), manifest).unwrap();
+    shorten_labels(dir.path());
     let response = request(addr, "POST", "/plugins/reload", &[], b"");
     assert_eq!(response.status, 400, "{}", response.text());
     assert!(
@@ -487,14 +504,7 @@ fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
     );
     let made = tempfile::tempdir().unwrap();
     let images = images(made.path());
-    let next = post(addr, "image/jpeg", &[], &read(&images["warm.jpg"]));
-    assert_eq!(next.status, 200, "{}", next.text());
-    assert_eq!(
-        next.json().as_array().map(Vec::len),
-        Some(5),
-        "{}",
-        next.text()
-    );
+    assert_five_labels(&post(addr, "image/jpeg", &[], &read(&images["warm.jpg"])));
 }
 
 /// On a multi-model endpoint the container's adapters check each model they will serve as it
@@ -562,34 +572,11 @@ fn on_a_multi_model_endpoint_the_container_plugins_check_the_models_they_serve()
             &jpeg,
         )
     };
-    let answer = invoke();
-    assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(
-        answer.json().as_array().map(Vec::len),
-        Some(5),
-        "{}",
-        answer.text()
-    );
+    assert_five_labels(&invoke());
 
     // A reload whose labels no longer fit the loaded model is refused, naming it; the plugins
     // that serve stay.
-    use trident::plugins::loading::sha256_hex;
-    let good = std::fs::read(dir.path().join("labels.txt")).unwrap();
-    let short = std::str::from_utf8(&good)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n";
-    std::fs::write(dir.path().join("labels.txt"), &short).unwrap();
-    sign(dir.path(), "top_k_labels.wasm", &[("labels", "labels.txt")]);
-    let manifest = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        manifest.replace(&sha256_hex(&good), &sha256_hex(short.as_bytes())),
-    )
-    .unwrap();
+    shorten_labels(dir.path());
     let refused = request(addr, "POST", "/plugins/reload", &[], b"");
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert!(
@@ -600,12 +587,5 @@ fn on_a_multi_model_endpoint_the_container_plugins_check_the_models_they_serve()
         "{}",
         refused.text()
     );
-    let answer = invoke();
-    assert_eq!(answer.status, 200, "{}", answer.text());
-    assert_eq!(
-        answer.json().as_array().map(Vec::len),
-        Some(5),
-        "{}",
-        answer.text()
-    );
+    assert_five_labels(&invoke());
 }

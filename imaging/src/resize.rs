@@ -157,22 +157,10 @@ fn horizontal(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) {
 
 fn horizontal_n<const N: usize>(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) {
     let (weights, _) = columns.weights.as_chunks::<N>();
-    for ((pixel, weights), &first) in out
-        .as_chunks_mut::<3>()
-        .0
-        .iter_mut()
-        .zip(weights)
-        .zip(&columns.first)
-    {
+    let pixels = out.as_chunks_mut::<3>().0.iter_mut();
+    for ((pixel, weights), &first) in pixels.zip(weights).zip(&columns.first) {
         let from = (first - offset) * 3;
-        let (source, _) = line[from..from + N * 3].as_chunks::<3>();
-        let mut sum = [0f32; 3];
-        for (weight, input) in weights.iter().zip(source) {
-            sum[0] += weight * input[0];
-            sum[1] += weight * input[1];
-            sum[2] += weight * input[2];
-        }
-        *pixel = sum;
+        *pixel = weighted(weights, line[from..from + N * 3].as_chunks::<3>().0);
     }
 }
 
@@ -180,15 +168,20 @@ fn horizontal_any(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) 
     for (x, pixel) in out.as_chunks_mut::<3>().0.iter_mut().enumerate() {
         let (first, weights) = columns.taps(x);
         let from = (first - offset) * 3;
-        let (source, _) = line[from..from + columns.n * 3].as_chunks::<3>();
-        let mut sum = [0f32; 3];
-        for (weight, input) in weights.iter().zip(source) {
-            sum[0] += weight * input[0];
-            sum[1] += weight * input[1];
-            sum[2] += weight * input[2];
-        }
-        *pixel = sum;
+        *pixel = weighted(weights, line[from..from + columns.n * 3].as_chunks::<3>().0);
     }
+}
+
+/// The sum of `source`'s pixels weighted by `weights`.
+#[inline(always)]
+fn weighted(weights: &[f32], source: &[[f32; 3]]) -> [f32; 3] {
+    let mut sum = [0f32; 3];
+    for (weight, input) in weights.iter().zip(source) {
+        sum[0] += weight * input[0];
+        sum[1] += weight * input[1];
+        sum[2] += weight * input[2];
+    }
+    sum
 }
 
 /// Each output row: the weighted sum of its input rows over the columns the crop reads, then
