@@ -8,7 +8,9 @@
 //! The passes run in the order that costs less. Usually that is the vertical pass first, one
 //! output row at a time: each row is a weighted sum of a few whole input rows (contiguous, so
 //! the compiler vectorises it, WebAssembly's SIMD included), and then only the crop's rows get
-//! the horizontal pass. Memory past the output is one row of `f32`s either way.
+//! the horizontal pass; memory past the output is one input row of `f32`s. Horizontal first
+//! (for images much wider than the crop's rows are tall) keeps the rows the crop reads at the
+//! crop's width, as Pillow does.
 
 use image::RgbImage;
 
