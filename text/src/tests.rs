@@ -1,0 +1,242 @@
+//! Tests of encoding and streamed decoding on two small tokenizers written out as JSON: a BERT
+//! WordPiece and a GPT-2 byte-level BPE. (Agreement with Hugging Face's Python library, id for
+//! id on a real corpus, is checked by `tests/text_classification.rs` through the plugins.)
+
+use serde_json::{Value, json};
+
+use crate::decode::{MAX_PENDING, StreamDecoder, decode};
+use crate::encode::{encode, tensor_bytes};
+use crate::settings::{Datatype, Padding};
+use crate::{Encode, Error, Limits, Tokenizer};
+
+fn special(id: u32, content: &str) -> Value {
+    json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+           "rstrip": false, "normalized": false, "special": true})
+}
+
+/// A BERT tokenizer of thirteen tokens.
+fn wordpiece(encode: &Encode) -> Tokenizer {
+    let words = [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "play", "##ing", "the", "game", ".", ",", "hello",
+        "world", "!",
+    ];
+    let vocab: serde_json::Map<String, Value> = words
+        .iter()
+        .enumerate()
+        .map(|(id, word)| ((*word).to_owned(), json!(id)))
+        .collect();
+    let file = json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(0, "[PAD]"), special(1, "[UNK]"), special(2, "[CLS]"), special(3, "[SEP]")],
+        "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true,
+                       "strip_accents": null, "lowercase": true},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab}
+    });
+    Tokenizer::from_json(file.to_string().as_bytes(), encode).unwrap()
+}
+
+/// GPT-2's map of bytes to the characters that stand for them in a byte-level vocabulary.
+fn byte_chars() -> Vec<char> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
+    let mut shifted = 256;
+    (0..256u32)
+        .map(|b| {
+            if printable(b) {
+                char::from_u32(b).unwrap()
+            } else {
+                shifted += 1;
+                char::from_u32(shifted - 1).unwrap()
+            }
+        })
+        .collect()
+}
+
+/// A byte-level BPE (GPT-2's layout) of the 256 bytes, `hello` merged, and `<|endoftext|>`.
+fn byte_level(encode: &Encode) -> Tokenizer {
+    let mut vocab: serde_json::Map<String, Value> = byte_chars()
+        .iter()
+        .enumerate()
+        .map(|(id, c)| (c.to_string(), json!(id)))
+        .collect();
+    let merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o")];
+    for (a, b) in merges {
+        let id = vocab.len();
+        vocab.insert(format!("{a}{b}"), json!(id));
+    }
+    let end = u32::try_from(vocab.len()).unwrap();
+    let level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    let file = json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(end, "<|endoftext|>")],
+        "normalizer": null, "pre_tokenizer": level, "post_processor": level, "decoder": level,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab,
+                  "merges": merges.iter().map(|(a, b)| format!("{a} {b}")).collect::<Vec<_>>()}
+    });
+    Tokenizer::from_json(file.to_string().as_bytes(), encode).unwrap()
+}
+
+fn settings(max_length: usize, padding: Padding, truncation: bool) -> Encode {
+    Encode {
+        max_length,
+        padding,
+        truncation,
+        ..Encode::default()
+    }
+}
+
+#[test]
+fn texts_become_padded_rows_of_ids_masks_and_types() {
+    let tokenizer = wordpiece(&settings(8, Padding::MaxLength, true));
+    let encoded = encode(
+        &tokenizer,
+        &["Hello, world!", "playing"],
+        &Limits::default(),
+    )
+    .unwrap();
+    assert_eq!((encoded.rows, encoded.length), (2, 8));
+    assert_eq!(
+        encoded.input_ids,
+        [2, 10, 9, 11, 12, 3, 0, 0, 2, 4, 5, 3, 0, 0, 0, 0]
+    );
+    assert_eq!(
+        encoded.attention_mask,
+        [1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0]
+    );
+    assert_eq!(encoded.token_type_ids, [0; 16]);
+    assert_eq!(encoded.shape(true), [2, 8]);
+    assert_eq!(tensor_bytes(&[1, 258], Datatype::Int64), {
+        let mut b = 1i64.to_le_bytes().to_vec();
+        b.extend(258i64.to_le_bytes());
+        b
+    });
+    assert_eq!(tensor_bytes(&[258], Datatype::Int32), 258i32.to_le_bytes());
+
+    // Truncation keeps the special tokens; the longest padding pads to the longest row.
+    let short = wordpiece(&settings(4, Padding::Longest, true));
+    let encoded = encode(&short, &["the game, the game", "play"], &Limits::default()).unwrap();
+    assert_eq!(encoded.input_ids, [2, 6, 7, 3, 2, 4, 3, 0]);
+}
+
+#[test]
+fn texts_past_a_limit_are_refused_before_they_are_tokenized() {
+    let strict = wordpiece(&settings(4, Padding::MaxLength, false));
+    let error = encode(&strict, &["the game, the game"], &Limits::default()).unwrap_err();
+    assert_eq!(
+        error,
+        Error::BadRequest(
+            "the text is 7 tokens long; this model takes at most 4 (and the endpoint does not \
+             truncate)"
+                .into()
+        )
+    );
+    let limits = Limits {
+        max_text_bytes: 10,
+        max_texts: 2,
+    };
+    let error = encode(&strict, &["play", "the game, the"], &limits).unwrap_err();
+    assert!(
+        matches!(&error, Error::BadRequest(m) if m == "text 2 is 13 bytes long; this endpoint takes texts of at most 10 bytes"),
+        "{error}"
+    );
+    assert!(encode(&strict, &["a", "b", "c"], &limits).is_err());
+    let single = Encode {
+        batch: false,
+        ..Encode::default()
+    };
+    assert!(encode(&wordpiece(&single), &["a", "b"], &limits).is_err());
+}
+
+#[test]
+fn settings_the_tokenizer_cannot_serve_are_refused_at_load() {
+    let error = Tokenizer::from_json(b"{\"model\": 1}", &Encode::default()).unwrap_err();
+    assert!(error.starts_with("not a tokenizer.json"), "{error}");
+    let unknown = Encode {
+        pad_token: Some("<nothing>".into()),
+        ..Encode::default()
+    };
+    let file = json!({"model": {"type": "WordLevel", "vocab": {"a": 0, "[UNK]": 1}, "unk_token": "[UNK]"}});
+    let error = Tokenizer::from_json(file.to_string().as_bytes(), &unknown).unwrap_err();
+    assert_eq!(
+        error,
+        "pad_token = '<nothing>': the tokenizer has no such token"
+    );
+}
+
+/// Every way of cutting `ids` into steps gives the whole sequence's text.
+fn assert_streams_like_the_whole(tokenizer: &Tokenizer, ids: &[u32], skip_special: bool) {
+    let whole = decode(tokenizer, ids, skip_special).unwrap();
+    for step in 1..=3 {
+        let mut stream = StreamDecoder::new();
+        let mut text = String::new();
+        for chunk in ids.chunks(step) {
+            // Each step goes through its bytes, as it does between plugin calls.
+            let mut kept = StreamDecoder::from_bytes(&stream.to_bytes()).unwrap();
+            text += &kept.step(tokenizer, chunk, skip_special).unwrap();
+            stream = kept;
+        }
+        text += &stream.finish(tokenizer, skip_special).unwrap();
+        assert_eq!(text, whole, "steps of {step} ids");
+    }
+}
+
+#[test]
+fn streamed_text_is_the_whole_text_across_characters_merges_and_pieces() {
+    let gpt = byte_level(&settings(512, Padding::Longest, true));
+    let text = "hello wörld 👋🏽 終わり hello";
+    let ids = gpt.inner().encode(text, false).unwrap().get_ids().to_vec();
+    assert_eq!(decode(&gpt, &ids, false).unwrap(), text);
+    assert_streams_like_the_whole(&gpt, &ids, false);
+
+    // The emoji's four bytes are four tokens: nothing is sent until the last one.
+    let wave: Vec<u32> = gpt.inner().encode("👋", false).unwrap().get_ids().to_vec();
+    assert_eq!(wave.len(), 4);
+    let mut stream = StreamDecoder::new();
+    let sent: Vec<String> = wave
+        .iter()
+        .map(|id| stream.step(&gpt, &[*id], false).unwrap())
+        .collect();
+    assert_eq!(sent, ["", "", "", "👋"]);
+
+    let bert = wordpiece(&settings(512, Padding::Longest, true));
+    let ids = bert
+        .inner()
+        .encode("Hello, playing the game.", true)
+        .unwrap()
+        .get_ids()
+        .to_vec();
+    assert_eq!(
+        decode(&bert, &ids, true).unwrap(),
+        "hello, playing the game."
+    );
+    assert_streams_like_the_whole(&bert, &ids, true);
+    assert_streams_like_the_whole(&bert, &ids, false);
+}
+
+#[test]
+fn a_stream_holds_back_a_bounded_number_of_ids() {
+    let gpt = byte_level(&settings(512, Padding::Longest, true));
+    let end = u32::try_from(gpt.vocabulary() - 1).unwrap();
+    let mut stream = StreamDecoder::new();
+    // A byte's id is the byte.
+    assert_eq!(stream.step(&gpt, &[0x48], true).unwrap(), "H");
+    for _ in 0..1000 {
+        assert_eq!(stream.step(&gpt, &[end], true).unwrap(), "");
+        assert!(stream.to_bytes().len() <= 4 * (2 * MAX_PENDING + 3));
+    }
+    // A lone continuation byte never completes a character: it is sent as it stands.
+    let mut text = String::new();
+    for _ in 0..=MAX_PENDING {
+        text += &stream.step(&gpt, &[0x80], true).unwrap();
+    }
+    assert!(!text.is_empty() && stream.to_bytes().len() <= 4 * (2 * MAX_PENDING + 3));
+    let error = stream.step(&gpt, &[end + 1], true).unwrap_err();
+    assert!(matches!(error, Error::BadRequest(m) if m.contains(&format!("id {}", end + 1))));
+    assert_eq!(StreamDecoder::from_bytes(&[1, 0, 0]), None);
+    assert_eq!(StreamDecoder::from_bytes(&[9, 0, 0, 0, 1, 0, 0, 0]), None);
+}
