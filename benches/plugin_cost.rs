@@ -36,6 +36,8 @@ use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
 use wasmtime::component::Component;
 
+// The tests' guest builders; the bench has no use for their signing helpers.
+#[allow(dead_code)]
 #[path = "../tests/common/plugins.rs"]
 mod guests;
 

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use common::http_client::{HttpResponse, request};
-use common::plugins::guest;
+use common::plugins::{guest, sign, test_public_key};
 use common::process::{Running, python_client, serve_with};
 use serde_json::{Value, json};
 
@@ -20,29 +20,6 @@ const EXAMPLE: &str = "examples/image-classification";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The test key the shipped plugins are signed with here, as a platform team signs what it
-/// vets (the secret of RFC 8032's first test vector).
-const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
-
-/// Signs the plugin `dir/wasm` (with `assets`, by name and file in `dir`) with the test key,
-/// writing `<wasm>.sig` beside it, where trident looks for it.
-fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
-    use trident::plugins::loading::sha256_hex;
-    let bytes = std::fs::read(dir.join(wasm)).unwrap();
-    let digests: Vec<(&str, String)> = assets
-        .iter()
-        .map(|(name, file)| (*name, sha256_hex(&std::fs::read(dir.join(file)).unwrap())))
-        .collect();
-    let message = trident::plugins::signing::signed_message(
-        &bytes,
-        digests
-            .iter()
-            .map(|(name, digest)| (*name, digest.as_str())),
-    );
-    let signature = trident::plugins::signing::sign(&message, SIGNING_SECRET).unwrap();
-    std::fs::write(dir.join(format!("{wasm}.sig")), signature).unwrap();
 }
 
 /// trident serving the example from a copy in `dir`: its model, its labels, the two plugins
@@ -79,7 +56,7 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
     }
     sign(dir, "image_tensor.wasm", &[]);
     sign(dir, "top_k_labels.wasm", &[("labels", "labels.txt")]);
-    let public = trident::plugins::signing::public_key(SIGNING_SECRET).unwrap();
+    let public = test_public_key();
     let manifest =
         format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n\n{manifest}");
     let path = dir.join("plugins.toml");
@@ -457,31 +434,7 @@ fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = write_example(dir.path(), |manifest| manifest.replace(change.0, change.1));
-        let log_file = dir.path().join("trident.log");
-        let mut child = common::command(env!("CARGO_BIN_EXE_trident"))
-            .env("SAGEMAKER_TRITON_PLUGINS", &path)
-            .env_remove("SAGEMAKER_MULTI_MODEL")
-            .args(["serve", "--model-repository"])
-            .arg(dir.path().join("models"))
-            .args(["--bind", "127.0.0.1", "--port", "0"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log_file).unwrap())
-            .spawn()
-            .unwrap();
-        // A start that is not refused would serve for ever: it is given two minutes.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if std::time::Instant::now() > deadline {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                break None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+        let (status, log) = common::process::start_refused(&dir.path().join("models"), &path);
         assert!(
             status.is_some_and(|status| !status.success()),
             "{change:?}: trident started ({status:?}): {log}"

@@ -8,7 +8,9 @@ use crate::clock::now_ns;
 use crate::error::{BackendError, Code};
 use crate::ffi;
 use crate::model::InstanceState;
-use crate::models::{add_sub, classifier, identity, required, scalar_i32, streams};
+use crate::models::{
+    add_sub, classifier, identity, required, scalar_i32, streams, text_classifier,
+};
 use crate::request::Request;
 use crate::response::{Output, Response, ResponseFactory};
 use crate::settings::ModelKind;
@@ -152,6 +154,12 @@ fn serve(
         )?,
         ModelKind::AddSub => add_sub::outputs(&requested, &inputs)?,
         ModelKind::Classifier => classifier::outputs(
+            &requested,
+            &inputs,
+            settings.classes,
+            settings.max_batch_size > 0,
+        )?,
+        ModelKind::TextClassifier => text_classifier::outputs(
             &requested,
             &inputs,
             settings.classes,

@@ -3,8 +3,8 @@
 //!
 //! | parameter | values | effect |
 //! |---|---|---|
-//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum`, `classifier` | which model this is (required) |
-//! | `classes` | 1–100000 (default 1000) | the classifier's number of classes |
+//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum`, `classifier`, `text_classifier` | which model this is (required) |
+//! | `classes` | 1–100000 (default 1000) | the classifiers' number of classes |
 //! | `fail_message` | text | every request fails with this message |
 //! | `fail_code` | `INTERNAL` (default), `INVALID_ARG`, `UNAVAILABLE`, ... | the code of those failures |
 //! | `delay_ms` | 0–600000 | each request (each response of a stream) waits this long first |
@@ -30,6 +30,8 @@ pub enum ModelKind {
     SequenceSum,
     /// A stand-in image classifier: `OUTPUT0` scores `classes` classes by `INPUT0`'s mean colour.
     Classifier,
+    /// A stand-in BERT classifier: `logits` scores `classes` classes by `input_ids`' tokens.
+    TextClassifier,
 }
 
 impl ModelKind {
@@ -41,6 +43,7 @@ impl ModelKind {
             "repeat" => ModelKind::Repeat,
             "sequence_sum" => ModelKind::SequenceSum,
             "classifier" => ModelKind::Classifier,
+            "text_classifier" => ModelKind::TextClassifier,
             _ => return None,
         })
     }
@@ -64,7 +67,7 @@ pub struct ModelSettings {
     pub delay_ms: u64,
     /// Each request ends the process with this exit code, when set.
     pub exit_code: Option<u8>,
-    /// The classifier's number of classes.
+    /// The classifiers' number of classes.
     pub classes: usize,
 }
 
@@ -88,12 +91,12 @@ impl ModelSettings {
         }
         let name = parameter("model").ok_or_else(|| {
             BackendError::invalid(
-                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat, sequence_sum or classifier",
+                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat, sequence_sum, classifier or text_classifier",
             )
         })?;
         let kind = ModelKind::from_name(name).ok_or_else(|| {
             BackendError::invalid(format!(
-                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat, sequence_sum or classifier"
+                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat, sequence_sum, classifier or text_classifier"
             ))
         })?;
         let failure = match parameter("fail_message") {

@@ -29,6 +29,34 @@ pub fn built_guests() -> &'static Path {
     })
 }
 
+/// The test key the shipped plugins are signed with here, as a platform team signs what it
+/// vets (the secret of RFC 8032's first test vector).
+const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+/// The public key of the test key, for a manifest's `trusted_keys`.
+pub fn test_public_key() -> String {
+    trident::plugins::signing::public_key(SIGNING_SECRET).unwrap()
+}
+
+/// Signs the plugin `dir/wasm` (with `assets`, by name and file in `dir`) with the test key,
+/// writing `<wasm>.sig` beside it, where trident looks for it.
+pub fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
+    use trident::plugins::loading::sha256_hex;
+    let bytes = std::fs::read(dir.join(wasm)).unwrap();
+    let digests: Vec<(&str, String)> = assets
+        .iter()
+        .map(|(name, file)| (*name, sha256_hex(&std::fs::read(dir.join(file)).unwrap())))
+        .collect();
+    let message = trident::plugins::signing::signed_message(
+        &bytes,
+        digests
+            .iter()
+            .map(|(name, digest)| (*name, digest.as_str())),
+    );
+    let signature = trident::plugins::signing::sign(&message, SIGNING_SECRET).unwrap();
+    std::fs::write(dir.join(format!("{wasm}.sig")), signature).unwrap();
+}
+
 /// The path of a built guest, e.g. `csv_request`.
 pub fn guest(name: &str) -> PathBuf {
     let path = built_guests().join(format!("{name}.wasm"));

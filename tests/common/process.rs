@@ -232,6 +232,43 @@ pub fn serve_with(repository: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (Runni
     serve_ready(command, repository)
 }
 
+/// A single-model start of `repository` with the plugin manifest `plugins`, expected to be
+/// refused: how trident ended (`None`: it still ran after two minutes, and was killed) and its
+/// log.
+pub fn start_refused(
+    repository: &Path,
+    plugins: &Path,
+) -> (Option<std::process::ExitStatus>, String) {
+    let log_file = tempfile::NamedTempFile::new().unwrap();
+    let mut child = super::command(env!("CARGO_BIN_EXE_trident"))
+        .env("SAGEMAKER_TRITON_PLUGINS", plugins)
+        .env_remove("SAGEMAKER_MULTI_MODEL")
+        .args(["serve", "--model-repository"])
+        .arg(repository)
+        .args(["--bind", "127.0.0.1", "--port", "0"])
+        .stdout(Stdio::null())
+        .stderr(log_file.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    // A start that is not refused would serve for ever: it is given two minutes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    (
+        status,
+        std::fs::read_to_string(log_file.path()).unwrap_or_default(),
+    )
+}
+
 /// Runs the third-party client script `tests/clients/<script>` with `argument`, `input` as
 /// JSON on its standard input, and returns the JSON it prints (in the virtual environment of
 /// `scripts/install-test-clients`).

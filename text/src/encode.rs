@@ -1,6 +1,6 @@
 //! Texts to the tensors a transformer takes: `input_ids`, `attention_mask` and
 //! `token_type_ids`, one row per text, every row brought to one length by the tokenizer's
-//! settings ([`crate::Encode`]). Each text's length is checked against [`Limits`] before it is
+//! settings ([`crate::Encode`]). The texts' length is checked against [`Limits`] before they are
 //! tokenized, so the tokenizer's memory and time are bounded by the limit, not by the body.
 
 use crate::settings::Datatype;
@@ -71,15 +71,17 @@ pub fn encode<S: AsRef<str>>(
             texts.len()
         )));
     }
-    for (index, text) in texts.iter().enumerate() {
-        let bytes = text.as_ref().len();
-        if bytes > limits.max_text_bytes {
-            return Err(Error::BadRequest(format!(
-                "{} is {bytes} bytes long; this endpoint takes texts of at most {} bytes",
-                which(texts.len(), index),
-                limits.max_text_bytes
-            )));
-        }
+    let bytes: usize = texts.iter().map(|text| text.as_ref().len()).sum();
+    if bytes > limits.max_text_bytes {
+        let what = if texts.len() == 1 {
+            "the text is"
+        } else {
+            "the texts are"
+        };
+        return Err(Error::BadRequest(format!(
+            "{what} {bytes} bytes long; this endpoint takes at most {} bytes of text per request",
+            limits.max_text_bytes
+        )));
     }
     let inputs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
     let encodings = tokenizer

@@ -69,8 +69,9 @@ impl Default for Encode {
 /// How large a request's texts may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes of one text, checked before it is tokenized: the tokenizer's memory and time grow
-    /// with it (a few dozen bytes of working memory per byte of text).
+    /// Bytes of text in one request (all its texts together), checked before anything is
+    /// tokenized: the tokenizer's memory and time grow with it (a few dozen bytes of working
+    /// memory per byte of text).
     pub max_text_bytes: usize,
     /// Texts in one request.
     pub max_texts: usize,

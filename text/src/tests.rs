@@ -141,7 +141,7 @@ fn texts_past_a_limit_are_refused_before_they_are_tokenized() {
     };
     let error = encode(&strict, &["play", "the game, the"], &limits).unwrap_err();
     assert!(
-        matches!(&error, Error::BadRequest(m) if m == "text 2 is 13 bytes long; this endpoint takes texts of at most 10 bytes"),
+        matches!(&error, Error::BadRequest(m) if m == "the texts are 17 bytes long; this endpoint takes at most 10 bytes of text per request"),
         "{error}"
     );
     assert!(encode(&strict, &["a", "b", "c"], &limits).is_err());

@@ -6,6 +6,7 @@ pub mod classifier;
 pub mod identity;
 pub mod sequence_sum;
 pub mod streams;
+pub mod text_classifier;
 
 use crate::error::BackendError;
 use crate::request::Input;

@@ -1,0 +1,312 @@
+//! Text in, tensors and labels out, on the real core over HTTP on 127.0.0.1: the
+//! text-classification example end to end (`examples/text-classification`: the stand-in BERT
+//! classifier behind the tokenize and top-k-labels plugins, as `scripts/serve-example
+//! text-classification` serves it), and the tokenize plugin against Hugging Face's Python
+//! `tokenizers` id for id, for a tokenizer of each model family's layout. Tokenizers are trained
+//! by `scripts/train_tokenizer.py` on the corpus it writes; what a client should get back is
+//! computed in Python (`tests/clients/texts.py`), not by trident's code. Then hostile texts and
+//! tokenizer files, each answered with a clear 4xx or refused at load naming the asset, and the
+//! next request answered.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use common::http_client::{HttpResponse, request};
+use common::plugins::{guest, sign, test_public_key};
+use common::process::{Running, python_client, serve_with};
+use serde_json::{Value, json};
+
+const EXAMPLE: &str = "examples/text-classification";
+
+/// The tokenizer families `scripts/train_tokenizer.py` trains, each with the token it pads with.
+const FAMILIES: [(&str, &str); 5] = [
+    ("bert", "[PAD]"),
+    ("gpt2", "<|endoftext|>"),
+    ("llama3", "<|end_of_text|>"),
+    ("llama", "<unk>"),
+    ("t5", "<pad>"),
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A tokenizer of `family`'s layout trained into `dir`; its path.
+fn train(family: &str, dir: &Path) -> PathBuf {
+    let path = dir.join(format!("{family}.json"));
+    python_client(
+        "texts.py",
+        &format!("train:{family}:{}", path.display()),
+        &Value::Null,
+    );
+    path
+}
+
+/// The first `n` lines of the corpus.
+fn corpus(n: usize) -> Vec<String> {
+    serde_json::from_value(python_client(
+        "texts.py",
+        &format!("corpus:{n}"),
+        &Value::Null,
+    ))
+    .unwrap()
+}
+
+/// The example's files in `dir` as the serve script writes them (a BERT tokenizer trained
+/// here), its manifest changed by `change`, signatures required and the plugins signed with
+/// the test key (with their assets); the manifest's path.
+fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
+    if !dir.join("models").exists() {
+        common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
+    }
+    if !dir.join("tokenizer.json").exists() {
+        std::fs::copy(train("bert", dir), dir.join("tokenizer.json")).unwrap();
+    }
+    let mut manifest =
+        std::fs::read_to_string(root().join(EXAMPLE).join("plugins.toml.in")).unwrap();
+    for (file, placeholder) in [
+        ("tokenize.wasm", "@TOKENIZE@"),
+        ("top_k_labels.wasm", "@TOP_K_LABELS@"),
+        ("config.json", "@LABELS@"),
+        ("tokenizer.json", "@TOKENIZER@"),
+    ] {
+        let source = match file {
+            "tokenizer.json" => dir.join(file),
+            _ => match file.strip_suffix(".wasm") {
+                Some(name) => guest(name),
+                None => root().join(EXAMPLE).join(file),
+            },
+        };
+        if source != dir.join(file) {
+            std::fs::copy(&source, dir.join(file)).unwrap();
+        }
+        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&source).unwrap());
+        manifest = manifest.replace(placeholder, &digest);
+    }
+    sign(dir, "tokenize.wasm", &[("tokenizer", "tokenizer.json")]);
+    sign(dir, "top_k_labels.wasm", &[("labels", "config.json")]);
+    let manifest = format!(
+        "require_signatures = true\ntrusted_keys = [\"{}\"]\n\n{manifest}",
+        test_public_key()
+    );
+    let path = dir.join("plugins.toml");
+    std::fs::write(&path, change(manifest)).unwrap();
+    path
+}
+
+/// trident serving the example from a copy in `dir`.
+fn start(dir: &Path) -> (Running, SocketAddr) {
+    let path = write_example(dir, |manifest| manifest);
+    serve_with(
+        &dir.join("models"),
+        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+    )
+}
+
+fn post(addr: SocketAddr, content_type: &str, extra: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+    let mut headers = vec![("Content-Type", content_type)];
+    headers.extend_from_slice(extra);
+    request(addr, "POST", "/invocations", &headers, body)
+}
+
+/// What a Python step answers for each of `texts` with the tokenizer at `tokenizer`:
+/// `[[label, score], ...]`, both labels, best first.
+fn expected(tokenizer: &Path, texts: &[&str]) -> Vec<Vec<(String, f64)>> {
+    let answer = python_client(
+        "texts.py",
+        &format!("classify:{}", tokenizer.display()),
+        &json!({"texts": texts, "max_length": 128, "labels": ["NEGATIVE", "POSITIVE"], "k": 2}),
+    );
+    serde_json::from_value(answer).unwrap()
+}
+
+/// `answer` (one text's `[{"label", "score"}, ...]`) is `expected`: the same labels in the same
+/// order, each score within a float's rounding.
+fn assert_agrees(answer: &Value, expected: &[(String, f64)], what: &str) {
+    let entries = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: {answer}"));
+    assert_eq!(entries.len(), expected.len(), "{what}: {answer}");
+    for (entry, (label, score)) in entries.iter().zip(expected) {
+        assert_eq!(
+            entry["label"].as_str(),
+            Some(label.as_str()),
+            "{what}: {answer}"
+        );
+        let got = entry["score"].as_f64().unwrap();
+        assert!(
+            (got - score).abs() < 1e-5,
+            "{what}: {got} vs {score}: {answer}"
+        );
+    }
+}
+
+#[test]
+fn the_example_answers_labels_as_a_python_tokenizer_step_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    let long = corpus(60).join(" ");
+    let texts = [
+        "A wonderful film, I loved the acting!",
+        "Terrible plot. A waste of time...",
+        "終わり良ければ全て良し 👋🏽 café",
+        long.as_str(),
+    ];
+    let expected = expected(&dir.path().join("tokenizer.json"), &texts);
+    for (text, expected) in texts.iter().zip(&expected) {
+        let body = json!({ "inputs": text }).to_string();
+        let answer = post(addr, "application/json", &[], body.as_bytes());
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert_agrees(&answer.json(), expected, text);
+        // The same text as text/plain.
+        let answer = post(addr, "text/plain", &[], text.as_bytes());
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert_agrees(&answer.json(), expected, text);
+    }
+    // Each class is the best of some line of the corpus: the answer depends on the ids.
+    let lines = corpus(40);
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let best: std::collections::BTreeSet<String> =
+        self::expected(&dir.path().join("tokenizer.json"), &lines)
+            .into_iter()
+            .map(|answer| answer[0].0.clone())
+            .collect();
+    assert_eq!(best.len(), 2, "{best:?}");
+
+    // A list of texts is a batch, answered per text in order.
+    let body = json!({ "inputs": texts }).to_string();
+    let answer = post(addr, "application/json", &[], body.as_bytes());
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let answers = answer.json();
+    let answers = answers.as_array().expect("a list per text");
+    assert_eq!(answers.len(), texts.len(), "{answers:?}");
+    for ((answer, expected), text) in answers.iter().zip(&expected).zip(texts) {
+        assert_agrees(answer, expected, text);
+    }
+
+    // Triton's classification strings, one label, asked for per request.
+    let attributes = [(
+        "X-Amzn-SageMaker-Custom-Attributes",
+        "format=triton, top_k=1",
+    )];
+    let answer = post(addr, "text/plain", &attributes, texts[0].as_bytes());
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let strings: Vec<String> = serde_json::from_value(answer.json()).unwrap();
+    assert_eq!(strings.len(), 1, "{strings:?}");
+    assert!(
+        strings[0].ends_with(&format!(":{}", expected[0][0].0)),
+        "{strings:?}"
+    );
+}
+
+/// The identity model of `dir/models/ids`: three INT64 inputs of any shape back as outputs.
+fn identity_model(dir: &Path) -> PathBuf {
+    let models = dir.join("models");
+    std::fs::create_dir_all(models.join("ids/1")).unwrap();
+    let tensors = |kind: &str| {
+        (0..3)
+            .map(|i| format!("{{ name: \"{kind}{i}\", data_type: TYPE_INT64, dims: [ -1, -1 ] }}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    std::fs::write(
+        models.join("ids/config.pbtxt"),
+        format!(
+            "backend: \"trident\"\ninput [ {} ]\noutput [ {} ]\nparameters {{ key: \"model\" value: {{ string_value: \"identity\" }} }}\n",
+            tensors("INPUT"),
+            tensors("OUTPUT")
+        ),
+    )
+    .unwrap();
+    models
+}
+
+/// The tokenize plugin with `tokenizer` (a file in `dir`), padding each request's texts to its longest and
+/// truncating at 256, its three tensors the identity model's inputs; the manifest's path.
+fn tokenize_manifest(dir: &Path, tokenizer: &Path, pad_token: &str, extra: &str) -> PathBuf {
+    std::fs::copy(guest("tokenize"), dir.join("tokenize.wasm")).unwrap();
+    let digest = |path: &Path| trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap());
+    let manifest = format!(
+        "[plugins.tokenize]\npath = \"tokenize.wasm\"\nsha256 = \"{}\"\n\
+         content_types = [\"text/plain\", \"application/json\"]\n\
+         memory_limit_mb = 128\ntime_limit_ms = 2000\n\
+         config = {{ input_ids = \"INPUT0\", attention_mask = \"INPUT1\", token_type_ids = \"INPUT2\", \
+         padding = \"longest\", max_length = \"256\", pad_token = \"{pad_token}\"{extra} }}\n\
+         assets = {{ tokenizer = {{ path = \"{}\", sha256 = \"{}\" }} }}\n\n\
+         [models.\"*\"]\nrequest = \"tokenize\"\n",
+        digest(&dir.join("tokenize.wasm")),
+        tokenizer.file_name().unwrap().to_string_lossy(),
+        digest(tokenizer),
+    );
+    let path = dir.join("plugins.toml");
+    std::fs::write(&path, manifest).unwrap();
+    path
+}
+
+/// The rows of `name` in an identity answer.
+fn rows(answer: &Value, name: &str) -> Vec<Vec<i64>> {
+    let output = answer["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {answer}"));
+    let shape: Vec<usize> = serde_json::from_value(output["shape"].clone()).unwrap();
+    let data: Vec<i64> = serde_json::from_value(output["data"].clone()).unwrap();
+    assert_eq!(shape.len(), 2, "{output}");
+    data.chunks(shape[1].max(1)).map(<[i64]>::to_vec).collect()
+}
+
+/// Every id, mask and type of 3,000 lines and 30 texts past the length (CJK, kana, Hangul, Arabic, Devanagari, Thai, emoji,
+/// combining marks, odd whitespace, special tokens written as text) is Hugging Face's, for a
+/// tokenizer of each family's layout: BERT's WordPiece, GPT-2's byte-level BPE, Llama 3's
+/// byte-level BPE with its split pattern (lookahead included), Llama 2's SentencePiece BPE
+/// with byte fallback, and T5's Unigram.
+#[test]
+fn tokenization_matches_hugging_face_id_for_id_in_every_family() {
+    let mut lines = corpus(3000);
+    // And texts past the length, which are truncated.
+    let long: Vec<String> = lines
+        .chunks(40)
+        .take(30)
+        .map(|chunk| chunk.join(" "))
+        .collect();
+    lines.extend(long);
+    let batches: Vec<&[String]> = lines.chunks(60).collect();
+    for (family, pad_token) in FAMILIES {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = train(family, dir.path());
+        let models = identity_model(dir.path());
+        let manifest = tokenize_manifest(dir.path(), &tokenizer, pad_token, ", max_texts = \"60\"");
+        let expected = python_client(
+            "texts.py",
+            &format!("encode:{}", tokenizer.display()),
+            &json!({"batches": batches, "max_length": 256, "pad_token": pad_token}),
+        );
+        let (_running, addr) = serve_with(
+            &models,
+            &[("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str())],
+        );
+        for (index, batch) in batches.iter().enumerate() {
+            let body = json!({ "inputs": batch }).to_string();
+            let answer = post(addr, "application/json", &[], body.as_bytes());
+            assert_eq!(answer.status, 200, "{family}: {}", answer.text());
+            let answer = answer.json();
+            for (output, key) in [
+                ("OUTPUT0", "input_ids"),
+                ("OUTPUT1", "attention_mask"),
+                ("OUTPUT2", "token_type_ids"),
+            ] {
+                let want: Vec<Vec<i64>> =
+                    serde_json::from_value(expected[index][key].clone()).unwrap();
+                let got = rows(&answer, output);
+                for (row, (got, want)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(got, want, "{family}: {key} of {:?}", batch[row]);
+                }
+                assert_eq!(got.len(), want.len(), "{family}: {key}");
+            }
+        }
+    }
+}
