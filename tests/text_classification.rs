@@ -310,3 +310,285 @@ fn tokenization_matches_hugging_face_id_for_id_in_every_family() {
         }
     }
 }
+
+/// Every hostile text of the issue sent to the example (allowed 1 MiB of text a request, so
+/// that 100,000 special tokens get through to the tokenizer), each answered clearly and the
+/// next request served, within the plugin's time and memory limits.
+#[test]
+fn hostile_texts_are_answered_clearly_and_the_next_request_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_example(dir.path(), |manifest| {
+        manifest.replace(
+            "max_length = \"128\"",
+            "max_length = \"128\", max_text_bytes = \"1048576\"",
+        )
+    });
+    let (_running, addr) = serve_with(
+        &dir.path().join("models"),
+        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+    );
+    let one_word = "a".repeat(6_000_000);
+    let under = "a".repeat(1_048_576);
+    let specials = "[SEP]".repeat(100_000);
+    let json_word = json!({ "inputs": "b".repeat(2_000_000) }).to_string();
+    let many = json!({ "inputs": vec!["x"; 65] }).to_string();
+    let mixed = format!(
+        "{} {}",
+        "ça va 👋🏽 終わり ".repeat(20_000),
+        "[CLS]".repeat(50)
+    );
+    // (what, content type, body, status, what the answer must say)
+    let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
+        (
+            "6 MB of one word",
+            "text/plain",
+            one_word.into_bytes(),
+            400,
+            "bytes of text per request",
+        ),
+        (
+            "2 MB of one word in JSON",
+            "application/json",
+            json_word.into_bytes(),
+            400,
+            "at most 1048576 bytes",
+        ),
+        (
+            "1 MiB of one word",
+            "text/plain",
+            under.into_bytes(),
+            200,
+            "",
+        ),
+        (
+            "100,000 special tokens",
+            "text/plain",
+            specials.into_bytes(),
+            200,
+            "",
+        ),
+        (
+            "scripts, emoji and special tokens",
+            "text/plain",
+            mixed.into_bytes(),
+            200,
+            "",
+        ),
+        (
+            "invalid UTF-8",
+            "text/plain",
+            b"good \xc3\x28 bad".to_vec(),
+            400,
+            "not UTF-8: byte 5",
+        ),
+        (
+            "a truncated character",
+            "text/plain",
+            "終".as_bytes()[..2].to_vec(),
+            400,
+            "not UTF-8",
+        ),
+        (
+            "invalid UTF-8 in JSON",
+            "application/json",
+            b"{\"inputs\": \"\xff\"}".to_vec(),
+            400,
+            "not JSON",
+        ),
+        (
+            "a lone surrogate",
+            "application/json",
+            br#"{"inputs": "\ud800"}"#.to_vec(),
+            400,
+            "not JSON",
+        ),
+        (
+            "65 texts",
+            "application/json",
+            many.into_bytes(),
+            400,
+            "at most 64",
+        ),
+        (
+            "no texts",
+            "application/json",
+            b"{\"inputs\": []}".to_vec(),
+            400,
+            "holds no text",
+        ),
+        (
+            "numbers",
+            "application/json",
+            b"{\"inputs\": [1, 2]}".to_vec(),
+            400,
+            "is not a string",
+        ),
+        (
+            "another charset",
+            "text/plain; charset=latin-1",
+            b"caf\xe9".to_vec(),
+            415,
+            "UTF-8",
+        ),
+    ];
+    for (what, content_type, body, status, says) in cases {
+        let started = std::time::Instant::now();
+        let answer = post(addr, content_type, &[], &body);
+        let took = started.elapsed();
+        assert_eq!(answer.status, status, "{what}: {}", answer.text());
+        if status == 200 {
+            assert_eq!(
+                answer.json()[0]["label"]
+                    .as_str()
+                    .map(str::len)
+                    .map(|n| n > 0),
+                Some(true),
+                "{what}: {}",
+                answer.text()
+            );
+        } else {
+            assert!(answer.error().contains(says), "{what}: {}", answer.text());
+        }
+        assert!(took < std::time::Duration::from_secs(5), "{what}: {took:?}");
+        let next = post(addr, "text/plain", &[], b"a wonderful film");
+        assert_eq!(next.status, 200, "after {what}: {}", next.text());
+        assert!(
+            next.json()[0]["label"].is_string(),
+            "after {what}: {}",
+            next.text()
+        );
+    }
+    let ping = request(addr, "GET", "/ping", &[], b"");
+    assert_eq!(ping.status, 200, "{}", ping.text());
+}
+
+/// The tokenize plugin checks the model before it is served: settings that do not fit its
+/// inputs stop the start, naming the plugin, the model, what differs and the key to set.
+#[test]
+fn settings_that_do_not_fit_the_model_refuse_the_start() {
+    for (change, says) in [
+        (
+            ("max_length = \"128\"", "max_length = \"256\""),
+            "plugin 'tokenize' cannot serve model 'text-classifier': input 'input_ids' is shaped [-1, 128], and this plugin makes [-1, 256]",
+        ),
+        (
+            (
+                "max_length = \"128\"",
+                "max_length = \"128\", token_type_ids = \"segment_ids\"",
+            ),
+            "it has no input 'segment_ids' (its inputs: input_ids, attention_mask, token_type_ids); set the plugin's `token_type_ids`",
+        ),
+        (
+            (
+                "max_length = \"128\"",
+                "max_length = \"128\", token_type_ids = \"\"",
+            ),
+            "it takes input 'token_type_ids', which this plugin does not make (it makes input_ids, attention_mask)",
+        ),
+        (
+            (
+                "max_length = \"128\"",
+                "max_length = \"128\", datatype = \"INT32\"",
+            ),
+            "input 'input_ids' is INT64, and this plugin makes INT32; set the plugin's `datatype`",
+        ),
+        (
+            (
+                "max_length = \"128\"",
+                "max_length = \"128\", padding = \"sideways\"",
+            ),
+            "padding = 'sideways': give max_length or longest",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_example(dir.path(), |manifest| manifest.replace(change.0, change.1));
+        let (status, log) = common::process::start_refused(&dir.path().join("models"), &path);
+        assert!(
+            status.is_some_and(|status| !status.success()),
+            "{change:?}: trident started ({status:?}): {log}"
+        );
+        assert!(log.contains(says), "{change:?}: {log}");
+    }
+}
+
+/// Tokenizer files the plugin cannot use refuse the load, naming the asset and what is wrong:
+/// one too large to be an asset, one that is not JSON, one nested past any parser's depth, one
+/// whose merges name tokens it does not have, one without the padding token, one with no
+/// tokens, and settings it cannot truncate to.
+#[test]
+fn tokenizer_files_the_plugin_cannot_use_are_refused_at_load_naming_the_asset() {
+    let bert = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::read(train("bert", dir.path())).unwrap()
+    };
+    let mut huge = bert.clone();
+    huge.extend(std::iter::repeat_n(b' ', 50 << 20));
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let bad_merges = json!({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}});
+    let no_pad = json!({"model": {"type": "WordLevel", "vocab": {"a": 0, "<unk>": 1}, "unk_token": "<unk>"}});
+    let empty = json!({"model": {"type": "WordLevel", "vocab": {}, "unk_token": "<unk>"}});
+    // (what, tokenizer.json, settings changed in the manifest, what the refusal says)
+    let pad = ("pad_token = \"[PAD]\"", "pad_token = \"[PAD]\"");
+    let short = (
+        "max_length = \"256\", pad_token",
+        "max_length = \"1\", pad_token",
+    );
+    let cases: Vec<(&str, Vec<u8>, (&str, &str), &str)> = vec![
+        ("50 MB", huge, pad, "asset 'tokenizer'"),
+        (
+            "not JSON",
+            b"hello".to_vec(),
+            pad,
+            "asset 'tokenizer': not a tokenizer.json this can read",
+        ),
+        (
+            "nested",
+            deep.into_bytes(),
+            pad,
+            "asset 'tokenizer': not a tokenizer.json this can read",
+        ),
+        (
+            "merges of missing tokens",
+            bad_merges.to_string().into_bytes(),
+            pad,
+            "asset 'tokenizer': not a tokenizer.json this can read",
+        ),
+        (
+            "no padding token",
+            no_pad.to_string().into_bytes(),
+            pad,
+            "pad_token = '[PAD]': the tokenizer has no such token",
+        ),
+        (
+            "no tokens",
+            empty.to_string().into_bytes(),
+            pad,
+            "asset 'tokenizer'",
+        ),
+        (
+            "too short to truncate",
+            bert,
+            short,
+            "max_length = 1: the tokenizer adds 2 special tokens to every text",
+        ),
+    ];
+    for (what, file, (from, to), says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = dir.path().join("tokenizer.json");
+        std::fs::write(&tokenizer, &file).unwrap();
+        let models = identity_model(dir.path());
+        let manifest = tokenize_manifest(dir.path(), &tokenizer, "[PAD]", "");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&manifest, text.replace(from, to)).unwrap();
+        let (status, log) = common::process::start_refused(&models, &manifest);
+        assert!(
+            status.is_some_and(|status| !status.success()),
+            "{what}: trident started ({status:?}): {log}"
+        );
+        assert!(
+            log.contains("plugin 'tokenize'") && log.contains(says),
+            "{what}: {log}"
+        );
+    }
+}

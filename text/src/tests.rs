@@ -166,6 +166,15 @@ fn settings_the_tokenizer_cannot_serve_are_refused_at_load() {
         error,
         "pad_token = '<nothing>': the tokenizer has no such token"
     );
+    let error = Tokenizer::from_json(b"", &settings(2, Padding::MaxLength, true));
+    assert!(error.is_err());
+    let short = settings(2, Padding::MaxLength, true);
+    let file = serde_json::to_vec(wordpiece(&Encode::default()).inner()).unwrap();
+    let error = Tokenizer::from_json(&file, &short).unwrap_err();
+    assert!(
+        error.starts_with("max_length = 2: the tokenizer adds 2 special tokens"),
+        "{error}"
+    );
 }
 
 /// Every way of cutting `ids` into steps gives the whole sequence's text.

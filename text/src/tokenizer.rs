@@ -4,7 +4,8 @@
 //! them), so a model gets the length its configuration says whatever the file was saved with.
 
 use tokenizers::{
-    PaddingDirection, PaddingParams, PaddingStrategy, TruncationDirection, TruncationParams,
+    PaddingDirection, PaddingParams, PaddingStrategy, PostProcessor, TruncationDirection,
+    TruncationParams,
 };
 
 use crate::settings::{Datatype, Encode, Padding};
@@ -42,6 +43,17 @@ impl Tokenizer {
         if encode.datatype == Datatype::Int32 && largest > i32::MAX as u64 {
             return Err(format!(
                 "the tokenizer has {vocabulary} tokens, more than INT32 ids can number"
+            ));
+        }
+        let added = match inner.get_post_processor() {
+            Some(processor) if encode.add_special_tokens => processor.added_tokens(false),
+            _ => 0,
+        };
+        if added >= encode.max_length {
+            return Err(format!(
+                "max_length = {}: the tokenizer adds {added} special tokens to every text, which \
+                 leaves no room for the text",
+                encode.max_length
             ));
         }
         let file_padding = inner.get_padding().cloned();

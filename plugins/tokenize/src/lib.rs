@@ -94,6 +94,26 @@ fn datatype(settings: &Settings) -> Datatype {
     }
 }
 
+/// A datatype as Triton names it.
+fn triton_name(datatype: Datatype) -> &'static str {
+    match datatype {
+        Datatype::Boolean => "BOOL",
+        Datatype::Uint8 => "UINT8",
+        Datatype::Uint16 => "UINT16",
+        Datatype::Uint32 => "UINT32",
+        Datatype::Uint64 => "UINT64",
+        Datatype::Int8 => "INT8",
+        Datatype::Int16 => "INT16",
+        Datatype::Int32 => "INT32",
+        Datatype::Int64 => "INT64",
+        Datatype::Fp16 => "FP16",
+        Datatype::Fp32 => "FP32",
+        Datatype::Fp64 => "FP64",
+        Datatype::Bytes => "BYTES",
+        Datatype::Bf16 => "BF16",
+    }
+}
+
 impl Guest for Plugin {
     fn adapt_request(invocation: Invocation) -> Result<Adapted, PluginError> {
         let settings = SETTINGS.get().ok_or_else(|| PluginError::Internal("tokenize was not initialised".into()))?;
@@ -145,9 +165,9 @@ impl ModelCheck for Plugin {
             })?;
             if input.datatype != datatype(settings) {
                 return Err(format!(
-                    "input '{name}' is {:?}, and this plugin makes {:?}; set the plugin's `datatype`",
-                    input.datatype,
-                    datatype(settings)
+                    "input '{name}' is {}, and this plugin makes {}; set the plugin's `datatype`",
+                    triton_name(input.datatype),
+                    encode.datatype.name()
                 ));
             }
             let fits = input.shape.len() == expected.len()
