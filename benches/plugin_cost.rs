@@ -721,9 +721,10 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
         ("a stream adapter passing the event through", "pass"),
     ] {
         let plugin = host.select(model, None, None).unwrap().response.unwrap();
+        let state = std::sync::Arc::new(trident::plugins::StreamState::new());
         let (p50, p99, busy) = measure(iterations, || {
             let payloads = runtime
-                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event.to_vec())))
+                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event.to_vec()), &state))
                 .unwrap()
                 .unwrap();
             std::hint::black_box(payloads);

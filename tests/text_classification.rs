@@ -16,42 +16,13 @@ use std::path::{Path, PathBuf};
 use common::http_client::{HttpResponse, request};
 use common::plugins::{guest, sign, test_public_key};
 use common::process::{Running, python_client, serve_with};
+use common::texts::{FAMILIES, corpus, train};
 use serde_json::{Value, json};
 
 const EXAMPLE: &str = "examples/text-classification";
 
-/// The tokenizer families `scripts/train_tokenizer.py` trains, each with the token it pads with.
-const FAMILIES: [(&str, &str); 5] = [
-    ("bert", "[PAD]"),
-    ("gpt2", "<|endoftext|>"),
-    ("llama3", "<|end_of_text|>"),
-    ("llama", "<unk>"),
-    ("t5", "<pad>"),
-];
-
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A tokenizer of `family`'s layout trained into `dir`; its path.
-fn train(family: &str, dir: &Path) -> PathBuf {
-    let path = dir.join(format!("{family}.json"));
-    python_client(
-        "texts.py",
-        &format!("train:{family}:{}", path.display()),
-        &Value::Null,
-    );
-    path
-}
-
-/// The first `n` lines of the corpus.
-fn corpus(n: usize) -> Vec<String> {
-    serde_json::from_value(python_client(
-        "texts.py",
-        &format!("corpus:{n}"),
-        &Value::Null,
-    ))
-    .unwrap()
 }
 
 /// The example's files in `dir` as the serve script writes them (a BERT tokenizer trained
@@ -533,7 +504,8 @@ fn tokenizer_files_the_plugin_cannot_use_are_refused_at_load_naming_the_asset() 
         "max_length = \"256\", pad_token",
         "max_length = \"1\", pad_token",
     );
-    let cases: Vec<(&str, Vec<u8>, (&str, &str), &str)> = vec![
+    type Case<'a> = (&'a str, Vec<u8>, (&'a str, &'a str), &'a str);
+    let cases: Vec<Case> = vec![
         ("50 MB", huge, pad, "asset 'tokenizer'"),
         (
             "not JSON",

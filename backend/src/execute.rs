@@ -11,9 +11,9 @@ use crate::model::InstanceState;
 use crate::models::{
     add_sub, classifier, identity, required, scalar_i32, streams, text_classifier,
 };
-use crate::request::Request;
+use crate::request::{Input, Request};
 use crate::response::{Output, Response, ResponseFactory};
-use crate::settings::ModelKind;
+use crate::settings::{ModelKind, ModelSettings};
 
 /// How one request went: whether it succeeded, and how many batch rows it carried.
 struct Served {
@@ -125,19 +125,7 @@ fn serve(
         1
     };
     if settings.kind.is_decoupled() {
-        let plan: Box<dyn streams::Plan> = match settings.kind {
-            ModelKind::TextStream => Box::new(streams::TextPlan::new(&inputs)?),
-            _ => Box::new(streams::RepeatPlan::new(&inputs)?),
-        };
-        if let Some(failure) = &settings.failure {
-            return Err(failure.clone());
-        }
-        let factory = ResponseFactory::new(request)?;
-        streams::run(
-            plan.as_ref(),
-            &factory,
-            Duration::from_millis(settings.delay_ms),
-        )?;
+        stream(settings, request, &inputs)?;
         return Ok(Served { ok: true, rows });
     }
     wait(request, settings.delay_ms)?;
@@ -180,7 +168,9 @@ fn serve(
                 data: total.to_le_bytes().to_vec().into(),
             }]
         }
-        ModelKind::TextStream | ModelKind::Repeat => unreachable!("decoupled models stream above"),
+        ModelKind::TextStream | ModelKind::Repeat | ModelKind::TokenStream => {
+            unreachable!("decoupled models stream above")
+        }
     };
     let mut response = Response::new(request)?;
     let error = outputs
@@ -191,6 +181,29 @@ fn serve(
     // Sent either way: a failed send leaves nothing to retry.
     let _ = response.send(true, error);
     Ok(Served { ok, rows })
+}
+
+/// Serves one request of a decoupled model: its responses through a factory, then the final
+/// flag. An `Err` means nothing was sent.
+fn stream(
+    settings: &ModelSettings,
+    request: &Request,
+    inputs: &[Input<'_>],
+) -> Result<(), BackendError> {
+    let plan: Box<dyn streams::Plan> = match settings.kind {
+        ModelKind::TextStream => Box::new(streams::TextPlan::new(inputs)?),
+        ModelKind::TokenStream => Box::new(streams::TokenPlan::new(inputs)?),
+        _ => Box::new(streams::RepeatPlan::new(inputs)?),
+    };
+    if let Some(failure) = &settings.failure {
+        return Err(failure.clone());
+    }
+    let factory = ResponseFactory::new(request)?;
+    streams::run(
+        plan.as_ref(),
+        &factory,
+        Duration::from_millis(settings.delay_ms),
+    )
 }
 
 /// Waits `delay_ms`, in slices, giving up when the client cancels.

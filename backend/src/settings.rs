@@ -3,7 +3,7 @@
 //!
 //! | parameter | values | effect |
 //! |---|---|---|
-//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum`, `classifier`, `text_classifier` | which model this is (required) |
+//! | `model` | `identity`, `add_sub`, `text_stream`, `repeat`, `sequence_sum`, `classifier`, `text_classifier`, `token_stream` | which model this is (required) |
 //! | `classes` | 1–100000 (default 1000) | the classifiers' number of classes |
 //! | `fail_message` | text | every request fails with this message |
 //! | `fail_code` | `INTERNAL` (default), `INVALID_ARG`, `UNAVAILABLE`, ... | the code of those failures |
@@ -32,6 +32,8 @@ pub enum ModelKind {
     Classifier,
     /// A stand-in BERT classifier: `logits` scores `classes` classes by `input_ids`' tokens.
     TextClassifier,
+    /// Decoupled: the ids of `input_ids` back, one `output_ids` response each.
+    TokenStream,
 }
 
 impl ModelKind {
@@ -44,13 +46,17 @@ impl ModelKind {
             "sequence_sum" => ModelKind::SequenceSum,
             "classifier" => ModelKind::Classifier,
             "text_classifier" => ModelKind::TextClassifier,
+            "token_stream" => ModelKind::TokenStream,
             _ => return None,
         })
     }
 
     /// Whether the model sends its responses through a response factory (decoupled).
     pub fn is_decoupled(self) -> bool {
-        matches!(self, ModelKind::TextStream | ModelKind::Repeat)
+        matches!(
+            self,
+            ModelKind::TextStream | ModelKind::Repeat | ModelKind::TokenStream
+        )
     }
 }
 
@@ -91,12 +97,12 @@ impl ModelSettings {
         }
         let name = parameter("model").ok_or_else(|| {
             BackendError::invalid(
-                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat, sequence_sum, classifier or text_classifier",
+                "the trident backend needs a `model` parameter: identity, add_sub, text_stream, repeat, sequence_sum, classifier, text_classifier or token_stream",
             )
         })?;
         let kind = ModelKind::from_name(name).ok_or_else(|| {
             BackendError::invalid(format!(
-                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat, sequence_sum, classifier or text_classifier"
+                "the trident backend has no model {name:?}: identity, add_sub, text_stream, repeat, sequence_sum, classifier, text_classifier or token_stream"
             ))
         })?;
         let failure = match parameter("fail_message") {

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::plugins::LoadedPlugin;
+use crate::plugins::{LoadedPlugin, StreamState};
 use crate::plugins::{PluginHost, PluginInvocation, StreamPosition};
 
 /// The stream adapter of one stream, and what each of its calls is given.
@@ -17,6 +17,8 @@ pub(super) struct StreamAdapter {
     invocation: PluginInvocation,
     stream_id: String,
     created: u64,
+    /// What the adapter keeps between the stream's calls (`trident:stream-state/state`).
+    state: Arc<StreamState>,
 }
 
 impl StreamAdapter {
@@ -34,6 +36,7 @@ impl StreamAdapter {
             created: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            state: Arc::new(StreamState::new()),
         }
     }
 
@@ -53,6 +56,7 @@ impl StreamAdapter {
                 &self.invocation,
                 &position,
                 json.map(<[u8]>::to_vec),
+                &self.state,
             )
             .await;
         let name = &self.plugin.name;

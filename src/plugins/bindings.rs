@@ -116,3 +116,16 @@ pub mod session {
 
 /// The session store interface.
 pub use session::trident::session::store as session_store;
+
+/// `trident:stream-state@0.1.0` (`wit/stream-state`): the per-stream state a stream adapter may import beside
+/// the hooks of 0.2.0 (which its worlds include from `wit/stream-state/deps`). Only the state is
+/// bound here.
+pub mod stream_state_host {
+    wasmtime::component::bindgen!({
+        world: "state-host",
+        path: "wit/stream-state",
+    });
+}
+
+/// The stream state interface.
+pub use stream_state_host::trident::stream_state::state as stream_state;

@@ -123,7 +123,7 @@ impl PluginHost {
         let adapted = self
             .call(
                 plugin,
-                session,
+                call::Kept::session(session),
                 |hooks| hooks.request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -168,7 +168,7 @@ impl PluginHost {
         let reply = self
             .call(
                 plugin,
-                session,
+                call::Kept::session(session),
                 |hooks| hooks.response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -192,7 +192,7 @@ impl PluginHost {
         let verdict = self
             .call(
                 plugin,
-                None,
+                call::Kept::default(),
                 |hooks| hooks.oom.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

@@ -18,13 +18,16 @@
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
 //!   the OOM policy and the OpenAI chat plugin;
 //! - [`images`]: the `images` interface, image pre-processing run natively for any guest;
+//! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the events
+//!   of one stream;
 //! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
 //! - [`warm`]: fresh instances made ahead of time, one per call;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
 //! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests,
 //!   the invocation a plugin sees); the generated types stay inside this module;
 //! - [`bindings`], [`convert`]: generated bindings (`wit/plugin.wit` at 0.1.0, `wit/0.2` at
-//!   0.2.0, the session store's `wit/session`) and type conversions;
+//!   0.2.0, the session store's `wit/session`, the stream state's `wit/stream-state`) and type
+//!   conversions;
 //! - [`cli`]: `trident plugin` for platform teams (keys, signatures, inspection) and authors
 //!   (`new`, a project from its templates, and `run`, one hook without Triton); the server never
 //!   runs it.
@@ -52,6 +55,7 @@ pub mod secure_mode;
 pub mod signing;
 pub mod snapshot;
 pub mod store;
+pub mod stream_state;
 pub mod threads;
 pub mod variants;
 pub mod warm;
@@ -64,3 +68,4 @@ pub use host::PluginHost;
 pub use plugin::LoadedPlugin;
 pub use routing::Selection;
 pub use store::CallFailure;
+pub use stream_state::StreamState;

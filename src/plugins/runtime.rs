@@ -180,6 +180,10 @@ impl Runtime {
             &mut linker,
             |state| state,
         )?;
+        super::bindings::stream_state::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         super::bindings::host_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
             &mut linker,
             |state| state,

@@ -1,6 +1,6 @@
 //! One call's store: the data a guest's calls see ([`PluginState`]: WASI without ambient
-//! capabilities, trident's `host` and session-store interfaces, the plugin's configuration),
-//! its memory limiter and epoch deadline, its captured output, and how a call's failure is
+//! capabilities, trident's `host`, session-store and stream-state interfaces, the plugin's
+//! configuration), its memory limiter and epoch deadline, its captured output, and how a call's failure is
 //! classified when it ends ([`CallStore::finish`]).
 
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::assets::Assets;
 use super::bindings::host;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
+use super::stream_state::StreamState;
 use super::threads::{Activity, Background, PendingDrops};
 use crate::sessions::SessionStore;
 
@@ -74,6 +75,8 @@ pub struct PluginState {
     output: OutputBudget,
     /// The store of the request's stateful session (`trident:session/store`), set for the call.
     pub(super) session: Option<Arc<SessionStore>>,
+    /// The state of the stream a stream adapter's call belongs to (`trident:stream-state/state`).
+    pub(super) stream: Option<Arc<StreamState>>,
 }
 
 impl PluginState {
@@ -301,6 +304,7 @@ impl CallStore {
             deadline: Instant::now(),
             output: OutputBudget::default(),
             session: None,
+            stream: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);

@@ -7,6 +7,7 @@ pub mod http_client;
 pub mod plugins;
 pub mod process;
 pub mod servers;
+pub mod texts;
 
 /// `assert!` for trials: returns a failure message instead of panicking.
 #[macro_export]

@@ -5,6 +5,10 @@
 //!   responses of `TEXT = "<PROMPT> <i>"`; `COUNT` -1 fails after one response and -2 fails on
 //!   the first (the python `text_stream`'s contract).
 //! - `repeat`: input `N` (INT32 `[1]`), `N` responses of `OUT = [i]` (the python `repeat_int32`'s).
+//! - `token_stream`: a stand-in for a language model's generation loop, one token id a step:
+//!   input `input_ids` (INT64 or INT32, any shape: the prompt's ids) and optionally
+//!   `max_tokens` (INT32 `[1]`); it streams the prompt's ids back, one per response, as
+//!   `output_ids` (INT64 `[1]`), at most `max_tokens` of them.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -124,6 +128,70 @@ impl Plan for RepeatPlan {
             dtype: DataType::I32,
             shape: vec![1],
             data: Cow::Owned((i as i32).to_le_bytes().to_vec()),
+        }])
+    }
+}
+
+/// `token_stream`'s plan.
+pub struct TokenPlan {
+    ids: Vec<i64>,
+}
+
+impl TokenPlan {
+    /// Reads `input_ids` and `max_tokens`.
+    pub fn new(inputs: &[Input<'_>]) -> Result<TokenPlan, BackendError> {
+        let input = required(inputs, "input_ids")?;
+        let mut ids: Vec<i64> = match input.dtype {
+            DataType::I64 => input
+                .data
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .map(|v| i64::from_le_bytes(*v))
+                .collect(),
+            DataType::I32 => input
+                .data
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|v| i64::from(i32::from_le_bytes(*v)))
+                .collect(),
+            other => {
+                return Err(BackendError::invalid(format!(
+                    "token_stream: input_ids is {other:?}, not INT64 or INT32"
+                )));
+            }
+        };
+        if let Some(max) = inputs.iter().find(|input| input.name == "max_tokens") {
+            let max = scalar_i32(max)?;
+            if !(0..=MAX_RESPONSES).contains(&max) {
+                return Err(BackendError::invalid(format!(
+                    "max_tokens must be 0 to {MAX_RESPONSES}, it is {max}"
+                )));
+            }
+            ids.truncate(max as usize);
+        }
+        if ids.len() > MAX_RESPONSES as usize {
+            return Err(BackendError::invalid(format!(
+                "token_stream streams at most {MAX_RESPONSES} ids, and the prompt has {}",
+                ids.len()
+            )));
+        }
+        Ok(TokenPlan { ids })
+    }
+}
+
+impl Plan for TokenPlan {
+    fn steps(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn step(&self, i: usize) -> Step<'_> {
+        Step::Send(vec![Output {
+            name: "output_ids".into(),
+            dtype: DataType::I64,
+            shape: vec![1],
+            data: Cow::Owned(self.ids[i].to_le_bytes().to_vec()),
         }])
     }
 }

@@ -177,6 +177,8 @@ async fn stream_hook(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let events = responses.iter().map(|r| Some(r.as_slice())).chain([None]);
+    // The stream's state, kept between its calls as the server keeps it.
+    let state = Arc::new(crate::plugins::StreamState::new());
     for (index, event) in (0u64..).zip(events) {
         let position = StreamPosition {
             stream_id: "plugin-run".into(),
@@ -184,7 +186,7 @@ async fn stream_hook(
             index,
         };
         let payloads = refused(
-            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec))
+            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec), &state)
                 .await,
         )?;
         for payload in payloads {

@@ -11,17 +11,37 @@ use super::PluginHost;
 use crate::plugins::hooks::Hooks;
 use crate::plugins::plugin::LoadedPlugin;
 use crate::plugins::store::{CallFailure, PluginState};
+use crate::plugins::stream_state::StreamState;
 use crate::plugins::warm::{Prepare, Warm};
 use crate::sessions::SessionStore;
 
+/// What a call may keep beyond itself: its request's session store, and a stream adapter's
+/// call its stream's state.
+#[derive(Default)]
+pub(super) struct Kept {
+    pub(super) session: Option<Arc<SessionStore>>,
+    pub(super) stream: Option<Arc<StreamState>>,
+}
+
+impl Kept {
+    /// A call that may keep what its request's `session` keeps.
+    pub(super) fn session(session: Option<Arc<SessionStore>>) -> Kept {
+        Kept {
+            session,
+            stream: None,
+        }
+    }
+}
+
 impl PluginHost {
     /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken (its
-    /// store offering `session`'s store to the guest), `call` run in it, the call finished, within the plugin's limits ([`super::Runtime::run`]).
+    /// store offering what is `kept` to the guest), `call` run in it, the call finished,
+    /// within the plugin's limits ([`super::Runtime::run`]).
     /// Callers only call hooks a plugin exports (selection checks it).
     pub(super) async fn call<P, T>(
         &self,
         plugin: &Arc<LoadedPlugin>,
-        session: Option<Arc<SessionStore>>,
+        kept: Kept,
         hook: fn(&Hooks) -> Option<&Warm<P>>,
         call: impl for<'a> FnOnce(
             &'a P::Instance,
@@ -38,8 +58,10 @@ impl PluginHost {
         let run = async move {
             let warm = hook(&called.hooks).expect("plugins are called only for hooks they export");
             let (mut store, instance) = warm.take(&engine, &called.limits).await;
-            // The instance may have been made ahead of the request: its session is set now.
-            store.store.data_mut().session = session;
+            // The instance may have been made ahead of the request: what it keeps is set now.
+            let data = store.store.data_mut();
+            data.session = kept.session;
+            data.stream = kept.stream;
             let result = match instance {
                 Ok(instance) => call(&instance, &mut store.store).await,
                 Err(error) => Err(error),

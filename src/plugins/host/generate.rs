@@ -12,6 +12,7 @@ use crate::plugins::boundary::{
     converted,
 };
 use crate::plugins::convert;
+use crate::plugins::stream_state::StreamState;
 
 impl PluginHost {
     /// Calls a generate request adapter.
@@ -24,7 +25,7 @@ impl PluginHost {
         let adapted = self
             .call(
                 plugin,
-                session,
+                super::call::Kept::session(session),
                 |hooks| hooks.generate_request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -59,7 +60,7 @@ impl PluginHost {
         let reply = self
             .call(
                 plugin,
-                session,
+                super::call::Kept::session(session),
                 |hooks| hooks.generate_response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -75,13 +76,15 @@ impl PluginHost {
     }
 
     /// Calls the stream adapter for one event: the payloads to send in its place, or, with
-    /// `event` `None`, the payloads that end the stream.
+    /// `event` `None`, the payloads that end the stream; `state` is the stream's
+    /// (`trident:stream-state/state`), the same for every call of one stream.
     pub async fn adapt_stream(
         &self,
         plugin: &Arc<LoadedPlugin>,
         invocation: &PluginInvocation,
         position: &StreamPosition,
         event: Option<Vec<u8>>,
+        state: &Arc<StreamState>,
     ) -> HookResult<Vec<String>> {
         let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let position = stream_adapter::StreamPosition {
@@ -92,7 +95,10 @@ impl PluginHost {
         let payloads = self
             .call(
                 plugin,
-                session,
+                super::call::Kept {
+                    session,
+                    stream: Some(Arc::clone(state)),
+                },
                 |hooks| hooks.stream.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
