@@ -70,8 +70,7 @@ impl Default for Encode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes of text in one request (all its texts together), checked before anything is
-    /// tokenized: the tokenizer's memory and time grow with it (a few dozen bytes of working
-    /// memory per byte of text).
+    /// tokenized: the tokenizer's memory and time grow with it.
     pub max_text_bytes: usize,
     /// Texts in one request.
     pub max_texts: usize,
