@@ -20,6 +20,7 @@ pub mod response {
             "trident:plugin/host": super::request::trident::plugin::host,
             "trident:plugin/assets": super::request::trident::plugin::assets,
             "trident:plugin/images": super::request::trident::plugin::images,
+            "trident:plugin/text": super::request::trident::plugin::text,
         },
     });
 }
@@ -33,6 +34,7 @@ pub mod oom {
             "trident:plugin/host": super::request::trident::plugin::host,
             "trident:plugin/assets": super::request::trident::plugin::assets,
             "trident:plugin/images": super::request::trident::plugin::images,
+            "trident:plugin/text": super::request::trident::plugin::text,
         },
     });
 }
@@ -49,6 +51,7 @@ pub mod model_check {
             "trident:plugin/host": super::request::trident::plugin::host,
             "trident:plugin/assets": super::request::trident::plugin::assets,
             "trident:plugin/images": super::request::trident::plugin::images,
+            "trident:plugin/text": super::request::trident::plugin::text,
         },
     });
 }
@@ -56,6 +59,7 @@ pub mod model_check {
 pub use request::trident::plugin::assets;
 pub use request::trident::plugin::host;
 pub use request::trident::plugin::images;
+pub use request::trident::plugin::text;
 pub use request::trident::plugin::types;
 
 /// Version 0.2.0 (`wit/0.2`): the generate hooks. Its `types` are 0.1's, definition for

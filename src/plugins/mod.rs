@@ -18,6 +18,7 @@
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
 //!   the OOM policy and the OpenAI chat plugin;
 //! - [`images`]: the `images` interface, image pre-processing run natively for any guest;
+//!   [`text`]: the `text` interface, tokenization and detokenization likewise;
 //! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the events
 //!   of one stream;
 //! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
@@ -56,6 +57,7 @@ pub mod signing;
 pub mod snapshot;
 pub mod store;
 pub mod stream_state;
+pub mod text;
 pub mod threads;
 pub mod variants;
 pub mod warm;

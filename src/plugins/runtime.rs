@@ -196,6 +196,10 @@ impl Runtime {
             &mut linker,
             |state| state,
         )?;
+        super::bindings::text::add_to_linker::<PluginState, HasSelf<PluginState>>(
+            &mut linker,
+            |state| state,
+        )?;
         super::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
             &mut linker,
             |state| state,
@@ -230,6 +234,7 @@ impl Runtime {
             assets,
             memory_limit_mb,
             time_limit_ms,
+            text: super::text::TextCache::default(),
             counters: Arc::default(),
             background: self.background.clone(),
             activity: Arc::clone(&self.activity),

@@ -16,6 +16,7 @@ use super::assets::Assets;
 use super::bindings::host;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 use super::stream_state::StreamState;
+use super::text::TextCache;
 use super::threads::{Activity, Background, PendingDrops};
 use crate::sessions::SessionStore;
 
@@ -77,6 +78,8 @@ pub struct PluginState {
     pub(super) session: Option<Arc<SessionStore>>,
     /// The state of the stream a stream adapter's call belongs to (`trident:stream-state/state`).
     pub(super) stream: Option<Arc<StreamState>>,
+    /// The tokenizers the plugin's calls parsed (`text`).
+    text: TextCache,
 }
 
 impl PluginState {
@@ -164,6 +167,11 @@ impl PluginState {
         self.limiter.limit_bytes as u64
     }
 
+    /// The plugin's tokenizer cache and its assets (`text`).
+    pub(super) fn text(&self) -> (&TextCache, &Assets) {
+        (&self.text, &self.assets)
+    }
+
     /// Whether the guest holds resources of the host (WASI streams, pollables): an instance
     /// that does cannot be copied into another store ([`super::snapshot`]).
     pub(super) fn holds_resources(&self) -> bool {
@@ -236,6 +244,8 @@ pub struct Limits {
     pub memory_limit_mb: u64,
     /// How long a call may run, in milliseconds (the instance and the call each get it).
     pub time_limit_ms: u64,
+    /// The tokenizers the plugin's calls parsed, which `text` reuses.
+    pub text: TextCache,
     /// Where the call's dropped output is counted.
     pub counters: Arc<PluginCounters>,
     /// Where what the call leaves is done.
@@ -305,6 +315,7 @@ impl CallStore {
             output: OutputBudget::default(),
             session: None,
             stream: None,
+            text: limits.text.clone(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);

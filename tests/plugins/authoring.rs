@@ -8,6 +8,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_run_prints_tensors_replies_and_refusals,
     plugin_new_projects_build_as_they_are_and_run,
     plugin_new_image_projects_make_the_image_tensor_plugins_tensor,
+    plugin_new_text_projects_make_the_tokenize_plugins_tensors,
 ];
 
 /// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
@@ -224,6 +225,72 @@ fn plugin_new_image_projects_make_the_image_tensor_plugins_tensor(
                     == refusal(&expected_refusal)
                         .map(|r| r.split("400: ").nth(1).map(str::to_owned)),
             "{language}: {stderr} (expected {expected_refusal})"
+        );
+    }
+    Ok(())
+}
+
+/// The text template in each language, built as its README says, makes the tensors the shipped
+/// tokenize plugin makes of the same text, tokenizer and settings, id for id (both are trident's
+/// native text code), and answers a text that is not UTF-8 with 400.
+fn plugin_new_text_projects_make_the_tokenize_plugins_tensors(_: &Fixture) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let tokenizer = common::texts::train("bert", scratch.path());
+    let body = scratch.path().join("text.txt");
+    std::fs::write(&body, "Hello, wonderful 👋🏽 world: 終わり")?;
+    let broken = scratch.path().join("broken.txt");
+    std::fs::write(&broken, b"caf\xe9")?;
+    let asset = format!("tokenizer={}", tokenizer.display());
+    let run = |wasm: &Path, body: &Path| {
+        trident_plugin(&[
+            "run".as_ref(),
+            wasm.as_os_str(),
+            "--hook".as_ref(),
+            "request".as_ref(),
+            "--body".as_ref(),
+            body.as_os_str(),
+            "--content-type".as_ref(),
+            "text/plain".as_ref(),
+            "--asset".as_ref(),
+            asset.as_ref(),
+            "--config".as_ref(),
+            "max_length=16".as_ref(),
+            "--memory-limit-mb".as_ref(),
+            "128".as_ref(),
+            "--time-limit-ms".as_ref(),
+            "10000".as_ref(),
+        ])
+    };
+    let tensors = |stdout: &str| -> Vec<serde_json::Value> {
+        stdout
+            .lines()
+            .filter(|line| line.trim_start().starts_with('{'))
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    let (ok, stdout, stderr) = run(&guest("tokenize"), &body)?;
+    ensure!(ok, "tokenize: {stdout}{stderr}");
+    let expected = tensors(&stdout);
+    ensure!(
+        expected.len() == 3 && expected[0]["shape"] == json!([1, 16]),
+        "{stdout}"
+    );
+    for language in ["rust", "python", "js"] {
+        let wasm = new_project(
+            scratch.path(),
+            language,
+            &format!("text-{language}"),
+            "text",
+        )?;
+        let (ok, stdout, stderr) = run(&wasm, &body)?;
+        ensure!(
+            ok && tensors(&stdout) == expected,
+            "{language}: {stdout}{stderr} (expected {expected:?})"
+        );
+        let (ok, _, stderr) = run(&wasm, &broken)?;
+        ensure!(
+            !ok && stderr.contains("400: the body is not UTF-8"),
+            "{language}: {stderr}"
         );
     }
     Ok(())

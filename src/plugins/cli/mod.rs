@@ -58,7 +58,7 @@ pub enum PluginCommand {
         plugin: PathBuf,
     },
     /// Write a request-adapter project in Rust, Python or JavaScript that builds as it is (numbers
-    /// in the body, or `--template image`).
+    /// in the body, or `--template image` or `--template text`).
     New {
         /// The project's name: lower-case letters, digits and '-'.
         name: String,
@@ -68,8 +68,9 @@ pub enum PluginCommand {
         /// The folder to create the project in.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// What the adapter does to start with: numbers in the body, or images (through
-        /// trident's native image primitives).
+        /// What the adapter does to start with: numbers in the body, images (through
+        /// trident's native image primitives), or a text tokenized (through its text
+        /// primitives).
         #[arg(long, value_enum, default_value = "numbers")]
         template: Kind,
     },

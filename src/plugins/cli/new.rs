@@ -24,6 +24,9 @@ pub enum Kind {
     /// JPEG or PNG images become one normalized tensor, through trident's native image
     /// primitives (`images.to-tensor`).
     Image,
+    /// A text becomes `input_ids`, `attention_mask` and `token_type_ids` by the model's
+    /// `tokenizer.json`, through trident's native text primitives (`text.tokenize`).
+    Text,
 }
 
 /// trident's plugin interfaces, which every project builds against.
@@ -44,9 +47,10 @@ struct Template {
 }
 
 fn template(language: Language, kind: Kind, name: &str) -> Template {
-    let source = |numbers: &'static str, image: &'static str| match kind {
+    let source = |numbers: &'static str, image: &'static str, text: &'static str| match kind {
         Kind::Numbers => numbers,
         Kind::Image => image,
+        Kind::Text => text,
     };
     match language {
         Language::Rust => Template {
@@ -57,6 +61,7 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                     source(
                         include_str!("templates/rust/lib.rs"),
                         include_str!("templates/image/lib.rs"),
+                        include_str!("templates/text/lib.rs"),
                     ),
                 ),
             ],
@@ -74,6 +79,7 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                 source(
                     include_str!("templates/python/app.py"),
                     include_str!("templates/image/app.py"),
+                    include_str!("templates/text/app.py"),
                 ),
             )],
             language: "Python",
@@ -89,6 +95,7 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                 source(
                     include_str!("templates/js/app.js"),
                     include_str!("templates/image/app.js"),
+                    include_str!("templates/text/app.js"),
                 ),
             )],
             language: "JavaScript",
@@ -133,6 +140,15 @@ fn what_and_try(kind: Kind, wasm: &str) -> (&'static str, String) {
             format!(
                 "trident plugin run {wasm} --hook request --body photo.jpg --content-type image/jpeg \
                  --memory-limit-mb 128"
+            ),
+        ),
+        Kind::Text => (
+            "a UTF-8 text becomes `input_ids`, `attention_mask` and `token_type_ids` by the model's \
+             `tokenizer.json` (the asset `tokenizer`), made by trident's native text primitives \
+             (`text.tokenize`)",
+            format!(
+                "echo \"Hello world\" | trident plugin run {wasm} --hook request --body - \
+                 --content-type text/plain --asset tokenizer=tokenizer.json --config max_length=16"
             ),
         ),
     }

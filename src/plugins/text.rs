@@ -1,0 +1,314 @@
+//! The `text` interface: tokenization and detokenization trident runs natively for guests in
+//! any language, with the code of the tokenize and detokenize plugins (`trident-text`, safe
+//! Rust), over a `tokenizer.json` the calling plugin has as an asset. Parsing a tokenizer costs
+//! milliseconds, so each plugin keeps the last few it parsed ([`TextCache`], by asset and
+//! settings) for its later calls; a tokenizer file may be at most an eighth of the plugin's
+//! memory limit in bytes (the parsed tokenizer lives outside the guest's memory, in a few
+//! times the file's size), and what a call returns is copied into the guest's memory, within
+//! its limit.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use trident_text::settings::Datatype as Element;
+use trident_text::{Encode, Tokenizer};
+
+use super::assets::Assets;
+use super::bindings::text;
+use super::bindings::types::{Datatype, PluginError, Tensor};
+use super::store::PluginState;
+
+/// The settings a guest may give: the tokenize plugin's configuration keys.
+const KNOWN: [&str; 9] = [
+    "max_length",
+    "padding",
+    "truncation",
+    "add_special_tokens",
+    "datatype",
+    "batch",
+    "pad_token",
+    "max_text_bytes",
+    "max_texts",
+];
+
+/// Tokenizers one plugin keeps parsed.
+const KEPT: usize = 4;
+
+/// Bytes of the plugin's memory limit one byte of a tokenizer file needs, for the ceiling.
+const BYTES_PER_FILE_BYTE: u64 = 8;
+
+/// The tensors' names, in the order `tokenize` returns them.
+const NAMES: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
+
+/// The tokenizers one plugin's calls parsed, newest last, at most [`KEPT`]; shared by every
+/// call of the plugin.
+#[derive(Clone, Default)]
+pub struct TextCache {
+    kept: Arc<Mutex<Vec<Kept>>>,
+}
+
+impl std::fmt::Debug for TextCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextCache").finish_non_exhaustive()
+    }
+}
+
+struct Kept {
+    asset: String,
+    settings: Vec<(String, String)>,
+    tokenizer: Arc<Tokenizer>,
+}
+
+fn internal(what: &str, message: impl std::fmt::Display) -> PluginError {
+    PluginError::Internal(format!("text.{what}: {message}"))
+}
+
+impl TextCache {
+    /// The tokenizer of the asset `asset` under `settings` (sorted by key; `None`: any
+    /// settings, for decoding), parsed now if it is not kept.
+    fn tokenizer(
+        &self,
+        what: &str,
+        assets: &Assets,
+        memory_limit_bytes: u64,
+        asset: &str,
+        settings: Option<&[(String, String)]>,
+    ) -> Result<Arc<Tokenizer>, PluginError> {
+        let found = {
+            let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.iter()
+                .rev()
+                .find(|k| k.asset == asset && settings.is_none_or(|s| k.settings == s))
+                .map(|k| Arc::clone(&k.tokenizer))
+        };
+        if let Some(tokenizer) = found {
+            return Ok(tokenizer);
+        }
+        let bytes = assets
+            .get(asset)
+            .ok_or_else(|| internal(what, format!("the plugin has no asset '{asset}'")))?;
+        let ceiling = memory_limit_bytes / BYTES_PER_FILE_BYTE;
+        if bytes.len() as u64 > ceiling {
+            return Err(internal(
+                what,
+                format!(
+                    "asset '{asset}' is {} bytes, and a plugin of {} MiB may have tokenizers of at \
+                     most {ceiling} bytes parsed for it",
+                    bytes.len(),
+                    memory_limit_bytes >> 20
+                ),
+            ));
+        }
+        let settings = settings.unwrap_or_default().to_vec();
+        let map: BTreeMap<&str, &str> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let encode = Encode::from_config(|key| map.get(key).map(|v| (*v).to_owned()))
+            .map_err(|e| internal(what, e))?;
+        let tokenizer = Tokenizer::from_json(bytes, &encode)
+            .map_err(|e| internal(what, format!("asset '{asset}': {e}")))?;
+        let tokenizer = Arc::new(tokenizer);
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= KEPT {
+            kept.remove(0);
+        }
+        kept.push(Kept {
+            asset: asset.to_owned(),
+            settings,
+            tokenizer: Arc::clone(&tokenizer),
+        });
+        Ok(tokenizer)
+    }
+}
+
+fn plugin_error(error: trident_text::Error) -> PluginError {
+    match error {
+        trident_text::Error::BadRequest(m) => PluginError::BadRequest(m),
+        trident_text::Error::Unsupported(m) => PluginError::UnsupportedMediaType(m),
+    }
+}
+
+/// The tensors of [`text::Host::tokenize`], for a plugin with `assets`, its `cache`, and a
+/// memory limit of `memory_limit_bytes`.
+pub(super) fn tokenize(
+    cache: &TextCache,
+    assets: &Assets,
+    memory_limit_bytes: u64,
+    asset: &str,
+    texts: &[String],
+    settings: &[(String, String)],
+) -> Result<Vec<Tensor>, PluginError> {
+    if let Some((key, _)) = settings
+        .iter()
+        .find(|(key, _)| !KNOWN.contains(&key.as_str()))
+    {
+        return Err(internal(
+            "tokenize",
+            format!("'{key}' is not a setting ({})", KNOWN.join(", ")),
+        ));
+    }
+    let mut sorted = settings.to_vec();
+    sorted.sort();
+    let tokenizer =
+        cache.tokenizer("tokenize", assets, memory_limit_bytes, asset, Some(&sorted))?;
+    let map: BTreeMap<&str, &str> = sorted
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let limits = trident_text::Limits::from_config(|key| map.get(key).map(|v| (*v).to_owned()))
+        .map_err(|e| internal("tokenize", e))?;
+    let encoded = trident_text::encode::encode(&tokenizer, texts, &limits).map_err(plugin_error)?;
+    let element = tokenizer.settings().datatype;
+    let shape = encoded.shape(tokenizer.settings().batch);
+    let values = [
+        &encoded.input_ids,
+        &encoded.attention_mask,
+        &encoded.token_type_ids,
+    ];
+    Ok(NAMES
+        .iter()
+        .zip(values)
+        .map(|(name, values)| Tensor {
+            name: (*name).to_owned(),
+            datatype: match element {
+                Element::Int64 => Datatype::Int64,
+                Element::Int32 => Datatype::Int32,
+            },
+            shape: shape.clone(),
+            data: trident_text::encode::tensor_bytes(values, element),
+        })
+        .collect())
+}
+
+/// The text of [`text::Host::detokenize`].
+pub(super) fn detokenize(
+    cache: &TextCache,
+    assets: &Assets,
+    memory_limit_bytes: u64,
+    asset: &str,
+    ids: &[u32],
+    skip_special: bool,
+) -> Result<String, PluginError> {
+    let tokenizer = cache.tokenizer("detokenize", assets, memory_limit_bytes, asset, None)?;
+    trident_text::decode::decode(&tokenizer, ids, skip_special).map_err(plugin_error)
+}
+
+impl text::Host for PluginState {
+    fn tokenize(
+        &mut self,
+        tokenizer: String,
+        texts: Vec<String>,
+        settings: Vec<(String, String)>,
+    ) -> Result<Vec<Tensor>, PluginError> {
+        let (cache, assets) = self.text();
+        tokenize(
+            cache,
+            assets,
+            self.memory_limit_bytes(),
+            &tokenizer,
+            &texts,
+            &settings,
+        )
+    }
+
+    fn detokenize(
+        &mut self,
+        tokenizer: String,
+        ids: Vec<u32>,
+        skip_special_tokens: bool,
+    ) -> Result<String, PluginError> {
+        let (cache, assets) = self.text();
+        detokenize(
+            cache,
+            assets,
+            self.memory_limit_bytes(),
+            &tokenizer,
+            &ids,
+            skip_special_tokens,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A word-level tokenizer of four words, splitting on white space.
+    fn assets() -> Assets {
+        let file = serde_json::json!({
+            "pre_tokenizer": {"type": "Whitespace"},
+            "model": {"type": "WordLevel", "vocab": {"[PAD]": 0, "[UNK]": 1, "hello": 2, "world": 3},
+                      "unk_token": "[UNK]"}
+        });
+        Assets::from_bytes([("tok".to_owned(), file.to_string().into_bytes())])
+    }
+
+    fn setting(key: &str, value: &str) -> Vec<(String, String)> {
+        vec![(key.to_owned(), value.to_owned())]
+    }
+
+    #[test]
+    fn texts_become_the_three_tensors_and_ids_text_again() {
+        let (cache, assets) = (TextCache::default(), assets());
+        let texts = ["hello world".to_owned(), "world".to_owned()];
+        let tensors = tokenize(
+            &cache,
+            &assets,
+            64 << 20,
+            "tok",
+            &texts,
+            &setting("max_length", "3"),
+        )
+        .unwrap();
+        let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, NAMES);
+        assert_eq!(tensors[0].shape, [2, 3]);
+        let ids: Vec<i64> = tensors[0]
+            .data
+            .as_chunks::<8>()
+            .0
+            .iter()
+            .map(|b| i64::from_le_bytes(*b))
+            .collect();
+        assert_eq!(ids, [2, 3, 0, 3, 0, 0]);
+        assert_eq!(
+            detokenize(&cache, &assets, 64 << 20, "tok", &[2, 3], true).unwrap(),
+            "hello world"
+        );
+        // Parsed once for both calls.
+        assert_eq!(cache.kept.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn unknown_settings_missing_assets_and_files_past_the_memory_share_are_refused() {
+        let (cache, assets) = (TextCache::default(), assets());
+        let texts = ["hello".to_owned()];
+        let error = tokenize(
+            &cache,
+            &assets,
+            64 << 20,
+            "tok",
+            &texts,
+            &setting("colour", "red"),
+        );
+        assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
+        let error = tokenize(&cache, &assets, 64 << 20, "other", &texts, &[]);
+        assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("no asset 'other'")));
+        // A 1 KiB guest may not have the host parse a file of more than 128 bytes.
+        let error = detokenize(&cache, &assets, 1 << 10, "tok", &[2], true);
+        assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("at most 128 bytes")));
+        let error = detokenize(&cache, &assets, 64 << 20, "tok", &[9], true);
+        assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("id 9")));
+        let long = ["hello ".repeat(100)];
+        let error = tokenize(
+            &cache,
+            &assets,
+            64 << 20,
+            "tok",
+            &long,
+            &setting("max_text_bytes", "10"),
+        );
+        assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 10 bytes")));
+    }
+}
