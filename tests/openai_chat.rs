@@ -277,3 +277,91 @@ fn the_chat_routes_take_only_what_their_plugin_takes() {
     let good = json_post(json!({"messages": user("after")}));
     assert_eq!(good.status, 200, "{}", good.text());
 }
+
+/// With the model's tokenizer as an asset, the chat plugin speaks token ids to a model that
+/// takes and gives them (the text-streaming example's model, which streams the prompt's ids
+/// back): OpenAI's client gets the prompt's text back, whole or as chunks that are exactly what
+/// each id adds, as Hugging Face's Python `tokenizers` decodes the same ids; `usage` counts
+/// tokens, and `max_tokens` cuts the stream at that many ids.
+#[test]
+fn the_openai_client_chats_with_a_model_that_speaks_token_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    common::copy_dir(
+        &root.join("examples/text-streaming/models"),
+        &dir.path().join("models"),
+    );
+    let config = dir.path().join("models/token-stream/config.pbtxt");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("string_value: \"20\"", "string_value: \"0\""),
+    )
+    .unwrap();
+    let tokenizer = common::texts::train("llama", dir.path());
+    let manifest = dir.path().join("plugins.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[plugins.chat]\npath = \"{}\"\nsha256 = \"{}\"\n\
+             config = {{ max_tokens_input = \"max_tokens\", temperature_input = \"\" }}\n\
+             assets = {{ tokenizer = {{ path = \"llama.json\", sha256 = \"{}\" }} }}\n\n\
+             [models.\"*\"]\nrequest = \"chat\"\nresponse = \"chat\"\n",
+            guest("openai_chat").display(),
+            digest("openai_chat"),
+            trident::plugins::loading::sha256_hex(&std::fs::read(&tokenizer).unwrap()),
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("SAGEMAKER_TRITON_INFERENCE_TYPE", OsStr::new("generate")),
+        ("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()),
+    ];
+    let (_running, addr) = serve_with(&dir.path().join("models"), &env);
+
+    // The prompt the plugin's default template makes, and what Hugging Face makes of it.
+    let said = "hello 👋🏽 wörld, 終わり";
+    let prompt = format!("system: You echo.\nuser: {said}\nassistant:");
+    let ids = python_client(
+        "texts.py",
+        &format!("encode:{}", tokenizer.display()),
+        &json!({"batches": [[prompt]], "max_length": 100_000, "truncation": false, "pad_token": "<unk>"}),
+    )[0]["input_ids"][0]
+        .clone();
+    let ids: Vec<u32> = serde_json::from_value(ids).unwrap();
+    let decoded = python_client(
+        "texts.py",
+        &format!("decode:{}", tokenizer.display()),
+        &json!({"ids": [ids, &ids[..6]], "skip_special": true}),
+    );
+    let (whole, short) = (&decoded[0]["text"], &decoded[1]["text"]);
+    let steps: Vec<String> = serde_json::from_value(decoded[0]["steps"].clone()).unwrap();
+    let steps: Vec<&String> = steps.iter().filter(|s| !s.is_empty()).collect();
+
+    let results = chat(
+        addr,
+        json!([
+            {"model": "llm", "messages": user(said)},
+            {"model": "llm", "messages": user(said), "stream": true},
+            {"model": "llm", "messages": user(said), "stream": true, "max_tokens": 6},
+            {"model": "llm", "messages": user(said), "max_tokens": 6},
+        ]),
+    );
+    let answer = &results[0];
+    assert_eq!(&answer["content"], whole, "{answer}");
+    assert_eq!(answer["finish_reason"], "stop", "{answer}");
+    assert_eq!(answer["usage"]["prompt_tokens"], ids.len(), "{answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], ids.len(), "{answer}");
+    let streamed = &results[1];
+    let deltas: Vec<String> = serde_json::from_value(streamed["deltas"].clone()).unwrap();
+    assert_eq!(&Value::from(deltas.concat()), whole, "{streamed}");
+    let sent: Vec<&String> = deltas.iter().filter(|d| !d.is_empty()).collect();
+    assert_eq!(sent, steps, "{streamed}");
+    assert_eq!(streamed["roles"], json!(["assistant"]), "{streamed}");
+    let cut = &results[2];
+    let deltas: Vec<String> = serde_json::from_value(cut["deltas"].clone()).unwrap();
+    assert_eq!(&Value::from(deltas.concat()), short, "{cut}");
+    assert_eq!(cut["finish_reason"], "length", "{cut}");
+    assert_eq!(&results[3]["content"], short, "{}", results[3]);
+    assert_eq!(results[3]["finish_reason"], "length", "{}", results[3]);
+}

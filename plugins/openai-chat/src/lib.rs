@@ -13,10 +13,18 @@
 //! message (`{role}: {content}\n`) and `prompt_suffix` after the last one (`assistant:`);
 //! `default_max_tokens` (256) and `max_max_tokens` (4096).
 //!
-//! Token counts in `usage` are whitespace-separated words of the prompt and the number of
-//! responses: a model-specific tokenizer is not available in the plugin.
+//! With the model's `tokenizer.json` as the asset `tokenizer`, the plugin speaks token ids to
+//! the model, as a TensorRT-LLM engine takes them: the prompt goes as its ids to
+//! `prompt_ids_input` (`input_ids`; `prompt_input` is then not sent) and the model's ids
+//! (`ids_output`, `output_ids`) become the text, decoded whole, or event by event in a stream,
+//! each chunk carrying exactly the text its ids add (`trident-text`'s streamed decoder, its state
+//! kept in the stream's state); `max_prompt_tokens` (4096) bounds the prompt. `usage` then
+//! counts tokens; without a tokenizer it counts the prompt's whitespace-separated words and the
+//! model's responses.
 
-wit_bindgen::generate!({ world: "generate-adapter-plugin", path: "../../wit/0.2" });
+wit_bindgen::generate!({ world: "generate-adapter-plugin", path: "../../wit/stream-state", generate_all });
+
+use std::sync::OnceLock;
 
 use exports::trident::plugin::generate_request_adapter::{
     GenerateInputs, GenerateRequest, Guest as RequestGuest,
@@ -25,10 +33,66 @@ use exports::trident::plugin::generate_response_adapter::Guest as ResponseGuest;
 use exports::trident::plugin::lifecycle::Guest as Lifecycle;
 use exports::trident::plugin::stream_adapter::{Guest as StreamGuest, StreamPosition};
 use serde_json::{Map, Value, json};
+use trident::plugin::assets;
 use trident::plugin::host::config;
 use trident::plugin::types::{Invocation, PluginError, Reply};
+use trident::stream_state::state;
+use trident_text::decode::{StreamDecoder, decode};
+use trident_text::settings::Padding;
+use trident_text::{Encode, Limits, Tokenizer};
 
 struct Plugin;
+
+/// The model's tokenizer, when the manifest gives the plugin one; read once, in `check-config`.
+static TOKENIZER: OnceLock<Option<Tokenizer>> = OnceLock::new();
+
+fn tokenizer() -> Option<&'static Tokenizer> {
+    TOKENIZER.get().and_then(Option::as_ref)
+}
+
+/// The tokenizer of the asset `tokenizer`, configured for one prompt at a time.
+fn read_tokenizer() -> Result<Option<Tokenizer>, String> {
+    let Some(json) = assets::get("tokenizer") else {
+        return Ok(None);
+    };
+    let encode = Encode {
+        max_length: usize::try_from(number_setting("max_prompt_tokens", 4096)?).unwrap_or(usize::MAX),
+        padding: Padding::Longest,
+        truncation: false,
+        ..Encode::default()
+    };
+    Tokenizer::from_json(&json, &encode).map(Some).map_err(|e| format!("asset 'tokenizer': {e}"))
+}
+
+/// The prompt's ids.
+fn prompt_ids(tokenizer: &Tokenizer, prompt: &str) -> Result<Vec<u32>, PluginError> {
+    let limits = Limits { max_texts: 1, ..Limits::default() };
+    trident_text::encode::encode(tokenizer, &[prompt], &limits)
+        .map(|encoded| encoded.input_ids)
+        .map_err(|e| bad(e.to_string()))
+}
+
+/// The ids of one generate response (its `ids_output`: a number or a list of them).
+fn response_ids(json: &[u8]) -> Result<Vec<u32>, PluginError> {
+    let output = setting("ids_output", "output_ids");
+    let response: Map<String, Value> = serde_json::from_slice(json)
+        .map_err(|e| PluginError::Internal(format!("a model response is not JSON: {e}")))?;
+    let values = match response.get(&output) {
+        Some(Value::Array(values)) => values.clone(),
+        Some(single) => vec![single.clone()],
+        None => {
+            return Err(PluginError::Internal(format!("the model's response has no output '{output}'")));
+        }
+    };
+    values
+        .iter()
+        .map(|v| {
+            v.as_u64().and_then(|id| u32::try_from(id).ok()).ok_or_else(|| {
+                PluginError::Internal(format!("output '{output}' holds {v}, which is not a token id"))
+            })
+        })
+        .collect()
+}
 
 fn setting(key: &str, default: &str) -> String {
     config(key).unwrap_or_else(|| default.to_owned())
@@ -216,6 +280,9 @@ impl Lifecycle for Plugin {
         {
             return Err("prompt_input and text_output may not be empty".into());
         }
+        if TOKENIZER.get().is_none() {
+            let _ = TOKENIZER.set(read_tokenizer()?);
+        }
         Ok(())
     }
 }
@@ -224,7 +291,15 @@ impl RequestGuest for Plugin {
     fn adapt_generate_request(invocation: Invocation) -> Result<GenerateRequest, PluginError> {
         let chat = parse_chat(&invocation)?;
         let mut inputs = Map::new();
-        inputs.insert(setting("prompt_input", "PROMPT"), json!(chat.prompt));
+        match tokenizer() {
+            Some(tokenizer) => {
+                let ids = prompt_ids(tokenizer, &chat.prompt)?;
+                inputs.insert(setting("prompt_ids_input", "input_ids"), json!(ids));
+            }
+            None => {
+                inputs.insert(setting("prompt_input", "PROMPT"), json!(chat.prompt));
+            }
+        }
         let max_tokens_input = setting("max_tokens_input", "MAX_TOKENS");
         if !max_tokens_input.is_empty() {
             inputs.insert(max_tokens_input, json!(chat.max_tokens));
@@ -248,13 +323,24 @@ impl ResponseGuest for Plugin {
         responses: Vec<Vec<u8>>,
     ) -> Result<Reply, PluginError> {
         let chat = parse_chat(&invocation)?;
-        let content = responses
-            .iter()
-            .map(|json| response_text(json))
-            .collect::<Result<Vec<_>, _>>()?
-            .concat();
-        let completion_tokens = responses.len() as u64;
-        let prompt_tokens = chat.prompt.split_whitespace().count() as u64;
+        let (content, completion_tokens, prompt_tokens) = match tokenizer() {
+            Some(tokenizer) => {
+                let mut ids = Vec::new();
+                for json in &responses {
+                    ids.extend(response_ids(json)?);
+                }
+                let content = decode(tokenizer, &ids, true).map_err(|e| PluginError::Internal(e.to_string()))?;
+                (content, ids.len() as u64, prompt_ids(tokenizer, &chat.prompt)?.len() as u64)
+            }
+            None => {
+                let content = responses
+                    .iter()
+                    .map(|json| response_text(json))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .concat();
+                (content, responses.len() as u64, chat.prompt.split_whitespace().count() as u64)
+            }
+        };
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -300,13 +386,35 @@ fn chunk(
     .to_string()
 }
 
+/// The stream's decoder as its previous events left it.
+fn stream_decoder() -> Result<StreamDecoder, PluginError> {
+    match state::get() {
+        None => Ok(StreamDecoder::new()),
+        Some(bytes) => StreamDecoder::from_bytes(&bytes)
+            .ok_or_else(|| PluginError::Internal("the stream's state is not a decoder's".into())),
+    }
+}
+
 impl StreamGuest for Plugin {
     fn adapt_event(
         invocation: Invocation,
         position: StreamPosition,
         event: Vec<u8>,
     ) -> Result<Vec<String>, PluginError> {
-        let text = response_text(&event)?;
+        let text = match tokenizer() {
+            Some(tokenizer) => {
+                let mut decoder = stream_decoder()?;
+                let text = decoder
+                    .step(tokenizer, &response_ids(&event)?, true)
+                    .map_err(|e| PluginError::Internal(e.to_string()))?;
+                state::set(&decoder.to_bytes()).map_err(PluginError::Internal)?;
+                if text.is_empty() && position.index > 0 {
+                    return Ok(Vec::new());
+                }
+                text
+            }
+            None => response_text(&event)?,
+        };
         let delta = if position.index == 0 {
             json!({"role": "assistant", "content": text})
         } else {
@@ -320,10 +428,18 @@ impl StreamGuest for Plugin {
         position: StreamPosition,
     ) -> Result<Vec<String>, PluginError> {
         let reason = finish_reason(&invocation, position.index);
-        Ok(vec![
-            chunk(&invocation, &position, json!({}), json!(reason)),
-            "[DONE]".to_owned(),
-        ])
+        let mut events = Vec::new();
+        if let Some(tokenizer) = tokenizer() {
+            let rest = stream_decoder()?
+                .finish(tokenizer, true)
+                .map_err(|e| PluginError::Internal(e.to_string()))?;
+            if !rest.is_empty() {
+                events.push(chunk(&invocation, &position, json!({"content": rest}), Value::Null));
+            }
+        }
+        events.push(chunk(&invocation, &position, json!({}), json!(reason)));
+        events.push("[DONE]".to_owned());
+        Ok(events)
     }
 }
 
