@@ -1,6 +1,7 @@
 //! Stream adapters that break the rules (`tests/guests/hostile-stream`) on a `generate_stream`
 //! endpoint over the real core: each failure ends its stream with the events before it and one
-//! error event, nothing else, and the next stream is whole.
+//! error event, nothing else, and the next stream is whole; each stream's state is its own, and
+//! bounded.
 
 mod common;
 
@@ -60,9 +61,16 @@ fn stream(addr: SocketAddr, mode: &str) -> Vec<String> {
         .collect()
 }
 
+/// The text of an event the hostile adapter passed (tagged ` #n` by it).
 fn text_of(payload: &str) -> String {
-    let event: Value = serde_json::from_str(payload).unwrap();
+    let (event, _) = payload.rsplit_once(" #").unwrap_or((payload, ""));
+    let event: Value = serde_json::from_str(event).unwrap();
     event["TEXT"].as_str().unwrap().to_owned()
+}
+
+/// The number the adapter's stream state gave an event it passed.
+fn seen_of(payload: &str) -> u64 {
+    payload.rsplit_once(" #").unwrap().1.parse().unwrap()
 }
 
 #[test]
@@ -74,7 +82,9 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
     assert_eq!(whole.len(), 4, "{whole:?}");
     let texts: Vec<String> = whole[..3].iter().map(|p| text_of(p)).collect();
     assert_eq!(texts, ["ok 0", "ok 1", "ok 2"]);
-    assert_eq!(whole[3], "[END 3]");
+    assert_eq!(whole[3], "[END 3 seen 3]");
+    let seen: Vec<u64> = whole[..3].iter().map(|p| seen_of(p)).collect();
+    assert_eq!(seen, [1, 2, 3]);
 
     for (mode, expected) in [
         ("trap", "trap"),
@@ -82,6 +92,7 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
         ("hog", "32 MiB"),
         ("newline", "line break"),
         ("refuse", "this event is refused"),
+        ("state-hog", "at most 65536 bytes"),
     ] {
         let events = stream(addr, mode);
         assert_eq!(events.len(), 2, "{mode}: {events:?}");
@@ -120,12 +131,23 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
         "data: {\"error\":\"text_stream: failed at the first response\"}\n\n"
     );
 
-    // Counted per plugin: seven whole streams (4 calls each), five failing on their second
+    // Streams at once each count in a state of their own, from nothing.
+    std::thread::scope(|scope| {
+        let streams: Vec<_> = (0..8).map(|_| scope.spawn(|| stream(addr, "ok"))).collect();
+        for stream in streams {
+            let events = stream.join().unwrap();
+            let seen: Vec<u64> = events[..3].iter().map(|p| seen_of(p)).collect();
+            assert_eq!(seen, [1, 2, 3], "{events:?}");
+            assert_eq!(events[3], "[END 3 seen 3]");
+        }
+    });
+
+    // Counted per plugin: sixteen whole streams (4 calls each), six failing on their second
     // event (2 calls, 1 failed), one failing at its end (4 calls, 1 failed).
     let metrics = request(addr, "GET", "/metrics", &[], b"").text();
     for counted in [
-        "trident_plugin_stream_calls_total{plugin=\"hostile\"} 42",
-        "trident_plugin_stream_failures_total{plugin=\"hostile\"} 6",
+        "trident_plugin_stream_calls_total{plugin=\"hostile\"} 80",
+        "trident_plugin_stream_failures_total{plugin=\"hostile\"} 7",
     ] {
         assert!(metrics.contains(counted), "no {counted} in {metrics}");
     }

@@ -2,13 +2,17 @@
 //! with `[END n]`, or misbehaves on the second event in the way the request's prompt says
 //! (the body's `PROMPT`): `trap` panics, `loop` spins forever, `hog` allocates 1 GiB,
 //! `newline` returns a payload with a line break, `refuse` returns a plugin error; `end-trap`
-//! passes every event and panics at the end.
+//! passes every event and panics at the end. It keeps what its stream saw in the stream's state
+//! (`trident:stream-state`): each event passed is tagged `#n`, its number in the stream as the
+//! state counts it, and the end says `[END n seen m]`; `state-hog` tries to keep 64 KiB and one
+//! byte, and returns the refusal.
 
-wit_bindgen::generate!({ world: "stream-adapter-plugin", path: "../../../wit/0.2" });
+wit_bindgen::generate!({ world: "stream-adapter-plugin", path: "../../../wit/stream-state", generate_all });
 
 use exports::trident::plugin::lifecycle::Guest as Lifecycle;
 use exports::trident::plugin::stream_adapter::{Guest, StreamPosition};
 use trident::plugin::types::{Invocation, PluginError};
+use trident::stream_state::state;
 
 struct Plugin;
 
@@ -47,10 +51,15 @@ impl Guest for Plugin {
                 }
                 "newline" => return Ok(vec!["one\ntwo".into()]),
                 "refuse" => return Err(PluginError::BadRequest("this event is refused".into())),
+                "state-hog" => {
+                    state::set(&vec![7u8; (64 << 10) + 1]).map_err(PluginError::Internal)?;
+                }
                 _ => {}
             }
         }
-        Ok(vec![event])
+        let seen = seen() + 1;
+        state::set(&seen.to_le_bytes()).map_err(PluginError::Internal)?;
+        Ok(vec![format!("{event} #{seen}")])
     }
 
     fn end_stream(
@@ -60,8 +69,15 @@ impl Guest for Plugin {
         if mode(&invocation) == "end-trap" {
             panic!("the hostile stream adapter traps at the end");
         }
-        Ok(vec![format!("[END {}]", position.index)])
+        Ok(vec![format!("[END {} seen {}]", position.index, seen())])
     }
+}
+
+/// How many events of this stream the state has counted.
+fn seen() -> u64 {
+    state::get()
+        .and_then(|bytes| bytes.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 export!(Plugin);
