@@ -61,23 +61,28 @@ class Servers:
     `models_root`, both as multi-model endpoints starting empty), their logs quiet. `trident` is
     the binary to run, `trident_env` variables for trident's processes alone; `what` names the
     calling script in errors. `trident_repository` and `trident_model`, when given, are what
-    trident serves instead (a comparison of a Triton ensemble with trident's plugins)."""
+    trident serves instead (a comparison of a Triton ensemble with trident's plugins), and
+    `inference_type` trident's `SAGEMAKER_TRITON_INFERENCE_TYPE`."""
 
     def __init__(self, repository, model, trident, trident_env, what, plugins=None, models_root=None,
-                 trident_repository=None, trident_model=None):
+                 trident_repository=None, trident_model=None, triton_http=False, inference_type=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_") and k != "RUST_BACKTRACE"}
         if model:
             env["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = model
         # Triton's frontend cannot say which port it took, so it gets a probed one; trident
         # picks its own (scripts/listening.py says why).
         self.triton_port = free_port()
+        # With `triton_http`, Triton's HTTP frontend too (its generate_stream, which the SageMaker
+        # frontend of Triton 2.51 does not offer), on `triton_http_port`.
+        self.triton_http_port = free_port() if triton_http else None
+        http = ["--allow-http=true", f"--http-port={self.triton_http_port}"] if triton_http else ["--allow-http=false"]
         quiet = ["--log-verbose=0", "--log-info=false", "--log-warning=false"]
         self.triton = subprocess.Popen(
             [str(RUNTIME / "bin/tritonserver"), f"--model-repository={repository}",
              f"--backend-directory={RUNTIME / 'backends'}", "--model-control-mode=explicit",
              *([f"--load-model={model}"] if model else []), "--allow-sagemaker=true",
              f"--sagemaker-port={self.triton_port}",
-             "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
+             *http, "--allow-grpc=false", "--allow-metrics=false",
              "--backend-config=python,shm-default-byte-size=16777216",
              "--backend-config=python,shm-growth-byte-size=1048576", *quiet],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -87,6 +92,8 @@ class Servers:
         environment = dict(env, SAGEMAKER_TRITON_LOG_VERBOSE="false", SAGEMAKER_TRITON_LOG_INFO="false",
                            SAGEMAKER_TRITON_LOG_WARNING="false", RUST_LOG="warn,trident::supervisor=info,trident::serve=info")
         environment.update(trident_env)
+        if inference_type:
+            environment["SAGEMAKER_TRITON_INFERENCE_TYPE"] = inference_type
         if plugins:
             environment["SAGEMAKER_TRITON_PLUGINS"] = str(plugins)
         mme = []

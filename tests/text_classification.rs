@@ -287,17 +287,26 @@ fn tokenization_matches_hugging_face_id_for_id_in_every_family() {
 /// next request served, within the plugin's time and memory limits.
 #[test]
 fn hostile_texts_are_answered_clearly_and_the_next_request_is_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_example(dir.path(), |manifest| {
-        manifest.replace(
-            "max_length = \"128\"",
-            "max_length = \"128\", max_text_bytes = \"1048576\"",
-        )
-    });
-    let (_running, addr) = serve_with(
-        &dir.path().join("models"),
-        &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
-    );
+    // The tokenizing done by the host (the plugin's default) and inside the plugin's sandbox.
+    for tokenize_in in ["host", "sandbox"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_example(dir.path(), |manifest| {
+            manifest.replace(
+                "max_length = \"128\"",
+                &format!("max_length = \"128\", max_text_bytes = \"1048576\", tokenize_in = \"{tokenize_in}\""),
+            )
+        });
+        let (_running, addr) = serve_with(
+            &dir.path().join("models"),
+            &[("SAGEMAKER_TRITON_PLUGINS", path.as_os_str())],
+        );
+        hostile_texts_at(addr, tokenize_in);
+    }
+}
+
+/// Every hostile text of the issue sent to `addr`, each answered clearly and the next request
+/// served.
+fn hostile_texts_at(addr: SocketAddr, tokenize_in: &str) {
     let one_word = "a".repeat(6_000_000);
     let under = "a".repeat(1_048_576);
     let specials = "[SEP]".repeat(100_000);
@@ -406,6 +415,7 @@ fn hostile_texts_are_answered_clearly_and_the_next_request_is_served() {
         let started = std::time::Instant::now();
         let answer = post(addr, content_type, &[], &body);
         let took = started.elapsed();
+        let what = format!("{tokenize_in}: {what}");
         assert_eq!(answer.status, status, "{what}: {}", answer.text());
         if status == 200 {
             assert_eq!(

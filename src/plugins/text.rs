@@ -4,8 +4,8 @@
 //! milliseconds, so each plugin keeps the last few it parsed ([`TextCache`], by asset and
 //! settings) for its later calls; a tokenizer file may be at most an eighth of the plugin's
 //! memory limit in bytes (the parsed tokenizer lives outside the guest's memory, in a few
-//! times the file's size), and what a call returns is copied into the guest's memory, within
-//! its limit.
+//! times the file's size), a request's texts at most a sixty-fourth (the tokenizer's working
+//! memory), and what a call returns is copied into the guest's memory, within its limit.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +36,10 @@ const KEPT: usize = 4;
 
 /// Bytes of the plugin's memory limit one byte of a tokenizer file needs, for the ceiling.
 const BYTES_PER_FILE_BYTE: u64 = 8;
+
+/// Bytes of the plugin's memory limit one byte of text to tokenize needs, for the ceiling
+/// (the tokenizer's working memory, outside the guest's).
+const BYTES_PER_TEXT_BYTE: u64 = 64;
 
 /// The tensors' names, in the order `tokenize` returns them.
 const NAMES: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
@@ -147,6 +151,14 @@ pub(super) fn tokenize(
             "tokenize",
             format!("'{key}' is not a setting ({})", KNOWN.join(", ")),
         ));
+    }
+    let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();
+    let ceiling = memory_limit_bytes / BYTES_PER_TEXT_BYTE;
+    if bytes > ceiling {
+        return Err(PluginError::BadRequest(format!(
+            "the texts are {bytes} bytes long; this endpoint takes at most {ceiling} bytes of \
+             text per request"
+        )));
     }
     let mut sorted = settings.to_vec();
     sorted.sort();
@@ -300,6 +312,10 @@ mod tests {
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("at most 128 bytes")));
         let error = detokenize(&cache, &assets, 64 << 20, "tok", &[9], true);
         assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("id 9")));
+        let error = tokenize(&cache, &assets, 64 << 10, "tok", &["a".repeat(1025)], &[]);
+        assert!(
+            matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 1024 bytes"))
+        );
         let long = ["hello ".repeat(100)];
         let error = tokenize(
             &cache,

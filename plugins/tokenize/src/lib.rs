@@ -16,7 +16,11 @@
 //! (default 512), `padding` (`max_length`, default, or `longest`), `truncation` (default
 //! `true`; `false` refuses a longer text with 400), `add_special_tokens` (default `true`),
 //! `datatype` (`INT64`, default, or `INT32`), `batch` (`true`: a batch dimension first),
-//! `pad_token`, `max_text_bytes` (default 262144), `max_texts` (default 64).
+//! `pad_token`, `max_text_bytes` (default 262144), `max_texts` (default 64); and `tokenize_in`:
+//! `host` (default) has trident tokenize natively through its text primitives (`text.tokenize`,
+//! the same code, the tokenizer parsed once by the host and kept for the plugin), `sandbox` here,
+//! in the plugin's own memory and time limits, for a platform that wants the tokenizer isolated
+//! too. Either way the tokenizer is also read here, once, to check it and the model.
 //!
 //! The tokenizer is read and configured once, in `check-config`; trident keeps the state that
 //! leaves, so no call parses it again. Before a model is served, `check-model` refuses one whose
@@ -33,6 +37,7 @@ use exports::trident::plugin::model_check::{Guest as ModelCheck, ModelInfo};
 use exports::trident::plugin::request_adapter::{Adapted, Guest, TensorRequest};
 use trident::plugin::assets;
 use trident::plugin::host::config;
+use trident::plugin::text::tokenize;
 use trident::plugin::types::{Datatype, Invocation, PluginError, Tensor};
 use trident_text::encode::{encode, tensor_bytes};
 use trident_text::settings::{Datatype as Element, Padding};
@@ -48,7 +53,15 @@ struct Settings {
     field: Option<String>,
     limits: Limits,
     tokenizer: Tokenizer,
+    /// The text keys as given, for the host's primitives; `None`: the work is done here.
+    host: Option<Vec<(String, String)>>,
 }
+
+/// The configuration keys of the text work (`trident_text::settings`).
+const TEXT_KEYS: [&str; 9] = [
+    "max_length", "padding", "truncation", "add_special_tokens", "datatype", "batch", "pad_token",
+    "max_text_bytes", "max_texts",
+];
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
@@ -76,6 +89,11 @@ fn settings() -> Result<Settings, String> {
         field: config("field"),
         limits: Limits::from_config(config)?,
         tokenizer,
+        host: match config("tokenize_in").as_deref() {
+            None | Some("host") => Some(TEXT_KEYS.iter().filter_map(|key| Some((key.to_string(), config(key)?))).collect()),
+            Some("sandbox") => None,
+            Some(other) => return Err(format!("tokenize_in = '{other}': give host or sandbox")),
+        },
     })
 }
 
@@ -124,22 +142,30 @@ impl Guest for Plugin {
             &settings.limits,
         )
         .map_err(plugin_error)?;
-        let encoded = encode(&settings.tokenizer, &texts, &settings.limits).map_err(plugin_error)?;
-        let shape = encoded.shape(settings.tokenizer.settings().batch);
-        let element = settings.tokenizer.settings().datatype;
-        let values = [&encoded.input_ids, &encoded.attention_mask, &encoded.token_type_ids];
+        let tensors: Vec<Tensor> = match &settings.host {
+            Some(keys) => tokenize("tokenizer", &texts, keys)?,
+            None => {
+                let encoded = encode(&settings.tokenizer, &texts, &settings.limits).map_err(plugin_error)?;
+                let shape = encoded.shape(settings.tokenizer.settings().batch);
+                let element = settings.tokenizer.settings().datatype;
+                let values = [&encoded.input_ids, &encoded.attention_mask, &encoded.token_type_ids];
+                values
+                    .into_iter()
+                    .map(|values| Tensor {
+                        name: String::new(),
+                        datatype: datatype(settings),
+                        shape: shape.clone(),
+                        data: tensor_bytes(values, element),
+                    })
+                    .collect()
+            }
+        };
+        // The three tensors, in the order of `TENSORS`, under the names the model takes.
         let inputs = settings
             .names
             .iter()
-            .zip(values)
-            .filter_map(|(name, values)| {
-                Some(Tensor {
-                    name: name.clone()?,
-                    datatype: datatype(settings),
-                    shape: shape.clone(),
-                    data: tensor_bytes(values, element),
-                })
-            })
+            .zip(tensors)
+            .filter_map(|(name, tensor)| Some(Tensor { name: name.clone()?, ..tensor }))
             .collect();
         Ok(Adapted::Tensors(TensorRequest { inputs, outputs: settings.outputs.clone() }))
     }
