@@ -32,7 +32,8 @@ CLASSIFICATION = ROOT / "examples/text-classification"
 STREAMING = ROOT / "examples/text-streaming"
 PYTHON = ROOT / "target/test-clients/python/bin/python"
 
-PREPROCESS = '''
+# What every python model that tokenizes starts with: its tokenizer.json, read once.
+TOKENIZER_MODEL = '''
 import os
 import sys
 
@@ -47,7 +48,9 @@ class TritonPythonModel:
     def initialize(self, args):
         folder = os.path.join(args["model_repository"], args["model_version"])
         self.tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-        self.tokenizer.enable_truncation(LENGTH)
+'''
+
+PREPROCESS = TOKENIZER_MODEL + '''        self.tokenizer.enable_truncation(LENGTH)
         self.tokenizer.enable_padding(length=LENGTH, pad_id=self.tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
 
     def execute(self, requests):
@@ -87,22 +90,7 @@ class TritonPythonModel:
         return responses
 '''
 
-STREAM_PREPROCESS = '''
-import os
-import sys
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-sys.path.insert(0, STUB_PATH)
-from tokenizers import Tokenizer  # noqa: E402
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        folder = os.path.join(args["model_repository"], args["model_version"])
-        self.tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-
+STREAM_PREPROCESS = TOKENIZER_MODEL + '''
     def execute(self, requests):
         responses = []
         for request in requests:
@@ -112,22 +100,7 @@ class TritonPythonModel:
         return responses
 '''
 
-STREAM_POSTPROCESS = '''
-import os
-import sys
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-sys.path.insert(0, STUB_PATH)
-from tokenizers import Tokenizer  # noqa: E402
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        folder = os.path.join(args["model_repository"], args["model_version"])
-        self.tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-
+STREAM_POSTPROCESS = TOKENIZER_MODEL + '''
     def execute(self, requests):
         responses = []
         for request in requests:
