@@ -44,7 +44,7 @@ const BYTES_PER_TEXT_BYTE: u64 = 64;
 /// The tensors' names, in the order `tokenize` returns them.
 const NAMES: [&str; 3] = ["input_ids", "attention_mask", "token_type_ids"];
 
-/// The tokenizers one plugin's calls parsed, newest last, at most [`KEPT`]; shared by every
+/// The tokenizers one plugin's calls parsed, newest last, at most four; shared by every
 /// call of the plugin.
 #[derive(Clone, Default)]
 pub struct TextCache {
