@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::assets::Assets;
 use super::bindings::host;
+use super::bindings::types::{PluginError, Tensor};
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 use super::stream_state::StreamState;
 use super::text::TextCache;
@@ -165,11 +166,6 @@ impl PluginState {
     /// The linear memory the guest may use, in bytes.
     pub(super) fn memory_limit_bytes(&self) -> u64 {
         self.limiter.limit_bytes as u64
-    }
-
-    /// The plugin's tokenizer cache and its assets (`text`).
-    pub(super) fn text(&self) -> (&TextCache, &Assets) {
-        (&self.text, &self.assets)
     }
 
     /// Whether the guest holds resources of the host (WASI streams, pollables): an instance
@@ -391,5 +387,57 @@ impl CallStore {
             .background
             .drop_later(self.store, &self.limits.pending_drops);
         result
+    }
+}
+
+/// `trident:stream-state/state`: the call's stream's state; outside a stream adapter's call,
+/// empty and refusing writes.
+impl super::bindings::stream_state::Host for PluginState {
+    fn get(&mut self) -> Option<Vec<u8>> {
+        self.stream.as_ref()?.get()
+    }
+
+    fn set(&mut self, value: Vec<u8>) -> Result<(), String> {
+        match &self.stream {
+            Some(stream) => stream.set(value),
+            None => Err("the call is not a stream adapter's: nothing can be kept".into()),
+        }
+    }
+}
+
+/// `text`: tokenization and detokenization over the plugin's assets ([`super::text`]).
+impl super::bindings::text::Host for PluginState {
+    fn tokenize(
+        &mut self,
+        tokenizer: String,
+        texts: Vec<String>,
+        settings: Vec<(String, String)>,
+    ) -> Result<Vec<Tensor>, PluginError> {
+        let (cache, assets) = (&self.text, &self.assets);
+        super::text::tokenize(
+            cache,
+            assets,
+            self.memory_limit_bytes(),
+            &tokenizer,
+            &texts,
+            &settings,
+        )
+    }
+
+    fn detokenize(
+        &mut self,
+        tokenizer: String,
+        ids: Vec<u32>,
+        skip_special_tokens: bool,
+    ) -> Result<String, PluginError> {
+        let (cache, assets) = (&self.text, &self.assets);
+        super::text::detokenize(
+            cache,
+            assets,
+            self.memory_limit_bytes(),
+            &tokenizer,
+            &ids,
+            skip_special_tokens,
+        )
     }
 }

@@ -5,8 +5,6 @@
 
 use std::sync::Mutex;
 
-use super::store::PluginState;
-
 /// The most bytes a stream's state may hold.
 pub const STREAM_STATE_BYTES: usize = 64 << 10;
 
@@ -28,26 +26,21 @@ impl StreamState {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
 
-/// `trident:stream-state/state`: the call's stream's state; outside a stream adapter's call, empty
-/// and refusing writes.
-impl super::bindings::stream_state::Host for PluginState {
-    fn get(&mut self) -> Option<Vec<u8>> {
-        self.stream.as_ref()?.value().clone()
+    /// What the stream's calls kept, if anything.
+    pub(super) fn get(&self) -> Option<Vec<u8>> {
+        self.value().clone()
     }
 
-    fn set(&mut self, value: Vec<u8>) -> Result<(), String> {
-        let Some(stream) = &self.stream else {
-            return Err("the call is not a stream adapter's: nothing can be kept".into());
-        };
+    /// Keeps `value`, replacing what was kept; refused past [`STREAM_STATE_BYTES`].
+    pub(super) fn set(&self, value: Vec<u8>) -> Result<(), String> {
         if value.len() > STREAM_STATE_BYTES {
             return Err(format!(
                 "a stream's state holds at most {STREAM_STATE_BYTES} bytes, and this value is {}",
                 value.len()
             ));
         }
-        *stream.value() = Some(value);
+        *self.value() = Some(value);
         Ok(())
     }
 }

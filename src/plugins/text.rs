@@ -1,6 +1,7 @@
 //! The `text` interface: tokenization and detokenization trident runs natively for guests in
 //! any language, with the code of the tokenize and detokenize plugins (`trident-text`, safe
-//! Rust), over a `tokenizer.json` the calling plugin has as an asset. Parsing a tokenizer costs
+//! Rust), over a `tokenizer.json` the calling plugin has as an asset (`store` offers them to the
+//! guest). Parsing a tokenizer costs
 //! milliseconds, so each plugin keeps the last few it parsed ([`TextCache`], by asset and
 //! settings) for its later calls; a tokenizer file may be at most an eighth of the plugin's
 //! memory limit in bytes (the parsed tokenizer lives outside the guest's memory, in a few
@@ -14,9 +15,7 @@ use trident_text::settings::Datatype as Element;
 use trident_text::{Encode, Tokenizer};
 
 use super::assets::Assets;
-use super::bindings::text;
 use super::bindings::types::{Datatype, PluginError, Tensor};
-use super::store::PluginState;
 
 /// The settings a guest may give: the tokenize plugin's configuration keys.
 const KNOWN: [&str; 9] = [
@@ -133,7 +132,7 @@ fn plugin_error(error: trident_text::Error) -> PluginError {
     }
 }
 
-/// The tensors of [`text::Host::tokenize`], for a plugin with `assets`, its `cache`, and a
+/// The tensors of the `text` interface's `tokenize`, for a plugin with `assets`, its `cache`, and a
 /// memory limit of `memory_limit_bytes`.
 pub(super) fn tokenize(
     cache: &TextCache,
@@ -193,7 +192,7 @@ pub(super) fn tokenize(
         .collect())
 }
 
-/// The text of [`text::Host::detokenize`].
+/// The text of the `text` interface's `detokenize`.
 pub(super) fn detokenize(
     cache: &TextCache,
     assets: &Assets,
@@ -204,42 +203,6 @@ pub(super) fn detokenize(
 ) -> Result<String, PluginError> {
     let tokenizer = cache.tokenizer("detokenize", assets, memory_limit_bytes, asset, None)?;
     trident_text::decode::decode(&tokenizer, ids, skip_special).map_err(plugin_error)
-}
-
-impl text::Host for PluginState {
-    fn tokenize(
-        &mut self,
-        tokenizer: String,
-        texts: Vec<String>,
-        settings: Vec<(String, String)>,
-    ) -> Result<Vec<Tensor>, PluginError> {
-        let (cache, assets) = self.text();
-        tokenize(
-            cache,
-            assets,
-            self.memory_limit_bytes(),
-            &tokenizer,
-            &texts,
-            &settings,
-        )
-    }
-
-    fn detokenize(
-        &mut self,
-        tokenizer: String,
-        ids: Vec<u32>,
-        skip_special_tokens: bool,
-    ) -> Result<String, PluginError> {
-        let (cache, assets) = self.text();
-        detokenize(
-            cache,
-            assets,
-            self.memory_limit_bytes(),
-            &tokenizer,
-            &ids,
-            skip_special_tokens,
-        )
-    }
 }
 
 #[cfg(test)]
