@@ -1,8 +1,9 @@
 //! Ids to text: whole ([`decode`]), or streamed ([`StreamDecoder`]), where each step's text is
 //! exactly what the new ids add.
 //!
-//! Streaming is Hugging Face's `DecodeStream` algorithm (the same results as
-//! `tokenizers.decoders.DecodeStream` in Python): the new ids are decoded together with the
+//! Streaming is Hugging Face's `DecodeStream` algorithm (step for step the results of
+//! `tokenizers.decoders.DecodeStream` in Python, which, unlike [`StreamDecoder::finish`], keeps
+//! back at the end what pending ids make, and has no bound on them): the new ids are decoded together with the
 //! ids of the text sent last, as context, and only what follows that context's text is new. The
 //! context lets the decoder do what it does between tokens (a space before a word, `##` pieces
 //! joined, a character whose bytes span several tokens, a space before punctuation cleaned up),
