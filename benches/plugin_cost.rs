@@ -722,14 +722,25 @@ fn stream_events(runtime: &tokio::runtime::Runtime, scale: usize) {
     ] {
         let plugin = host.select(model, None, None).unwrap().response.unwrap();
         let state = std::sync::Arc::new(trident::plugins::StreamState::new());
-        let (p50, p99, busy) = measure(iterations, || {
-            let payloads = runtime
-                .block_on(host.adapt_stream(&plugin, &wit, &position, Some(event.to_vec()), &state))
-                .unwrap()
-                .unwrap();
-            std::hint::black_box(payloads);
-        });
-        println!("| {label} | {p50:?} | {p99:?} | {busy:?} |");
+        // As a server's stream calls: the instance kept between them; and as past its budget.
+        let kept = std::sync::Arc::new(trident::plugins::KeptInstance::new());
+        for (instance, which) in [(Some(&kept), "kept instance"), (None, "fresh instance")] {
+            let (p50, p99, busy) = measure(iterations, || {
+                let payloads = runtime
+                    .block_on(host.adapt_stream(
+                        &plugin,
+                        &wit,
+                        &position,
+                        Some(event.to_vec()),
+                        &state,
+                        instance,
+                    ))
+                    .unwrap()
+                    .unwrap();
+                std::hint::black_box(payloads);
+            });
+            println!("| {label}, {which} | {p50:?} | {p99:?} | {busy:?} |");
+        }
     }
     let (p50, p99, busy) = measure(iterations, || {
         std::hint::black_box(trident::protocol::sse::event(event));

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::plugins::{LoadedPlugin, StreamState};
+use crate::plugins::{KeptInstance, LoadedPlugin, StreamState};
 use crate::plugins::{PluginHost, PluginInvocation, StreamPosition};
 
 /// The stream adapter of one stream, and what each of its calls is given.
@@ -19,6 +19,8 @@ pub(super) struct StreamAdapter {
     created: u64,
     /// What the adapter keeps between the stream's calls (`trident:stream-state/state`).
     state: Arc<StreamState>,
+    /// The instance the stream's calls share, while the engine's budget allows.
+    instance: Arc<KeptInstance>,
 }
 
 impl StreamAdapter {
@@ -37,6 +39,7 @@ impl StreamAdapter {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             state: Arc::new(StreamState::new()),
+            instance: Arc::new(KeptInstance::new()),
         }
     }
 
@@ -57,6 +60,7 @@ impl StreamAdapter {
                 &position,
                 json.map(<[u8]>::to_vec),
                 &self.state,
+                Some(&self.instance),
             )
             .await;
         let name = &self.plugin.name;

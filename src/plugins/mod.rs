@@ -22,7 +22,9 @@
 //! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the events
 //!   of one stream;
 //! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
-//! - [`warm`]: fresh instances made ahead of time, one per call;
+//! - [`warm`]: fresh instances made ahead of time, one per call; [`kept_instance`]: the one a
+//!   stream's calls share, while the engine's budget allows;
+//! - [`output`]: a guest's stdout and stderr, captured for the log;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
 //! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests,
 //!   the invocation a plugin sees); the generated types stay inside this module;
@@ -44,10 +46,12 @@ pub mod digest;
 pub mod hooks;
 pub mod host;
 pub mod images;
+pub mod kept_instance;
 pub mod loading;
 pub mod manifest;
 pub mod model_check;
 pub mod model_plugins;
+pub mod output;
 pub mod plugin;
 pub mod routing;
 pub mod runtime;
@@ -71,3 +75,4 @@ pub use plugin::LoadedPlugin;
 pub use routing::Selection;
 pub use store::CallFailure;
 pub use stream_state::StreamState;
+pub use kept_instance::KeptInstance;

@@ -17,7 +17,7 @@ use super::bindings::host;
 use super::compile_cache::CompileCache;
 use super::scheduler::{self, Share, Stopped};
 use super::store::{CallFailure, Limits, PluginState};
-use super::threads::{self, Activity, Background, PendingDrops};
+use super::threads::{self, Activity, Background, KeepBudget, PendingDrops};
 
 /// A wasmtime engine and linker, and where plugin housekeeping runs.
 pub struct Runtime {
@@ -31,6 +31,8 @@ pub struct Runtime {
     guests: tokio::runtime::Handle,
     /// This engine's used stores waiting for the housekeeping threads.
     pending_drops: Arc<PendingDrops>,
+    /// How many instances this engine's streams may keep between calls.
+    keep: Arc<KeepBudget>,
     /// The seed plugins' initialisation draws its randomness from: the compile cache's, so
     /// that the initialised component is the same after a restart, else this engine's own.
     pub(super) snapshot_seed: [u8; 32],
@@ -65,9 +67,11 @@ pub const PERF_MAP_VARIABLE: &str = "TRIDENT_PLUGIN_PERF_MAP";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pool {
     /// The container's manifest: every request's plugins. 256 instances may be alive at once
-    /// (calls in flight and ready instances); past that a call fails with a 500.
+    /// (calls in flight, ready instances, stores waiting for their reset, and the 32 that
+    /// streams may keep between their calls); past that a call fails with a 500.
     Container,
-    /// One model artifact's plugins ([`super::model_plugins`]): 32 instances. Every pooled
+    /// One model artifact's plugins ([`super::model_plugins`]): 32 instances, 4 of which
+    /// streams may keep between their calls. Every pooled
     /// memory slot reserves its own 4 GiB of address space (so that guest code needs no bounds
     /// checks); at the container's size each model's engine reserved 2 TiB, and an endpoint ran
     /// out of address space at about 60 models with plugins. At this size, about 500.
@@ -212,6 +216,7 @@ impl Runtime {
             share: Share::new(pool.share(threads.guest_threads)),
             guests: threads.guests.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
+            keep: Arc::new(KeepBudget::new(instances as usize / 8)),
             snapshot_seed: cache
                 .and_then(CompileCache::snapshot_seed)
                 .unwrap_or_else(rand::random),
@@ -239,6 +244,7 @@ impl Runtime {
             background: self.background.clone(),
             activity: Arc::clone(&self.activity),
             pending_drops: Arc::clone(&self.pending_drops),
+            keep: Arc::clone(&self.keep),
         }
     }
 

@@ -9,19 +9,19 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::assets::Assets;
 use super::bindings::host;
 use super::bindings::types::{PluginError, Tensor};
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
+use super::output::CapturedOutput;
 use super::stream_state::StreamState;
 use super::text::TextCache;
-use super::threads::{Activity, Background, PendingDrops};
+use super::threads::{Activity, Background, KeepBudget, PendingDrops};
 use crate::sessions::SessionStore;
 
-/// Bytes of guest stdout or stderr kept per call (more traps the guest); of what is kept, the
+/// Bytes of guest stdout or stderr captured per call (more traps the guest); of what is kept, the
 /// log receives the call's output budget ([`OUTPUT_BUDGET_BYTES`]).
 const OUTPUT_CAPACITY: usize = 256 * 1024;
 
@@ -202,6 +202,8 @@ impl super::bindings::session_store::Host for PluginState {
 
 struct MemoryLimiter {
     limit_bytes: usize,
+    /// The largest size any of the instance's memories has grown to.
+    largest_bytes: usize,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -214,6 +216,7 @@ impl ResourceLimiter for MemoryLimiter {
         if desired > self.limit_bytes {
             return Err(MemoryLimitExceeded.into());
         }
+        self.largest_bytes = self.largest_bytes.max(desired);
         Ok(true)
     }
 
@@ -250,14 +253,17 @@ pub struct Limits {
     pub activity: Arc<Activity>,
     /// The engine's used stores waiting to be dropped.
     pub pending_drops: Arc<PendingDrops>,
+    /// How many instances the engine's streams may keep between calls
+    /// ([`super::kept_instance`]).
+    pub keep: Arc<KeepBudget>,
 }
 
 /// One call's store and its captured output.
 pub struct CallStore {
     /// The store the call's instance lives in.
     pub store: Store<PluginState>,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: CapturedOutput,
+    stderr: CapturedOutput,
     limits: Limits,
 }
 
@@ -278,8 +284,8 @@ impl CallStore {
 
     fn with_random(engine: &Engine, limits: &Limits, seed: Option<[u8; 32]>) -> CallStore {
         limits.activity.mark();
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stdout = CapturedOutput::new(OUTPUT_CAPACITY);
+        let stderr = CapturedOutput::new(OUTPUT_CAPACITY);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -303,6 +309,7 @@ impl CallStore {
             limiter: MemoryLimiter {
                 limit_bytes: usize::try_from(limits.memory_limit_mb.saturating_mul(1 << 20))
                     .unwrap_or(usize::MAX),
+                largest_bytes: 0,
             },
             plugin: Arc::clone(&limits.plugin),
             config: Arc::clone(&limits.config),
@@ -332,6 +339,16 @@ impl CallStore {
         call
     }
 
+    /// Whether the instance may serve another call ([`super::kept_instance`]): its memory has
+    /// grown to at most half its limit. Linear memory never shrinks, so an instance whose
+    /// calls leave memory behind would otherwise carry it into the next call, and a call that
+    /// fits a fresh instance could fail in a kept one; past half, the next call gets a fresh
+    /// instance and at least half its limit to itself.
+    pub fn may_serve_again(&self) -> bool {
+        let limiter = &self.store.data().limiter;
+        limiter.largest_bytes <= limiter.limit_bytes / 2
+    }
+
     /// Starts the time limit afresh: the guest may run for the plugin's limit from now.
     pub fn arm(&mut self) {
         self.store.data_mut().deadline =
@@ -339,11 +356,28 @@ impl CallStore {
         self.store.set_epoch_deadline(1);
     }
 
-    /// Ends the call: logs what the guest printed (within the call's output budget, counting
-    /// the rest) and classifies a failure.
+    /// Ends the call and drops its store in the background: [`CallStore::end_call`], then the
+    /// store goes.
     pub fn finish<T>(mut self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
+        let result = self.end_call(result);
+        self.discard();
+        result
+    }
+
+    /// Drops the store on the housekeeping threads, where its memory slot is reset
+    /// ([`Background::drop_later`]).
+    pub fn discard(self) {
+        self.limits
+            .background
+            .drop_later(self.store, &self.limits.pending_drops);
+    }
+
+    /// Ends a call, keeping its store for another ([`super::kept_instance`]): logs what the
+    /// guest printed during the call (within the call's output budget, counting the rest; the
+    /// next call has a budget of its own) and classifies a failure.
+    pub fn end_call<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, CallFailure> {
         for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
-            let contents = pipe.contents();
+            let contents = pipe.take();
             for line in String::from_utf8_lossy(&contents)
                 .lines()
                 .filter(|l| !l.is_empty())
@@ -353,12 +387,12 @@ impl CallStore {
                     .log_within_budget(tracing::Level::INFO, stream, line);
             }
         }
-        let dropped = self.store.data().output.dropped();
+        let dropped = std::mem::take(&mut self.store.data_mut().output).dropped();
         if dropped > 0 {
             self.limits.counters.add_output_dropped(dropped);
         }
         let plugin = &*self.limits.plugin;
-        let result = result.map_err(|error| {
+        result.map_err(|error| {
             let plugin = plugin.to_owned();
             if error.downcast_ref::<DeadlineExceeded>().is_some() {
                 CallFailure::Deadline {
@@ -382,11 +416,7 @@ impl CallStore {
                 tracing::warn!(plugin, error = format!("{error:?}"), "plugin call failed");
                 CallFailure::Trap { plugin, detail }
             }
-        });
-        self.limits
-            .background
-            .drop_later(self.store, &self.limits.pending_drops);
-        result
+        })
     }
 }
 

@@ -220,6 +220,34 @@ impl PendingDrops {
     }
 }
 
+/// How many instances an engine's streams may keep between their calls
+/// ([`super::kept_instance`]), and how many are kept now. Each kept instance holds a slot of
+/// the engine's pool (and the memory its guest touched) while its stream waits for the model,
+/// so they are few: a stream past the budget gets a fresh instance per call, as every call
+/// did before instances were kept.
+#[derive(Debug)]
+pub struct KeepBudget {
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl KeepBudget {
+    /// At most `max` instances kept at once.
+    pub fn new(max: usize) -> KeepBudget {
+        KeepBudget {
+            permits: Arc::new(tokio::sync::Semaphore::new(max)),
+        }
+    }
+
+    /// A permit to keep one instance, while the budget lasts; the instance is counted until
+    /// the permit drops.
+    pub fn try_keep(&self) -> Option<KeepPermit> {
+        Arc::clone(&self.permits).try_acquire_owned().ok()
+    }
+}
+
+/// One kept instance's share of its engine's [`KeepBudget`], given back when dropped.
+pub type KeepPermit = tokio::sync::OwnedSemaphorePermit;
+
 impl Background {
     fn start() -> std::io::Result<(Background, tokio::runtime::Runtime)> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -261,6 +289,20 @@ impl Background {
 #[cfg(test)]
 mod tests {
     use super::{Activity, IDLE_RELEASE};
+
+    #[test]
+    fn a_keep_budget_lends_at_most_its_size_and_gets_each_permit_back() {
+        let budget = super::KeepBudget::new(2);
+        let (first, second) = (budget.try_keep(), budget.try_keep());
+        assert!(first.is_some() && second.is_some());
+        assert!(budget.try_keep().is_none(), "the budget is spent");
+        drop(first);
+        let third = budget.try_keep();
+        assert!(third.is_some(), "a dropped permit is given back");
+        assert!(budget.try_keep().is_none());
+        drop((second, third));
+        assert!(budget.try_keep().is_some());
+    }
 
     #[test]
     fn idle_memory_is_given_back_once_per_idle_spell() {

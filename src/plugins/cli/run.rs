@@ -177,7 +177,9 @@ async fn stream_hook(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let events = responses.iter().map(|r| Some(r.as_slice())).chain([None]);
-    // The stream's state, kept between its calls as the server keeps it.
+    // The stream's state, kept between its calls as the server keeps it. Each call gets a fresh
+    // instance, as the server's calls do past its budget of kept instances: a plugin that
+    // relies on its memory between calls fails here first.
     let state = Arc::new(crate::plugins::StreamState::new());
     for (index, event) in (0u64..).zip(events) {
         let position = StreamPosition {
@@ -186,7 +188,7 @@ async fn stream_hook(
             index,
         };
         let payloads = refused(
-            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec), &state)
+            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec), &state, None)
                 .await,
         )?;
         for payload in payloads {

@@ -1,6 +1,7 @@
-//! The one way to call any hook of a plugin: take a fresh instance of the hook, run the call in
-//! it, finish the call (its output captured, its failure typed), all within the plugin's
-//! limits on the guest threads. Each hook method of [`PluginHost`] is this with its own export.
+//! The one way to call any hook of a plugin: take a fresh instance of the hook (or the one its
+//! stream keeps), run the call in it, finish the call (its output captured, its failure
+//! typed), all within the plugin's limits on the guest threads. Each hook method of
+//! [`PluginHost`] is this with its own export.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use wasmtime::Store;
 
 use super::PluginHost;
 use crate::plugins::hooks::Hooks;
+use crate::plugins::kept_instance::KeptInstance;
 use crate::plugins::plugin::LoadedPlugin;
 use crate::plugins::store::{CallFailure, PluginState};
 use crate::plugins::stream_state::StreamState;
@@ -16,11 +18,12 @@ use crate::plugins::warm::{Prepare, Warm};
 use crate::sessions::SessionStore;
 
 /// What a call may keep beyond itself: its request's session store, and a stream adapter's
-/// call its stream's state.
+/// call its stream's state and the instance the stream's calls share.
 #[derive(Default)]
 pub(super) struct Kept {
     pub(super) session: Option<Arc<SessionStore>>,
     pub(super) stream: Option<Arc<StreamState>>,
+    pub(super) instance: Option<Arc<KeptInstance>>,
 }
 
 impl Kept {
@@ -28,15 +31,17 @@ impl Kept {
     pub(super) fn session(session: Option<Arc<SessionStore>>) -> Kept {
         Kept {
             session,
-            stream: None,
+            ..Kept::default()
         }
     }
 }
 
 impl PluginHost {
-    /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken (its
-    /// store offering what is `kept` to the guest), `call` run in it, the call finished,
-    /// within the plugin's limits ([`super::Runtime::run`]).
+    /// One call of the hook `hook` picks out of `plugin`'s table: a fresh instance taken, or
+    /// the one `kept.instance` holds (its store offering what is `kept` to the guest), `call`
+    /// run in it, the call finished, within the plugin's limits ([`super::Runtime::run`]).
+    /// With `kept.instance`, an instance whose call succeeded is kept there for the next call
+    /// while the engine's budget allows ([`KeptInstance`]); otherwise it is dropped.
     /// Callers only call hooks a plugin exports (selection checks it).
     pub(super) async fn call<P, T>(
         &self,
@@ -56,17 +61,37 @@ impl PluginHost {
     {
         let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
         let run = async move {
-            let warm = hook(&called.hooks).expect("plugins are called only for hooks they export");
-            let (mut store, instance) = warm.take(&engine, &called.limits).await;
+            let reused = kept.instance.as_ref().and_then(|slot| slot.take::<P::Instance>());
+            let (mut store, instance, permit) = match reused {
+                Some((store, instance, permit)) => (store, Ok(instance), Some(permit)),
+                None => {
+                    let warm = hook(&called.hooks)
+                        .expect("plugins are called only for hooks they export");
+                    let (store, instance) = warm.take(&engine, &called.limits).await;
+                    (store, instance, None)
+                }
+            };
             // The instance may have been made ahead of the request: what it keeps is set now.
             let data = store.store.data_mut();
             data.session = kept.session;
             data.stream = kept.stream;
-            let result = match instance {
-                Ok(instance) => call(&instance, &mut store.store).await,
-                Err(error) => Err(error),
+            let instance = match instance {
+                Ok(instance) => instance,
+                Err(error) => return store.finish(Err(error)),
             };
-            store.finish(result)
+            let result = call(&instance, &mut store.store).await;
+            let keep = kept
+                .instance
+                .filter(|_| result.is_ok() && store.may_serve_again())
+                .zip(permit.or_else(|| called.limits.keep.try_keep()));
+            match keep {
+                Some((slot, permit)) => {
+                    let result = store.end_call(result);
+                    slot.put(store, instance, permit);
+                    result
+                }
+                None => store.finish(result),
+            }
         };
         self.runtime.run(&plugin.limits, run).await
     }

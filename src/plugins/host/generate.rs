@@ -1,6 +1,7 @@
 //! Calls of version 0.2.0's generate hooks: the generate request adapter, the response adapter
 //! of a finished generate answer, and the stream adapter (once per event, once at the end).
-//! Each call takes a fresh instance and runs under the plugin's limits, as every hook does.
+//! Each call takes a fresh instance (a stream's later calls, the one the stream keeps) and runs
+//! under the plugin's limits, as every hook does.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use crate::plugins::boundary::{
     converted,
 };
 use crate::plugins::convert;
+use crate::plugins::kept_instance::KeptInstance;
 use crate::plugins::stream_state::StreamState;
 
 impl PluginHost {
@@ -77,7 +79,9 @@ impl PluginHost {
 
     /// Calls the stream adapter for one event: the payloads to send in its place, or, with
     /// `event` `None`, the payloads that end the stream; `state` is the stream's
-    /// (`trident:stream-state/state`), the same for every call of one stream.
+    /// (`trident:stream-state/state`) and `instance` where the instance its calls share is
+    /// kept ([`KeptInstance`]; `None`: a fresh instance each call), the same for every call of
+    /// one stream.
     pub async fn adapt_stream(
         &self,
         plugin: &Arc<LoadedPlugin>,
@@ -85,6 +89,7 @@ impl PluginHost {
         position: &StreamPosition,
         event: Option<Vec<u8>>,
         state: &Arc<StreamState>,
+        instance: Option<&Arc<KeptInstance>>,
     ) -> HookResult<Vec<String>> {
         let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
         let position = stream_adapter::StreamPosition {
@@ -98,6 +103,7 @@ impl PluginHost {
                 super::call::Kept {
                     session,
                     stream: Some(Arc::clone(state)),
+                    instance: instance.map(Arc::clone),
                 },
                 |hooks| hooks.stream.as_ref(),
                 move |instance, store| {
