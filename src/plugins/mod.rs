@@ -71,8 +71,8 @@ pub use boundary::{
     Refusal, StreamPosition,
 };
 pub use host::PluginHost;
+pub use kept_instance::KeptInstance;
 pub use plugin::LoadedPlugin;
 pub use routing::Selection;
 pub use store::CallFailure;
 pub use stream_state::StreamState;
-pub use kept_instance::KeptInstance;

@@ -117,7 +117,10 @@ mod tests {
     fn each_take_drains_and_restores_the_whole_capacity() {
         let mut out = CapturedOutput::new(8);
         out.write(Bytes::from_static(b"hello")).unwrap();
-        assert!(out.write(Bytes::from_static(b"world")).is_err(), "past capacity");
+        assert!(
+            out.write(Bytes::from_static(b"world")).is_err(),
+            "past capacity"
+        );
         assert_eq!(out.take(), Bytes::from_static(b"hello"));
         assert_eq!(out.check_write().unwrap(), 8);
         out.write(Bytes::from_static(b"world")).unwrap();

@@ -188,8 +188,15 @@ async fn stream_hook(
             index,
         };
         let payloads = refused(
-            host.adapt_stream(plugin, wit, &position, event.map(<[u8]>::to_vec), &state, None)
-                .await,
+            host.adapt_stream(
+                plugin,
+                wit,
+                &position,
+                event.map(<[u8]>::to_vec),
+                &state,
+                None,
+            )
+            .await,
         )?;
         for payload in payloads {
             if payload.contains(['\n', '\r']) {

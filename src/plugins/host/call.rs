@@ -61,12 +61,15 @@ impl PluginHost {
     {
         let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
         let run = async move {
-            let reused = kept.instance.as_ref().and_then(|slot| slot.take::<P::Instance>());
+            let reused = kept
+                .instance
+                .as_ref()
+                .and_then(|slot| slot.take::<P::Instance>());
             let (mut store, instance, permit) = match reused {
                 Some((store, instance, permit)) => (store, Ok(instance), Some(permit)),
                 None => {
-                    let warm = hook(&called.hooks)
-                        .expect("plugins are called only for hooks they export");
+                    let warm =
+                        hook(&called.hooks).expect("plugins are called only for hooks they export");
                     let (store, instance) = warm.take(&engine, &called.limits).await;
                     (store, instance, None)
                 }

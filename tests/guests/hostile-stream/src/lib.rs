@@ -5,7 +5,11 @@
 //! passes every event and panics at the end. It keeps what its stream saw in the stream's state
 //! (`trident:stream-state`): each event passed is tagged `#n`, its number in the stream as the
 //! state counts it, and the end says `[END n seen m]`; `state-hog` tries to keep 64 KiB and one
-//! byte, and returns the refusal.
+//! byte, and returns the refusal. Each payload also ends with ` @k`: the calls its instance has
+//! served, this one included (1 in a fresh instance), which shows when a stream's calls share
+//! one; `leak` leaves 12 MiB behind at every event.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 wit_bindgen::generate!({ world: "stream-adapter-plugin", path: "../../../wit/stream-state", generate_all });
 
@@ -15,6 +19,14 @@ use trident::plugin::types::{Invocation, PluginError};
 use trident::stream_state::state;
 
 struct Plugin;
+
+/// Calls this instance has served.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts this call; how many this instance has served.
+fn calls() -> u64 {
+    CALLS.fetch_add(1, Ordering::Relaxed) + 1
+}
 
 /// The mode: the body's `"PROMPT"` value (the body is a small generate JSON object).
 fn mode(invocation: &Invocation) -> String {
@@ -39,6 +51,10 @@ impl Guest for Plugin {
         event: Vec<u8>,
     ) -> Result<Vec<String>, PluginError> {
         let event = String::from_utf8(event).map_err(|_| PluginError::Internal("not UTF-8".into()))?;
+        let calls = calls();
+        if mode(&invocation) == "leak" {
+            std::mem::forget(std::hint::black_box(vec![1u8; 12 << 20]));
+        }
         if position.index == 1 {
             match mode(&invocation).as_str() {
                 "trap" => panic!("the hostile stream adapter traps"),
@@ -59,17 +75,18 @@ impl Guest for Plugin {
         }
         let seen = seen() + 1;
         state::set(&seen.to_le_bytes()).map_err(PluginError::Internal)?;
-        Ok(vec![format!("{event} #{seen}")])
+        Ok(vec![format!("{event} #{seen} @{calls}")])
     }
 
     fn end_stream(
         invocation: Invocation,
         position: StreamPosition,
     ) -> Result<Vec<String>, PluginError> {
+        let calls = calls();
         if mode(&invocation) == "end-trap" {
             panic!("the hostile stream adapter traps at the end");
         }
-        Ok(vec![format!("[END {} seen {}]", position.index, seen())])
+        Ok(vec![format!("[END {} seen {} @{calls}]", position.index, seen())])
     }
 }
 
