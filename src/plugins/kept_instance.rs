@@ -8,8 +8,7 @@
 //!   background) when the stream ends, fails or its client leaves;
 //! - a call that fails (a trap, a time or memory limit) drops it, and the next call takes a
 //!   fresh one; so does a call after which its memory has grown past half its limit
-//!   ([`CallStore::may_serve_again`]), so that memory one call leaves cannot make the next fail
-//!   where a fresh instance would not;
+//!   ([`CallStore::may_serve_again`]), so that memory calls leave behind cannot pile up;
 //! - past the budget, calls take fresh instances as before. A plugin cannot tell which it got
 //!   and must not rely on its memory between calls: what it carries from one event to the next
 //!   goes in the stream's state (`trident:stream-state`).

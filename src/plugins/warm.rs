@@ -3,8 +3,9 @@
 //! request pays for the call and not for the instantiation (most of a small call's cost when
 //! caches are cold). Every instance starts from the plugin's initialised state
 //! ([`super::snapshot`]; or, where that could not be copied, runs `check-config` itself before
-//! it is handed out), serves exactly one call and is dropped after it: nothing a call leaves in
-//! memory reaches another request.
+//! it is handed out), serves exactly one call and is dropped after it, or, for a stream
+//! adapter, serves its stream's later calls ([`super::kept_instance`]) and is dropped with
+//! the stream: nothing a call leaves in memory reaches another request.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
