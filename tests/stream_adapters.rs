@@ -178,10 +178,10 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
     }
 }
 
-/// Streams past the container engine's budget of kept instances (32) get a fresh instance
+/// Streams past the container engine's budget of kept instances (64) get a fresh instance
 /// for each call and are served as well; a stream that ends gives its share back, and the
 /// next stream to call keeps an instance again. Called through the plugin host itself, so
-/// that forty streams wait between events for as long as the test says.
+/// that seventy-two streams wait between events for as long as the test says.
 #[test]
 fn past_the_budget_of_kept_instances_each_call_gets_a_fresh_one() {
     use std::sync::Arc;
@@ -243,20 +243,20 @@ fn past_the_budget_of_kept_instances_each_call_gets_a_fresh_one() {
             .unwrap();
         (seen_of(&payloads[0]), calls_of(&payloads[0]))
     };
-    let mut streams: Vec<Stream> = (0..40).map(|_| Default::default()).collect();
+    let mut streams: Vec<Stream> = (0..72).map(|_| Default::default()).collect();
     for stream in &streams {
         assert_eq!(event(stream, 0), (1, 1));
     }
-    // The first 32 kept their instance; the other 8 found the budget spent.
+    // The first 64 kept their instance; the other 8 found the budget spent.
     let second: Vec<(u64, u64)> = streams.iter().map(|s| event(s, 1)).collect();
-    let expected: Vec<(u64, u64)> = [vec![(2, 2); 32], vec![(2, 1); 8]].concat();
+    let expected: Vec<(u64, u64)> = [vec![(2, 2); 64], vec![(2, 1); 8]].concat();
     assert_eq!(second, expected);
     // Eight streams end: the last eight keep theirs from their next call on.
     streams.drain(..8);
     let third: Vec<(u64, u64)> = streams.iter().map(|s| event(s, 2)).collect();
-    let expected: Vec<(u64, u64)> = [vec![(3, 3); 24], vec![(3, 1); 8]].concat();
+    let expected: Vec<(u64, u64)> = [vec![(3, 3); 56], vec![(3, 1); 8]].concat();
     assert_eq!(third, expected);
     let fourth: Vec<(u64, u64)> = streams.iter().map(|s| event(s, 3)).collect();
-    let expected: Vec<(u64, u64)> = [vec![(4, 4); 24], vec![(4, 2); 8]].concat();
+    let expected: Vec<(u64, u64)> = [vec![(4, 4); 56], vec![(4, 2); 8]].concat();
     assert_eq!(fourth, expected);
 }

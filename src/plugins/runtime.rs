@@ -67,7 +67,7 @@ pub const PERF_MAP_VARIABLE: &str = "TRIDENT_PLUGIN_PERF_MAP";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pool {
     /// The container's manifest: every request's plugins. 256 instances may be alive at once
-    /// (calls in flight, ready instances, stores waiting for their reset, and the 32 that
+    /// (calls in flight, ready instances, stores waiting for their reset, and the 64 that
     /// streams may keep between their calls); past that a call fails with a 500.
     Container,
     /// One model artifact's plugins ([`super::model_plugins`]): 32 instances, 4 of which
@@ -93,6 +93,19 @@ impl Pool {
         match self {
             Pool::Container => 256,
             Pool::Model { .. } => 32,
+        }
+    }
+
+    /// How many instances streams may keep between their calls ([`super::kept_instance`]): a
+    /// quarter of the container's pool (a 64-stream bench kept every stream's; at 32, half the
+    /// streams took a fresh instance per event and cost 2.6 times the CPU), an eighth of a
+    /// model's, whose calls in flight may take half of it. Each holds at most half its
+    /// plugin's memory limit: at the default 64 MiB, 2 GiB for the container's in the worst
+    /// case, and only the pages the calls wrote are the instance's own.
+    fn kept(self) -> usize {
+        match self {
+            Pool::Container => 64,
+            Pool::Model { .. } => 4,
         }
     }
 
@@ -216,7 +229,7 @@ impl Runtime {
             share: Share::new(pool.share(threads.guest_threads)),
             guests: threads.guests.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
-            keep: Arc::new(KeepBudget::new(instances as usize / 8)),
+            keep: Arc::new(KeepBudget::new(pool.kept())),
             snapshot_seed: cache
                 .and_then(CompileCache::snapshot_seed)
                 .unwrap_or_else(rand::random),

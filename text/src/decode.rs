@@ -15,6 +15,8 @@
 //! emits only skipped special tokens, or bytes that never form a character), what they make is
 //! sent as it stands and they become the context. A step costs the decoding of its window.
 
+use serde_json::{Map, Value};
+
 use crate::{Error, Tokenizer};
 
 /// Ids a stream may hold back before it sends what they make as it stands.
@@ -120,6 +122,16 @@ impl StreamDecoder {
         bytes
     }
 
+    /// The decoder a stream's previous calls kept (`state`, as [`StreamDecoder::to_bytes`]
+    /// wrote it), or a new one when they kept nothing; an error for bytes no decoder wrote.
+    pub fn resume(state: Option<&[u8]>) -> Result<StreamDecoder, String> {
+        match state {
+            None => Ok(StreamDecoder::new()),
+            Some(bytes) => StreamDecoder::from_bytes(bytes)
+                .ok_or_else(|| "the stream's state is not a decoder's".to_owned()),
+        }
+    }
+
     /// The state [`StreamDecoder::to_bytes`] wrote; `None` for bytes it cannot have written.
     pub fn from_bytes(bytes: &[u8]) -> Option<StreamDecoder> {
         let (words, rest) = bytes.as_chunks::<4>();
@@ -133,4 +145,23 @@ impl StreamDecoder {
             context,
         })
     }
+}
+
+/// The token ids a model's response (one generate response, as a JSON object) holds in its
+/// output `name`: a number or a list of them. An error names what is missing or wrong: the
+/// model's answer, not the client's request, so callers answer it with a 500.
+pub fn output_ids(response: &Map<String, Value>, name: &str) -> Result<Vec<u32>, String> {
+    match response.get(name) {
+        Some(Value::Array(values)) => values.iter().map(|v| token_id(v, name)).collect(),
+        Some(single) => token_id(single, name).map(|id| vec![id]),
+        None => Err(format!("the model's response has no output '{name}'")),
+    }
+}
+
+/// `value` as a token id, or why it is not one.
+fn token_id(value: &Value, name: &str) -> Result<u32, String> {
+    value
+        .as_u64()
+        .and_then(|id| u32::try_from(id).ok())
+        .ok_or_else(|| format!("output '{name}' holds {value}, which is not a token id"))
 }

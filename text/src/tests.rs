@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::decode::{MAX_PENDING, StreamDecoder, decode};
+use crate::decode::{MAX_PENDING, StreamDecoder, decode, output_ids};
 use crate::encode::{encode, tensor_bytes};
 use crate::settings::{Datatype, Padding};
 use crate::{Encode, Error, Limits, Tokenizer};
@@ -248,4 +248,36 @@ fn a_stream_holds_back_a_bounded_number_of_ids() {
     assert!(matches!(error, Error::BadRequest(m) if m.contains(&format!("id {}", end + 1))));
     assert_eq!(StreamDecoder::from_bytes(&[1, 0, 0]), None);
     assert_eq!(StreamDecoder::from_bytes(&[9, 0, 0, 0, 1, 0, 0, 0]), None);
+}
+
+#[test]
+fn a_stream_resumes_from_its_kept_state_and_reads_ids_from_a_response() {
+    let gpt = byte_level(&settings(512, Padding::Longest, true));
+    let mut first = StreamDecoder::resume(None).unwrap();
+    // "é" is two bytes, so two ids: the first sends nothing and is kept.
+    assert_eq!(first.step(&gpt, &[0xc3], true).unwrap(), "");
+    let mut resumed = StreamDecoder::resume(Some(&first.to_bytes())).unwrap();
+    assert_eq!(resumed.step(&gpt, &[0xa9], true).unwrap(), "é");
+    let error = StreamDecoder::resume(Some(&[1, 2, 3])).unwrap_err();
+    assert!(error.contains("not a decoder's"), "{error}");
+
+    let response = |json: &str| match serde_json::from_str(json).unwrap() {
+        Value::Object(map) => map,
+        _ => unreachable!(),
+    };
+    assert_eq!(
+        output_ids(&response(r#"{"ids": [1, 2]}"#), "ids"),
+        Ok(vec![1, 2])
+    );
+    assert_eq!(output_ids(&response(r#"{"ids": 7}"#), "ids"), Ok(vec![7]));
+    for (json, wrong) in [
+        (r#"{"other": 1}"#, "no output 'ids'"),
+        (r#"{"ids": [1, -1]}"#, "holds -1"),
+        (r#"{"ids": 4294967296}"#, "holds 4294967296"),
+        (r#"{"ids": "1"}"#, "which is not a token id"),
+        (r#"{"ids": [1.5]}"#, "holds 1.5"),
+    ] {
+        let error = output_ids(&response(json), "ids").unwrap_err();
+        assert!(error.contains(wrong), "{json}: {error}");
+    }
 }

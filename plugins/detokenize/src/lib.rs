@@ -38,7 +38,7 @@ use trident::plugin::assets;
 use trident::plugin::host::config;
 use trident::plugin::types::{Invocation, PluginError, Reply};
 use trident::stream_state::state;
-use trident_text::decode::{StreamDecoder, decode};
+use trident_text::decode::{StreamDecoder, decode, output_ids};
 use trident_text::encode::encode;
 use trident_text::settings::Padding;
 use trident_text::{Encode, Error, Limits, Tokenizer};
@@ -111,25 +111,12 @@ fn object(bytes: &[u8], what: &str) -> Result<Map<String, Value>, PluginError> {
     }
 }
 
-/// The ids a model response's `output_ids` holds (a number or a list of them); the model's
-/// answer is not the client's fault, so a wrong one is a 500.
+/// The ids a model response's `output_ids` holds (a number or a list of them), taken out of
+/// it; the model's answer is not the client's fault, so a wrong one is a 500.
 fn ids(settings: &Settings, response: &mut Map<String, Value>) -> Result<Vec<u32>, PluginError> {
-    let name = &settings.output_ids;
-    let value = response
-        .remove(name)
-        .ok_or_else(|| PluginError::Internal(format!("the model's response has no output '{name}'")))?;
-    let values = match value {
-        Value::Array(values) => values,
-        single => vec![single],
-    };
-    values
-        .iter()
-        .map(|v| {
-            v.as_u64().and_then(|id| u32::try_from(id).ok()).ok_or_else(|| {
-                PluginError::Internal(format!("output '{name}' holds {v}, which is not a token id"))
-            })
-        })
-        .collect()
+    let ids = output_ids(response, &settings.output_ids).map_err(PluginError::Internal)?;
+    response.remove(&settings.output_ids);
+    Ok(ids)
 }
 
 /// `response` with its text under `text_output`, as JSON.
@@ -182,11 +169,7 @@ impl ResponseAdapter for Plugin {
 
 /// The stream's decoder as its previous calls left it.
 fn decoder() -> Result<StreamDecoder, PluginError> {
-    match state::get() {
-        None => Ok(StreamDecoder::new()),
-        Some(bytes) => StreamDecoder::from_bytes(&bytes)
-            .ok_or_else(|| PluginError::Internal("the stream's state is not a decoder's".into())),
-    }
+    StreamDecoder::resume(state::get().as_deref()).map_err(PluginError::Internal)
 }
 
 impl StreamAdapter for Plugin {

@@ -37,7 +37,7 @@ use trident::plugin::assets;
 use trident::plugin::host::config;
 use trident::plugin::types::{Invocation, PluginError, Reply};
 use trident::stream_state::state;
-use trident_text::decode::{StreamDecoder, decode};
+use trident_text::decode::{StreamDecoder, decode, output_ids};
 use trident_text::settings::Padding;
 use trident_text::{Encode, Limits, Tokenizer};
 
@@ -74,24 +74,9 @@ fn prompt_ids(tokenizer: &Tokenizer, prompt: &str) -> Result<Vec<u32>, PluginErr
 
 /// The ids of one generate response (its `ids_output`: a number or a list of them).
 fn response_ids(json: &[u8]) -> Result<Vec<u32>, PluginError> {
-    let output = setting("ids_output", "output_ids");
     let response: Map<String, Value> = serde_json::from_slice(json)
         .map_err(|e| PluginError::Internal(format!("a model response is not JSON: {e}")))?;
-    let values = match response.get(&output) {
-        Some(Value::Array(values)) => values.clone(),
-        Some(single) => vec![single.clone()],
-        None => {
-            return Err(PluginError::Internal(format!("the model's response has no output '{output}'")));
-        }
-    };
-    values
-        .iter()
-        .map(|v| {
-            v.as_u64().and_then(|id| u32::try_from(id).ok()).ok_or_else(|| {
-                PluginError::Internal(format!("output '{output}' holds {v}, which is not a token id"))
-            })
-        })
-        .collect()
+    output_ids(&response, &setting("ids_output", "output_ids")).map_err(PluginError::Internal)
 }
 
 fn setting(key: &str, default: &str) -> String {
@@ -388,11 +373,7 @@ fn chunk(
 
 /// The stream's decoder as its previous events left it.
 fn stream_decoder() -> Result<StreamDecoder, PluginError> {
-    match state::get() {
-        None => Ok(StreamDecoder::new()),
-        Some(bytes) => StreamDecoder::from_bytes(&bytes)
-            .ok_or_else(|| PluginError::Internal("the stream's state is not a decoder's".into())),
-    }
+    StreamDecoder::resume(state::get().as_deref()).map_err(PluginError::Internal)
 }
 
 impl StreamGuest for Plugin {
