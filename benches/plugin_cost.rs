@@ -13,7 +13,8 @@
 //! and JavaScript builds side by side (built with the `componentize-py` and `componentize-qjs` of
 //! `scripts/install-guest-tools`), and a last table how long each takes to load, with an empty
 //! compile cache and with the entry that load left. `-- stream` times one stream-adapter call
-//! per event (the OpenAI chat plugin, and a pass-through adapter) against no plugin. `-- keep=MIB`
+//! per event (the OpenAI chat plugin, and a pass-through adapter), in the instance its stream
+//! keeps and in a fresh one, against no plugin. `-- keep=MIB`
 //! has the phase table's pooled slots keep MIB resident between calls (trident keeps 8).
 //! `-- image profile` runs the image plugin's work natively and in its sandbox 1,000 times
 //! each, for `TRIDENT_PLUGIN_PERF_MAP=1 perf record` to compare function by function.
