@@ -46,27 +46,50 @@ fn elements(tensor: &Tensor) -> Result<Vec<String>, PluginError> {
 }
 
 impl Guest for Plugin {
-    fn adapt_response(invocation: Invocation, inference: InferenceResult) -> Result<Reply, PluginError> {
+    fn adapt_response(
+        invocation: Invocation,
+        inference: InferenceResult,
+    ) -> Result<Reply, PluginError> {
         let wanted = config("output");
         let tensor = match &wanted {
             Some(name) => inference.outputs.iter().find(|t| &t.name == name),
             None => inference.outputs.first(),
         }
-        .ok_or_else(|| PluginError::Internal(format!("the model returned no output {}", wanted.unwrap_or_default())))?;
+        .ok_or_else(|| {
+            PluginError::Internal(format!(
+                "the model returned no output {}",
+                wanted.unwrap_or_default()
+            ))
+        })?;
         let values = elements(tensor)?;
-        let rows = usize::try_from(tensor.shape.first().copied().unwrap_or(1)).unwrap_or(1).max(1);
+        let rows = usize::try_from(tensor.shape.first().copied().unwrap_or(1))
+            .unwrap_or(1)
+            .max(1);
         let per_row = values.len() / rows;
-        let lines: Vec<&[String]> = if per_row == 0 { Vec::new() } else { values.chunks(per_row).collect() };
+        let lines: Vec<&[String]> = if per_row == 0 {
+            Vec::new()
+        } else {
+            values.chunks(per_row).collect()
+        };
         let accept = invocation.accept.as_deref().unwrap_or("application/json");
         let (content_type, body) = if accept.starts_with("text/csv") {
             let text: String = lines.iter().map(|row| row.join(",") + "\n").collect();
             ("text/csv", text)
         } else if accept.starts_with("application/jsonlines") {
-            let text: String = lines.iter().map(|row| format!("[{}]\n", row.join(","))).collect();
+            let text: String = lines
+                .iter()
+                .map(|row| format!("[{}]\n", row.join(",")))
+                .collect();
             ("application/jsonlines", text)
         } else {
-            let rows: Vec<String> = lines.iter().map(|row| format!("[{}]", row.join(","))).collect();
-            ("application/json", format!("{{\"predictions\":[{}]}}", rows.join(",")))
+            let rows: Vec<String> = lines
+                .iter()
+                .map(|row| format!("[{}]", row.join(",")))
+                .collect();
+            (
+                "application/json",
+                format!("{{\"predictions\":[{}]}}", rows.join(",")),
+            )
         };
         Ok(Reply {
             status: 200,

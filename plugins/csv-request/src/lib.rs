@@ -20,7 +20,9 @@ fn datatype() -> Result<Datatype, String> {
         "FP64" => Ok(Datatype::Fp64),
         "INT32" => Ok(Datatype::Int32),
         "INT64" => Ok(Datatype::Int64),
-        other => Err(format!("datatype '{other}' is not supported (FP32, FP64, INT32, INT64)")),
+        other => Err(format!(
+            "datatype '{other}' is not supported (FP32, FP64, INT32, INT64)"
+        )),
     }
 }
 
@@ -77,9 +79,17 @@ impl Guest for Plugin {
         let Some(columns) = columns else {
             return Err(PluginError::BadRequest("the CSV body has no rows".into()));
         };
-        log(Level::Debug, &format!("{rows}x{columns} CSV for {}", invocation.model));
+        log(
+            Level::Debug,
+            &format!("{rows}x{columns} CSV for {}", invocation.model),
+        );
         let outputs = config("outputs")
-            .map(|list| list.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+            .map(|list| {
+                list.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
         Ok(Adapted::Tensors(TensorRequest {
             inputs: vec![Tensor {

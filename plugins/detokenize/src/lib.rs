@@ -29,7 +29,9 @@ wit_bindgen::generate!({ world: "generate-adapter-plugin", path: "../../wit/stre
 
 use std::sync::OnceLock;
 
-use exports::trident::plugin::generate_request_adapter::{GenerateInputs, GenerateRequest, Guest as RequestAdapter};
+use exports::trident::plugin::generate_request_adapter::{
+    GenerateInputs, GenerateRequest, Guest as RequestAdapter,
+};
 use exports::trident::plugin::generate_response_adapter::Guest as ResponseAdapter;
 use exports::trident::plugin::lifecycle::Guest as Lifecycle;
 use exports::trident::plugin::stream_adapter::{Guest as StreamAdapter, StreamPosition};
@@ -78,21 +80,29 @@ fn settings() -> Result<Settings, String> {
     encode.truncation = false;
     let json = assets::get("tokenizer")
         .ok_or("the manifest gives it no asset 'tokenizer' (the model's tokenizer.json)")?;
-    let tokenizer = Tokenizer::from_json(&json, &encode).map_err(|e| format!("asset 'tokenizer': {e}"))?;
-    let name = |key: &str, default: &str| config(key).map_or_else(|| default.to_owned(), |v| v.trim().to_owned());
+    let tokenizer =
+        Tokenizer::from_json(&json, &encode).map_err(|e| format!("asset 'tokenizer': {e}"))?;
+    let name = |key: &str, default: &str| {
+        config(key).map_or_else(|| default.to_owned(), |v| v.trim().to_owned())
+    };
     Ok(Settings {
         prompt: name("prompt", "text_input"),
         input_ids: name("input_ids", "input_ids"),
         output_ids: name("output_ids", "output_ids"),
         text_output: name("text_output", "text_output"),
         skip_special: boolean("skip_special_tokens", true)?,
-        limits: Limits { max_texts: 1, ..Limits::from_config(config)? },
+        limits: Limits {
+            max_texts: 1,
+            ..Limits::from_config(config)?
+        },
         tokenizer,
     })
 }
 
 fn get() -> Result<&'static Settings, PluginError> {
-    SETTINGS.get().ok_or_else(|| PluginError::Internal("detokenize was not initialised".into()))
+    SETTINGS
+        .get()
+        .ok_or_else(|| PluginError::Internal("detokenize was not initialised".into()))
 }
 
 fn plugin_error(error: Error) -> PluginError {
@@ -106,8 +116,12 @@ fn plugin_error(error: Error) -> PluginError {
 fn object(bytes: &[u8], what: &str) -> Result<Map<String, Value>, PluginError> {
     match serde_json::from_slice(bytes) {
         Ok(Value::Object(object)) => Ok(object),
-        Ok(_) => Err(PluginError::BadRequest(format!("{what} is not a JSON object"))),
-        Err(error) => Err(PluginError::BadRequest(format!("{what} is not JSON: {error}"))),
+        Ok(_) => Err(PluginError::BadRequest(format!(
+            "{what} is not a JSON object"
+        ))),
+        Err(error) => Err(PluginError::BadRequest(format!(
+            "{what} is not JSON: {error}"
+        ))),
     }
 }
 
@@ -131,11 +145,26 @@ impl RequestAdapter for Plugin {
         let mut body = object(&invocation.body, "the body")?;
         let prompt = match body.remove(&settings.prompt) {
             Some(Value::String(prompt)) => prompt,
-            Some(_) => return Err(PluginError::BadRequest(format!("'{}' is not a string", settings.prompt))),
-            None => return Err(PluginError::BadRequest(format!("the body has no field '{}' (the prompt)", settings.prompt))),
+            Some(_) => {
+                return Err(PluginError::BadRequest(format!(
+                    "'{}' is not a string",
+                    settings.prompt
+                )));
+            }
+            None => {
+                return Err(PluginError::BadRequest(format!(
+                    "the body has no field '{}' (the prompt)",
+                    settings.prompt
+                )));
+            }
         };
-        let encoded = encode(&settings.tokenizer, &[prompt], &settings.limits).map_err(plugin_error)?;
-        let ids: Vec<Value> = encoded.input_ids.iter().map(|id| Value::from(*id)).collect();
+        let encoded =
+            encode(&settings.tokenizer, &[prompt], &settings.limits).map_err(plugin_error)?;
+        let ids: Vec<Value> = encoded
+            .input_ids
+            .iter()
+            .map(|id| Value::from(*id))
+            .collect();
         body.insert(settings.input_ids.clone(), Value::Array(ids));
         Ok(GenerateRequest {
             inputs: GenerateInputs::Json(Value::Object(body).to_string().into_bytes()),
@@ -145,7 +174,10 @@ impl RequestAdapter for Plugin {
 }
 
 impl ResponseAdapter for Plugin {
-    fn adapt_generate_response(_invocation: Invocation, responses: Vec<Vec<u8>>) -> Result<Reply, PluginError> {
+    fn adapt_generate_response(
+        _invocation: Invocation,
+        responses: Vec<Vec<u8>>,
+    ) -> Result<Reply, PluginError> {
         let settings = get()?;
         let mut all = Vec::new();
         let mut first = None;
@@ -157,7 +189,8 @@ impl ResponseAdapter for Plugin {
             all.extend(ids(settings, &mut response)?);
             first.get_or_insert(response);
         }
-        let text = decode(&settings.tokenizer, &all, settings.skip_special).map_err(|e| PluginError::Internal(e.to_string()))?;
+        let text = decode(&settings.tokenizer, &all, settings.skip_special)
+            .map_err(|e| PluginError::Internal(e.to_string()))?;
         Ok(Reply {
             status: 200,
             content_type: "application/json".into(),
@@ -173,7 +206,11 @@ fn decoder() -> Result<StreamDecoder, PluginError> {
 }
 
 impl StreamAdapter for Plugin {
-    fn adapt_event(_invocation: Invocation, _position: StreamPosition, event: Vec<u8>) -> Result<Vec<String>, PluginError> {
+    fn adapt_event(
+        _invocation: Invocation,
+        _position: StreamPosition,
+        event: Vec<u8>,
+    ) -> Result<Vec<String>, PluginError> {
         let settings = get()?;
         let mut response = object(&event, "the model's event").map_err(|e| match e {
             PluginError::BadRequest(m) => PluginError::Internal(m),
@@ -191,7 +228,10 @@ impl StreamAdapter for Plugin {
         Ok(vec![with_text(settings, response, text)])
     }
 
-    fn end_stream(_invocation: Invocation, _position: StreamPosition) -> Result<Vec<String>, PluginError> {
+    fn end_stream(
+        _invocation: Invocation,
+        _position: StreamPosition,
+    ) -> Result<Vec<String>, PluginError> {
         let settings = get()?;
         let mut decoder = decoder()?;
         let text = decoder

@@ -47,8 +47,19 @@ struct Settings {
 
 /// The configuration keys of the image work (`trident_imaging::settings`).
 const IMAGE_KEYS: [&str; 13] = [
-    "size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
-    "batch", "max_pixels", "max_image_bytes", "max_images",
+    "size",
+    "resize",
+    "resize_shorter",
+    "layout",
+    "channels",
+    "datatype",
+    "scale",
+    "mean",
+    "std",
+    "batch",
+    "max_pixels",
+    "max_image_bytes",
+    "max_images",
 ];
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -57,13 +68,21 @@ fn settings() -> Result<Settings, String> {
     Ok(Settings {
         input: config("input").unwrap_or_else(|| "INPUT0".into()),
         outputs: config("outputs")
-            .map(|list| list.split(',').map(|o| o.trim().to_owned()).filter(|o| !o.is_empty()).collect())
+            .map(|list| {
+                list.split(',')
+                    .map(|o| o.trim().to_owned())
+                    .filter(|o| !o.is_empty())
+                    .collect()
+            })
             .unwrap_or_default(),
         preprocess: Preprocess::from_config(config)?,
         limits: Limits::from_config(config)?,
         host: match config("decode_in").as_deref() {
             None | Some("host") => Some(
-                IMAGE_KEYS.iter().filter_map(|key| Some((key.to_string(), config(key)?))).collect(),
+                IMAGE_KEYS
+                    .iter()
+                    .filter_map(|key| Some((key.to_string(), config(key)?)))
+                    .collect(),
             ),
             Some("sandbox") => None,
             Some(other) => return Err(format!("decode_in = '{other}': give host or sandbox")),
@@ -73,9 +92,16 @@ fn settings() -> Result<Settings, String> {
 
 impl Guest for Plugin {
     fn adapt_request(invocation: Invocation) -> Result<Adapted, PluginError> {
-        let settings = SETTINGS.get().ok_or_else(|| PluginError::Internal("image-tensor was not initialised".into()))?;
+        let settings = SETTINGS
+            .get()
+            .ok_or_else(|| PluginError::Internal("image-tensor was not initialised".into()))?;
         let tensor = match &settings.host {
-            Some(keys) => to_tensor(&settings.input, invocation.content_type.as_deref(), &invocation.body, keys)?,
+            Some(keys) => to_tensor(
+                &settings.input,
+                invocation.content_type.as_deref(),
+                &invocation.body,
+                keys,
+            )?,
             None => {
                 let tensor = trident_imaging::tensor_from_body(
                     invocation.content_type.as_deref(),
@@ -87,10 +113,18 @@ impl Guest for Plugin {
                     Error::BadRequest(m) => PluginError::BadRequest(m),
                     Error::Unsupported(m) => PluginError::UnsupportedMediaType(m),
                 })?;
-                Tensor { name: settings.input.clone(), datatype: datatype(settings), shape: tensor.shape, data: tensor.data }
+                Tensor {
+                    name: settings.input.clone(),
+                    datatype: datatype(settings),
+                    shape: tensor.shape,
+                    data: tensor.data,
+                }
             }
         };
-        Ok(Adapted::Tensors(TensorRequest { inputs: vec![tensor], outputs: settings.outputs.clone() }))
+        Ok(Adapted::Tensors(TensorRequest {
+            inputs: vec![tensor],
+            outputs: settings.outputs.clone(),
+        }))
     }
 }
 
@@ -107,13 +141,23 @@ impl ModelCheck for Plugin {
     fn check_model(model: ModelInfo) -> Result<(), String> {
         let settings = SETTINGS.get().ok_or("image-tensor was not initialised")?;
         let names: Vec<&str> = model.inputs.iter().map(|t| t.name.as_str()).collect();
-        let input = model.inputs.iter().find(|t| t.name == settings.input).ok_or_else(|| {
-            format!("it has no input '{}' (its inputs: {}); set the plugin's `input`", settings.input, names.join(", "))
-        })?;
+        let input = model
+            .inputs
+            .iter()
+            .find(|t| t.name == settings.input)
+            .ok_or_else(|| {
+                format!(
+                    "it has no input '{}' (its inputs: {}); set the plugin's `input`",
+                    settings.input,
+                    names.join(", ")
+                )
+            })?;
         if input.datatype != datatype(settings) {
             return Err(format!(
                 "input '{}' is {:?}, and this plugin makes {:?}; set the plugin's `datatype`",
-                input.name, input.datatype, datatype(settings)
+                input.name,
+                input.datatype,
+                datatype(settings)
             ));
         }
         let (w, h) = settings.preprocess.size;
@@ -126,7 +170,11 @@ impl ModelCheck for Plugin {
             expected.insert(0, -1);
         }
         let fits = input.shape.len() == expected.len()
-            && input.shape.iter().zip(&expected).all(|(have, want)| *have == -1 || *want == -1 || have == want);
+            && input
+                .shape
+                .iter()
+                .zip(&expected)
+                .all(|(have, want)| *have == -1 || *want == -1 || have == want);
         if !fits {
             return Err(format!(
                 "input '{}' is shaped {:?}, and this plugin makes {:?} (size, layout and batch set it)",

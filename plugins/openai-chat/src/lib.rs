@@ -56,17 +56,23 @@ fn read_tokenizer() -> Result<Option<Tokenizer>, String> {
         return Ok(None);
     };
     let encode = Encode {
-        max_length: usize::try_from(number_setting("max_prompt_tokens", 4096)?).unwrap_or(usize::MAX),
+        max_length: usize::try_from(number_setting("max_prompt_tokens", 4096)?)
+            .unwrap_or(usize::MAX),
         padding: Padding::Longest,
         truncation: false,
         ..Encode::default()
     };
-    Tokenizer::from_json(&json, &encode).map(Some).map_err(|e| format!("asset 'tokenizer': {e}"))
+    Tokenizer::from_json(&json, &encode)
+        .map(Some)
+        .map_err(|e| format!("asset 'tokenizer': {e}"))
 }
 
 /// The prompt's ids.
 fn prompt_ids(tokenizer: &Tokenizer, prompt: &str) -> Result<Vec<u32>, PluginError> {
-    let limits = Limits { max_texts: 1, ..Limits::default() };
+    let limits = Limits {
+        max_texts: 1,
+        ..Limits::default()
+    };
     trident_text::encode::encode(tokenizer, &[prompt], &limits)
         .map(|encoded| encoded.input_ids)
         .map_err(|e| bad(e.to_string()))
@@ -177,9 +183,7 @@ fn parse_chat(invocation: &Invocation) -> Result<Chat, PluginError> {
     prompt.push_str(&setting("prompt_suffix", "assistant:"));
     let limit = number_setting("max_max_tokens", 4096).map_err(PluginError::Internal)?;
     let max_tokens = match field(&body, "max_completion_tokens").or(field(&body, "max_tokens")) {
-        None => {
-            number_setting("default_max_tokens", 256).map_err(PluginError::Internal)?
-        }
+        None => number_setting("default_max_tokens", 256).map_err(PluginError::Internal)?,
         Some(value) => value
             .as_u64()
             .filter(|n| (1..=limit).contains(n))
@@ -314,8 +318,13 @@ impl ResponseGuest for Plugin {
                 for json in &responses {
                     ids.extend(response_ids(json)?);
                 }
-                let content = decode(tokenizer, &ids, true).map_err(|e| PluginError::Internal(e.to_string()))?;
-                (content, ids.len() as u64, prompt_ids(tokenizer, &chat.prompt)?.len() as u64)
+                let content = decode(tokenizer, &ids, true)
+                    .map_err(|e| PluginError::Internal(e.to_string()))?;
+                (
+                    content,
+                    ids.len() as u64,
+                    prompt_ids(tokenizer, &chat.prompt)?.len() as u64,
+                )
             }
             None => {
                 let content = responses
@@ -323,7 +332,11 @@ impl ResponseGuest for Plugin {
                     .map(|json| response_text(json))
                     .collect::<Result<Vec<_>, _>>()?
                     .concat();
-                (content, responses.len() as u64, chat.prompt.split_whitespace().count() as u64)
+                (
+                    content,
+                    responses.len() as u64,
+                    chat.prompt.split_whitespace().count() as u64,
+                )
             }
         };
         let created = std::time::SystemTime::now()
@@ -415,7 +428,12 @@ impl StreamGuest for Plugin {
                 .finish(tokenizer, true)
                 .map_err(|e| PluginError::Internal(e.to_string()))?;
             if !rest.is_empty() {
-                events.push(chunk(&invocation, &position, json!({"content": rest}), Value::Null));
+                events.push(chunk(
+                    &invocation,
+                    &position,
+                    json!({"content": rest}),
+                    Value::Null,
+                ));
             }
         }
         events.push(chunk(&invocation, &position, json!({}), json!(reason)));

@@ -59,8 +59,15 @@ struct Settings {
 
 /// The configuration keys of the text work (`trident_text::settings`).
 const TEXT_KEYS: [&str; 9] = [
-    "max_length", "padding", "truncation", "add_special_tokens", "datatype", "batch", "pad_token",
-    "max_text_bytes", "max_texts",
+    "max_length",
+    "padding",
+    "truncation",
+    "add_special_tokens",
+    "datatype",
+    "batch",
+    "pad_token",
+    "max_text_bytes",
+    "max_texts",
 ];
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -72,7 +79,8 @@ fn settings() -> Result<Settings, String> {
     let encode = Encode::from_config(config)?;
     let json = assets::get("tokenizer")
         .ok_or("the manifest gives it no asset 'tokenizer' (the model's tokenizer.json)")?;
-    let tokenizer = Tokenizer::from_json(&json, &encode).map_err(|e| format!("asset 'tokenizer': {e}"))?;
+    let tokenizer =
+        Tokenizer::from_json(&json, &encode).map_err(|e| format!("asset 'tokenizer': {e}"))?;
     let names = TENSORS.map(|key| match config(key) {
         None => Some(key.to_owned()),
         Some(name) if name.trim().is_empty() => None,
@@ -84,13 +92,23 @@ fn settings() -> Result<Settings, String> {
     Ok(Settings {
         names,
         outputs: config("outputs")
-            .map(|list| list.split(',').map(|o| o.trim().to_owned()).filter(|o| !o.is_empty()).collect())
+            .map(|list| {
+                list.split(',')
+                    .map(|o| o.trim().to_owned())
+                    .filter(|o| !o.is_empty())
+                    .collect()
+            })
             .unwrap_or_default(),
         field: config("field"),
         limits: Limits::from_config(config)?,
         tokenizer,
         host: match config("tokenize_in").as_deref() {
-            None | Some("host") => Some(TEXT_KEYS.iter().filter_map(|key| Some((key.to_string(), config(key)?))).collect()),
+            None | Some("host") => Some(
+                TEXT_KEYS
+                    .iter()
+                    .filter_map(|key| Some((key.to_string(), config(key)?)))
+                    .collect(),
+            ),
             Some("sandbox") => None,
             Some(other) => return Err(format!("tokenize_in = '{other}': give host or sandbox")),
         },
@@ -134,7 +152,9 @@ fn triton_name(datatype: Datatype) -> &'static str {
 
 impl Guest for Plugin {
     fn adapt_request(invocation: Invocation) -> Result<Adapted, PluginError> {
-        let settings = SETTINGS.get().ok_or_else(|| PluginError::Internal("tokenize was not initialised".into()))?;
+        let settings = SETTINGS
+            .get()
+            .ok_or_else(|| PluginError::Internal("tokenize was not initialised".into()))?;
         let texts = trident_text::body::texts(
             invocation.content_type.as_deref(),
             &invocation.body,
@@ -145,10 +165,15 @@ impl Guest for Plugin {
         let tensors: Vec<Tensor> = match &settings.host {
             Some(keys) => tokenize("tokenizer", &texts, keys)?,
             None => {
-                let encoded = encode(&settings.tokenizer, &texts, &settings.limits).map_err(plugin_error)?;
+                let encoded =
+                    encode(&settings.tokenizer, &texts, &settings.limits).map_err(plugin_error)?;
                 let shape = encoded.shape(settings.tokenizer.settings().batch);
                 let element = settings.tokenizer.settings().datatype;
-                let values = [&encoded.input_ids, &encoded.attention_mask, &encoded.token_type_ids];
+                let values = [
+                    &encoded.input_ids,
+                    &encoded.attention_mask,
+                    &encoded.token_type_ids,
+                ];
                 values
                     .into_iter()
                     .map(|values| Tensor {
@@ -165,9 +190,17 @@ impl Guest for Plugin {
             .names
             .iter()
             .zip(tensors)
-            .filter_map(|(name, tensor)| Some(Tensor { name: name.clone()?, ..tensor }))
+            .filter_map(|(name, tensor)| {
+                Some(Tensor {
+                    name: name.clone()?,
+                    ..tensor
+                })
+            })
             .collect();
-        Ok(Adapted::Tensors(TensorRequest { inputs, outputs: settings.outputs.clone() }))
+        Ok(Adapted::Tensors(TensorRequest {
+            inputs,
+            outputs: settings.outputs.clone(),
+        }))
     }
 }
 
@@ -179,7 +212,11 @@ impl ModelCheck for Plugin {
             Padding::MaxLength => i64::try_from(encode.max_length).unwrap_or(i64::MAX),
             Padding::Longest => -1,
         };
-        let expected: Vec<i64> = if encode.batch { vec![-1, length] } else { vec![length] };
+        let expected: Vec<i64> = if encode.batch {
+            vec![-1, length]
+        } else {
+            vec![length]
+        };
         let names: Vec<&str> = model.inputs.iter().map(|t| t.name.as_str()).collect();
         for (key, name) in TENSORS.iter().zip(&settings.names) {
             let Some(name) = name else { continue };
@@ -197,7 +234,11 @@ impl ModelCheck for Plugin {
                 ));
             }
             let fits = input.shape.len() == expected.len()
-                && input.shape.iter().zip(&expected).all(|(have, want)| *have == -1 || *want == -1 || have == want);
+                && input
+                    .shape
+                    .iter()
+                    .zip(&expected)
+                    .all(|(have, want)| *have == -1 || *want == -1 || have == want);
             if !fits {
                 return Err(format!(
                     "input '{name}' is shaped {:?}, and this plugin makes {expected:?} (max_length, padding and batch set it)",
@@ -205,11 +246,21 @@ impl ModelCheck for Plugin {
                 ));
             }
         }
-        if let Some(other) = model.inputs.iter().find(|t| !settings.names.iter().flatten().any(|n| *n == t.name)) {
+        if let Some(other) = model
+            .inputs
+            .iter()
+            .find(|t| !settings.names.iter().flatten().any(|n| *n == t.name))
+        {
             return Err(format!(
                 "it takes input '{}', which this plugin does not make (it makes {})",
                 other.name,
-                settings.names.iter().flatten().cloned().collect::<Vec<_>>().join(", ")
+                settings
+                    .names
+                    .iter()
+                    .flatten()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         Ok(())

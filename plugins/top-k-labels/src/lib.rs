@@ -72,8 +72,13 @@ mod component {
     }
 
     impl Guest for Plugin {
-        fn adapt_response(invocation: Invocation, inference: InferenceResult) -> Result<Reply, PluginError> {
-            let (settings, labels) = STATE.get().ok_or_else(|| PluginError::Internal("top-k-labels was not initialised".into()))?;
+        fn adapt_response(
+            invocation: Invocation,
+            inference: InferenceResult,
+        ) -> Result<Reply, PluginError> {
+            let (settings, labels) = STATE
+                .get()
+                .ok_or_else(|| PluginError::Internal("top-k-labels was not initialised".into()))?;
             let request = settings
                 .for_request(invocation.custom_attributes.as_deref())
                 .map_err(PluginError::BadRequest)?;
@@ -81,12 +86,19 @@ mod component {
                 Some(name) => inference.outputs.iter().find(|t| &t.name == name),
                 None => inference.outputs.first(),
             }
-            .ok_or_else(|| PluginError::Internal(format!("the model returned no output {}", settings.output.as_deref().unwrap_or(""))))?;
+            .ok_or_else(|| {
+                PluginError::Internal(format!(
+                    "the model returned no output {}",
+                    settings.output.as_deref().unwrap_or("")
+                ))
+            })?;
             let kind = kind(tensor.datatype).ok_or_else(|| {
                 PluginError::Internal(format!("output '{}' is BYTES, not scores", tensor.name))
             })?;
-            let scores = Scores::new(&tensor.name, kind, &tensor.shape, &tensor.data).map_err(PluginError::Internal)?;
-            let body = crate::logic::answer(&scores, labels, &request).map_err(PluginError::Internal)?;
+            let scores = Scores::new(&tensor.name, kind, &tensor.shape, &tensor.data)
+                .map_err(PluginError::Internal)?;
+            let body =
+                crate::logic::answer(&scores, labels, &request).map_err(PluginError::Internal)?;
             Ok(Reply {
                 status: 200,
                 content_type: "application/json".into(),

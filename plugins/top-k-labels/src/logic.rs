@@ -40,7 +40,9 @@ pub struct Settings {
 fn parse_k(text: &str, most: usize) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(k) if (1..=most).contains(&k) => Ok(k),
-        _ => Err(format!("k = '{text}': give a whole number from 1 to {most}")),
+        _ => Err(format!(
+            "k = '{text}': give a whole number from 1 to {most}"
+        )),
     }
 }
 
@@ -65,10 +67,18 @@ impl Settings {
     pub fn for_request(&self, attributes: Option<&str>) -> Result<Settings, String> {
         let mut settings = self.clone();
         for pair in attributes.unwrap_or("").split([',', ';']) {
-            let Some((key, value)) = pair.split_once('=') else { continue };
+            let Some((key, value)) = pair.split_once('=') else {
+                continue;
+            };
             match key.trim() {
-                "top_k" => settings.k = parse_k(value, self.k).map_err(|e| format!("custom attribute top_k: {e}"))?,
-                "format" => settings.format = Format::parse(value.trim()).map_err(|e| format!("custom attribute {e}"))?,
+                "top_k" => {
+                    settings.k = parse_k(value, self.k)
+                        .map_err(|e| format!("custom attribute top_k: {e}"))?
+                }
+                "format" => {
+                    settings.format =
+                        Format::parse(value.trim()).map_err(|e| format!("custom attribute {e}"))?
+                }
                 _ => {}
             }
         }
@@ -95,7 +105,10 @@ impl Labels {
         if trimmed.starts_with('[') || trimmed.starts_with('{') {
             return Labels::from_json(trimmed);
         }
-        let mut names: Vec<String> = text.split('\n').map(|line| line.trim().to_owned()).collect();
+        let mut names: Vec<String> = text
+            .split('\n')
+            .map(|line| line.trim().to_owned())
+            .collect();
         if names.last().is_some_and(String::is_empty) {
             names.pop();
         }
@@ -106,9 +119,12 @@ impl Labels {
     }
 
     fn from_json(text: &str) -> Result<Labels, String> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("the labels asset is not valid JSON: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| format!("the labels asset is not valid JSON: {e}"))?;
         let value = match value {
-            serde_json::Value::Object(mut object) if object.contains_key("id2label") => object.remove("id2label").unwrap_or_default(),
+            serde_json::Value::Object(mut object) if object.contains_key("id2label") => {
+                object.remove("id2label").unwrap_or_default()
+            }
             other => other,
         };
         let names = match value {
@@ -123,14 +139,19 @@ impl Labels {
             serde_json::Value::Object(object) => {
                 let mut indexed = Vec::with_capacity(object.len());
                 for (key, item) in object {
-                    let index: usize = key.parse().map_err(|_| format!("the labels asset's key '{key}' is not a class index"))?;
+                    let index: usize = key.parse().map_err(|_| {
+                        format!("the labels asset's key '{key}' is not a class index")
+                    })?;
                     let serde_json::Value::String(name) = item else {
                         return Err(format!("the labels asset's entry '{key}' is not a string"));
                     };
                     indexed.push((index, name));
                 }
                 if indexed.iter().any(|(index, _)| *index >= indexed.len()) {
-                    return Err(format!("the labels asset's indices must be 0 to {} without gaps", indexed.len().saturating_sub(1)));
+                    return Err(format!(
+                        "the labels asset's indices must be 0 to {} without gaps",
+                        indexed.len().saturating_sub(1)
+                    ));
                 }
                 indexed.sort();
                 indexed.into_iter().map(|(_, name)| name).collect()
@@ -161,10 +182,14 @@ pub fn check_classes(name: &str, shape: &[i64], labels: &Labels) -> Result<(), S
         [_, rest @ ..] => rest.iter().try_fold(1i64, |n, d| (*d >= 0).then(|| n * d)),
     };
     match (classes, labels) {
-        (Some(classes), Labels::Names(names)) if classes >= 0 && classes as usize != names.len() => Err(format!(
-            "output '{name}' gives {classes} classes and the labels asset names {}",
-            names.len()
-        )),
+        (Some(classes), Labels::Names(names))
+            if classes >= 0 && classes as usize != names.len() =>
+        {
+            Err(format!(
+                "output '{name}' gives {classes} classes and the labels asset names {}",
+                names.len()
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -215,7 +240,9 @@ impl Kind {
             Kind::I64 => i64::from_le_bytes(b) as f64,
             Kind::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             Kind::F64 => f64::from_le_bytes(b),
-            Kind::Bf16 => f64::from(f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)),
+            Kind::Bf16 => f64::from(f32::from_bits(
+                u32::from(u16::from_le_bytes([b[0], b[1]])) << 16,
+            )),
             Kind::F16 => half_to_f64(u16::from_le_bytes([b[0], b[1]])),
         }
     }
@@ -247,33 +274,63 @@ pub struct Scores<'a> {
 
 impl<'a> Scores<'a> {
     /// The tensor `name`, checked: rank at least 1, data exactly its shape.
-    pub fn new(name: &str, kind: Kind, shape: &[i64], data: &'a [u8]) -> Result<Scores<'a>, String> {
-        let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+    pub fn new(
+        name: &str,
+        kind: Kind,
+        shape: &[i64],
+        data: &'a [u8],
+    ) -> Result<Scores<'a>, String> {
+        let dims: Vec<usize> = shape
+            .iter()
+            .map(|&d| usize::try_from(d).unwrap_or(0))
+            .collect();
         let (rows, classes) = match dims.as_slice() {
             [] => return Err(format!("output '{name}' is a scalar, not scores")),
             [classes] => (1, *classes),
-            [rows, rest @ ..] => (*rows, rest.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).unwrap_or(0)),
+            [rows, rest @ ..] => (
+                *rows,
+                rest.iter()
+                    .try_fold(1usize, |n, d| n.checked_mul(*d))
+                    .unwrap_or(0),
+            ),
         };
         if classes == 0 {
             return Err(format!("output '{name}' has no classes (shape {shape:?})"));
         }
-        let expected = rows.checked_mul(classes).and_then(|n| n.checked_mul(kind.size()));
+        let expected = rows
+            .checked_mul(classes)
+            .and_then(|n| n.checked_mul(kind.size()));
         if expected != Some(data.len()) {
-            return Err(format!("output '{name}' holds {} bytes, not what its shape {shape:?} says", data.len()));
+            return Err(format!(
+                "output '{name}' holds {} bytes, not what its shape {shape:?} says",
+                data.len()
+            ));
         }
-        Ok(Scores { kind, data, rows, classes })
+        Ok(Scores {
+            kind,
+            data,
+            rows,
+            classes,
+        })
     }
 
     fn row(&self, row: usize) -> Vec<f64> {
         let size = self.kind.size();
         let start = row * self.classes * size;
-        self.data[start..start + self.classes * size].chunks_exact(size).map(|c| self.kind.read(c)).collect()
+        self.data[start..start + self.classes * size]
+            .chunks_exact(size)
+            .map(|c| self.kind.read(c))
+            .collect()
     }
 }
 
 /// `scores` through a softmax (numerically stable: the largest is subtracted first).
 pub fn softmax(scores: &mut [f64]) {
-    let max = scores.iter().copied().filter(|s| !s.is_nan()).fold(f64::NEG_INFINITY, f64::max);
+    let max = scores
+        .iter()
+        .copied()
+        .filter(|s| !s.is_nan())
+        .fold(f64::NEG_INFINITY, f64::max);
     let mut sum = 0.0;
     for score in scores.iter_mut() {
         *score = (*score - max).exp();
@@ -313,7 +370,11 @@ fn write_score(out: &mut String, score: f64) {
 }
 
 /// The JSON answer for `scores` under `settings`: one row's answer, or a list of each row's.
-pub fn answer(scores: &Scores<'_>, labels: &Labels, settings: &Settings) -> Result<Vec<u8>, String> {
+pub fn answer(
+    scores: &Scores<'_>,
+    labels: &Labels,
+    settings: &Settings,
+) -> Result<Vec<u8>, String> {
     if let Labels::Names(names) = labels
         && names.len() != scores.classes
     {
@@ -372,17 +433,39 @@ mod tests {
     }
 
     fn settings(k: usize, softmax: bool, format: Format) -> Settings {
-        Settings { output: None, k, softmax, format }
+        Settings {
+            output: None,
+            k,
+            softmax,
+            format,
+        }
     }
 
     #[test]
     fn labels_from_lines_and_json() {
-        assert_eq!(Labels::parse(b"cat\r\ndog\n").unwrap(), Labels::Names(vec!["cat".into(), "dog".into()]));
-        assert_eq!(Labels::parse(b"[\"a\",\"b\"]").unwrap(), Labels::Names(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            Labels::parse(b"cat\r\ndog\n").unwrap(),
+            Labels::Names(vec!["cat".into(), "dog".into()])
+        );
+        assert_eq!(
+            Labels::parse(b"[\"a\",\"b\"]").unwrap(),
+            Labels::Names(vec!["a".into(), "b".into()])
+        );
         let hf = br#"{"architectures": ["X"], "id2label": {"1": "dog", "0": "cat"}}"#;
-        assert_eq!(Labels::parse(hf).unwrap(), Labels::Names(vec!["cat".into(), "dog".into()]));
-        assert!(Labels::parse(br#"{"0": "cat", "2": "dog"}"#).unwrap_err().contains("without gaps"));
-        assert!(Labels::parse(b"\xff\xfe").unwrap_err().contains("not UTF-8"));
+        assert_eq!(
+            Labels::parse(hf).unwrap(),
+            Labels::Names(vec!["cat".into(), "dog".into()])
+        );
+        assert!(
+            Labels::parse(br#"{"0": "cat", "2": "dog"}"#)
+                .unwrap_err()
+                .contains("without gaps")
+        );
+        assert!(
+            Labels::parse(b"\xff\xfe")
+                .unwrap_err()
+                .contains("not UTF-8")
+        );
         assert!(Labels::parse(b"").unwrap_err().contains("no class"));
     }
 
@@ -392,10 +475,18 @@ mod tests {
         let scores = Scores::new("out", Kind::F32, &[1, 4], &data).unwrap();
         let labels = Labels::Names(vec!["a".into(), "b".into(), "c".into(), "d".into()]);
         let plain = answer(&scores, &labels, &settings(2, false, Format::Labels)).unwrap();
-        assert_eq!(String::from_utf8(plain).unwrap(), r#"[{"label":"b","score":3},{"label":"d","score":3}]"#);
+        assert_eq!(
+            String::from_utf8(plain).unwrap(),
+            r#"[{"label":"b","score":3},{"label":"d","score":3}]"#
+        );
         let soft = answer(&scores, &labels, &settings(4, true, Format::Labels)).unwrap();
         let soft: serde_json::Value = serde_json::from_slice(&soft).unwrap();
-        let total: f64 = soft.as_array().unwrap().iter().map(|e| e["score"].as_f64().unwrap()).sum();
+        let total: f64 = soft
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["score"].as_f64().unwrap())
+            .sum();
         assert!((total - 1.0).abs() < 1e-6, "{soft}");
         let triton = answer(&scores, &labels, &settings(1, false, Format::Triton)).unwrap();
         assert_eq!(String::from_utf8(triton).unwrap(), r#"["3:1:b"]"#);
@@ -405,11 +496,27 @@ mod tests {
     fn a_batch_answers_a_list_per_row_and_mismatched_labels_are_refused() {
         let data = f32s(&[0.0, 1.0, 1.0, 0.0]);
         let scores = Scores::new("out", Kind::F32, &[2, 2], &data).unwrap();
-        let body = answer(&scores, &Labels::Indices, &settings(1, false, Format::Labels)).unwrap();
-        assert_eq!(String::from_utf8(body).unwrap(), r#"[[{"label":"1","score":1}],[{"label":"0","score":1}]]"#);
+        let body = answer(
+            &scores,
+            &Labels::Indices,
+            &settings(1, false, Format::Labels),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"[[{"label":"1","score":1}],[{"label":"0","score":1}]]"#
+        );
         let three = Labels::Names(vec!["a".into(), "b".into(), "c".into()]);
-        assert!(answer(&scores, &three, &settings(1, false, Format::Labels)).unwrap_err().contains("2 classes"));
-        assert!(Scores::new("out", Kind::F32, &[2, 3], &data).unwrap_err().contains("not what its shape"));
+        assert!(
+            answer(&scores, &three, &settings(1, false, Format::Labels))
+                .unwrap_err()
+                .contains("2 classes")
+        );
+        assert!(
+            Scores::new("out", Kind::F32, &[2, 3], &data)
+                .unwrap_err()
+                .contains("not what its shape")
+        );
     }
 
     #[test]
@@ -418,10 +525,21 @@ mod tests {
         assert_eq!(top_k(&scores, 3), vec![1, 2, 0]);
         assert_eq!(half_to_f64(0x3c00), 1.0);
         assert_eq!(half_to_f64(0xc000), -2.0);
-        let data: Vec<u8> = [0x3c00u16, 0x7e00].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data: Vec<u8> = [0x3c00u16, 0x7e00]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let scores = Scores::new("out", Kind::F16, &[2], &data).unwrap();
-        let body = answer(&scores, &Labels::Indices, &settings(2, false, Format::Labels)).unwrap();
-        assert_eq!(String::from_utf8(body).unwrap(), r#"[{"label":"0","score":1},{"label":"1","score":null}]"#);
+        let body = answer(
+            &scores,
+            &Labels::Indices,
+            &settings(2, false, Format::Labels),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"[{"label":"0","score":1},{"label":"1","score":null}]"#
+        );
     }
 
     #[test]
@@ -430,16 +548,26 @@ mod tests {
         assert!(check_classes("out", &[-1, 2], &labels).is_ok());
         assert!(check_classes("out", &[2], &labels).is_ok());
         assert!(check_classes("out", &[-1, -1], &labels).is_ok());
-        assert!(check_classes("out", &[-1, 3], &labels).unwrap_err().contains("3 classes"));
+        assert!(
+            check_classes("out", &[-1, 3], &labels)
+                .unwrap_err()
+                .contains("3 classes")
+        );
         assert!(check_classes("out", &[-1, 3], &Labels::Indices).is_ok());
     }
 
     #[test]
     fn requests_may_lower_k_and_pick_the_format() {
         let base = settings(5, false, Format::Labels);
-        let request = base.for_request(Some("top_k=2; format=triton, other=x")).unwrap();
+        let request = base
+            .for_request(Some("top_k=2; format=triton, other=x"))
+            .unwrap();
         assert_eq!((request.k, request.format), (2, Format::Triton));
-        assert!(base.for_request(Some("top_k=6")).unwrap_err().contains("1 to 5"));
+        assert!(
+            base.for_request(Some("top_k=6"))
+                .unwrap_err()
+                .contains("1 to 5")
+        );
         assert!(base.for_request(Some("format=xml")).is_err());
         assert_eq!(base.for_request(None).unwrap(), base);
     }

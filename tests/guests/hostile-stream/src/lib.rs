@@ -50,7 +50,8 @@ impl Guest for Plugin {
         position: StreamPosition,
         event: Vec<u8>,
     ) -> Result<Vec<String>, PluginError> {
-        let event = String::from_utf8(event).map_err(|_| PluginError::Internal("not UTF-8".into()))?;
+        let event =
+            String::from_utf8(event).map_err(|_| PluginError::Internal("not UTF-8".into()))?;
         let calls = calls();
         if mode(&invocation) == "leak" {
             std::mem::forget(std::hint::black_box(vec![1u8; 12 << 20]));
@@ -86,7 +87,11 @@ impl Guest for Plugin {
         if mode(&invocation) == "end-trap" {
             panic!("the hostile stream adapter traps at the end");
         }
-        Ok(vec![format!("[END {} seen {} @{calls}]", position.index, seen())])
+        Ok(vec![format!(
+            "[END {} seen {} @{calls}]",
+            position.index,
+            seen()
+        )])
     }
 }
 

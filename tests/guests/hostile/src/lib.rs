@@ -18,7 +18,7 @@ wit_bindgen::generate!({ world: "adapter-plugin", path: "../../../wit" });
 use exports::trident::plugin::lifecycle::Guest as Lifecycle;
 use exports::trident::plugin::request_adapter::{Adapted, Guest as RequestAdapter, TensorRequest};
 use exports::trident::plugin::response_adapter::{Guest as ResponseAdapter, InferenceResult};
-use trident::plugin::host::{config, log, Level};
+use trident::plugin::host::{Level, config, log};
 use trident::plugin::types::{Datatype, Header, Invocation, PluginError, Reply, Tensor};
 
 struct Plugin;
@@ -33,7 +33,10 @@ fn ones(rows: i64) -> Tensor {
 }
 
 fn header(name: &str, value: &str) -> Header {
-    Header { name: name.into(), value: value.into() }
+    Header {
+        name: name.into(),
+        value: value.into(),
+    }
 }
 
 /// The headers of a reply in the response modes.
@@ -50,9 +53,14 @@ fn reply_headers() -> Vec<Header> {
             header("Cache-Control", "no-store"),
             header("X-Amzn-SageMaker-Custom-Attributes", "score=0.9, trace=abc"),
         ],
-        Some("many-headers") => (0..100_000).map(|i| header(&format!("x-h-{i}"), "v")).collect(),
+        Some("many-headers") => (0..100_000)
+            .map(|i| header(&format!("x-h-{i}"), "v"))
+            .collect(),
         Some("big-header") => vec![header("x-big", &"a".repeat(20_000))],
-        Some("bad-attributes") => vec![header("X-Amzn-SageMaker-Custom-Attributes", &"a".repeat(1025))],
+        Some("bad-attributes") => vec![header(
+            "X-Amzn-SageMaker-Custom-Attributes",
+            &"a".repeat(1025),
+        )],
         _ => Vec::new(),
     }
 }
@@ -73,7 +81,10 @@ fn misbehave() -> Result<(), PluginError> {
         Some("hog") => {
             let mut hoard: Vec<u8> = Vec::new();
             hoard.resize(1 << 30, 1);
-            Err(PluginError::Internal(format!("allocated {} bytes", hoard.len())))
+            Err(PluginError::Internal(format!(
+                "allocated {} bytes",
+                hoard.len()
+            )))
         }
         Some("trap") => panic!("hostile plugin panics on purpose"),
         Some("snoop") => {
@@ -81,7 +92,8 @@ fn misbehave() -> Result<(), PluginError> {
             let env: Vec<(String, String)> = std::env::vars().collect();
             let cwd = std::env::current_dir();
             // A listener the test owns: a connection there would prove network access.
-            let net = config("target").map(|target| std::net::TcpStream::connect(target).map(|_| ()));
+            let net =
+                config("target").map(|target| std::net::TcpStream::connect(target).map(|_| ()));
             let dns = std::net::ToSocketAddrs::to_socket_addrs("localhost:80").map(|a| a.count());
             Err(PluginError::Internal(format!(
                 "snoop: file={file:?} env={} cwd={cwd:?} net={net:?} dns={dns:?}",
@@ -156,12 +168,23 @@ impl RequestAdapter for Plugin {
             if invocation.body.starts_with(b"scribble") {
                 let area: Vec<u8> = (0..7usize << 20).map(|i| residue_byte(i % 64)).collect();
                 std::hint::black_box(&area);
-                return Err(PluginError::BadRequest(format!("residue: wrote={} found={}", area.len(), residue_blocks())));
+                return Err(PluginError::BadRequest(format!(
+                    "residue: wrote={} found={}",
+                    area.len(),
+                    residue_blocks()
+                )));
             }
-            return Err(PluginError::BadRequest(format!("residue: found={}", residue_blocks())));
+            return Err(PluginError::BadRequest(format!(
+                "residue: found={}",
+                residue_blocks()
+            )));
         }
         if config("mode").as_deref() == Some("echo") {
-            let headers: Vec<String> = invocation.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect();
+            let headers: Vec<String> = invocation
+                .headers
+                .iter()
+                .map(|h| format!("{}={}", h.name, h.value))
+                .collect();
             // Headers first: a WebSocket close reason (123 bytes) keeps them.
             return Err(PluginError::BadRequest(format!(
                 "echo: headers={} route={} model={} custom={:?} variant={:?} id={:?}",
@@ -184,18 +207,29 @@ impl RequestAdapter for Plugin {
             }
             _ => {}
         }
-        Ok(Adapted::Tensors(TensorRequest { inputs: vec![tensor], outputs: Vec::new() }))
+        Ok(Adapted::Tensors(TensorRequest {
+            inputs: vec![tensor],
+            outputs: Vec::new(),
+        }))
     }
 }
 
 impl ResponseAdapter for Plugin {
-    fn adapt_response(_invocation: Invocation, inference: InferenceResult) -> Result<Reply, PluginError> {
+    fn adapt_response(
+        _invocation: Invocation,
+        inference: InferenceResult,
+    ) -> Result<Reply, PluginError> {
         misbehave()?;
         let body = match config("mode").as_deref() {
             Some("frame-lie") => b"hello".to_vec(),
             _ => format!("{} outputs", inference.outputs.len()).into_bytes(),
         };
-        Ok(Reply { status: 200, content_type: "text/plain".into(), headers: reply_headers(), body })
+        Ok(Reply {
+            status: 200,
+            content_type: "text/plain".into(),
+            headers: reply_headers(),
+            body,
+        })
     }
 }
 
