@@ -228,6 +228,33 @@ print(text)
     return subprocess.run([str(PYTHON), "-c", script], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def tokenizer_alone(tmp, tokenizer, text, length):
+    """Microseconds of one thread to tokenize `text` (truncated and padded to `length`), by Python's
+    `tokenizers` (`encode_batch`, as the ensemble's preprocess step calls it) and by trident-text
+    natively (what the tokenize plugin's host primitive runs): the work both servers share."""
+    path = tmp / f"alone{length}.txt"
+    path.write_text(text)
+    script = f'''
+import time
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file({str(tokenizer)!r})
+tok.enable_truncation({length})
+tok.enable_padding(length={length})
+text = open({str(path)!r}).read()
+for _ in range(200):
+    tok.encode_batch([text])
+started = time.perf_counter()
+for _ in range(2000):
+    tok.encode_batch([text])
+print((time.perf_counter() - started) / 2000 * 1e6)
+'''
+    python = float(subprocess.run([str(PYTHON), "-c", script], check=True, capture_output=True, text=True).stdout)
+    native = float(subprocess.run(["cargo", "run", "--release", "--locked", "-q", "-p", "trident-text", "--example",
+                                   "encode_cost", "--", str(tokenizer), str(path), str(length)], cwd=ROOT,
+                                  check=True, capture_output=True, text=True).stdout)
+    return python, native
+
+
 def stub_path(tmp):
     """A folder holding `tokenizers` alone, which the python models put first on their path (the
     test clients' package, built for every CPython 3; the stubs keep the system's NumPy)."""
@@ -263,7 +290,8 @@ def measure(wrk, script, sides, concurrencies, duration):
 
 
 def classification_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_folder):
-    """For 128- and 512-token texts: (tokens, top label, rows)."""
+    """For 128- and 512-token texts: (tokens, top label, rows, (Python µs, trident-text µs) to tokenize
+    the text alone)."""
     tokenizer = tokenizer_path(tmp, "bert")
     stub_path(tmp)
     tables = []
@@ -292,9 +320,10 @@ def classification_rows(tmp, start_servers, wrk, script, concurrencies, duration
             sides = [("triton", servers.triton_port, "/invocations", servers.triton.pid, triton_body, "application/json"),
                      ("trident", servers.trident_port, "/invocations", servers.trident_pid, trident_body,
                       "application/json")]
-            tables.append((length, ours[0]["label"], measure(wrk, script, sides, concurrencies, duration)))
+            rows = measure(wrk, script, sides, concurrencies, duration)
         finally:
             servers.stop()
+        tables.append((length, ours[0]["label"], rows, tokenizer_alone(tmp, tokenizer, sentence, length)))
     return tables
 
 
@@ -329,13 +358,16 @@ def stream_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_f
 
 def tables(classification, stream, fmt):
     lines = []
-    for length, label, rows in classification:
+    for length, label, rows, (python, native) in classification:
         lines += ["", f"Text in, labels out: a {length}-token text through Triton's ensemble (a python-backend "
                   "`tokenizers` step, the classifier, a python labels step) against trident's tokenize and "
                   f"top-k-labels plugins on the same classifier, its sequence {length} tokens (both answer "
                   f"`{label}` first, with the same score); latency in ms, CPU per request in µs counting every "
                   "process of the server (Triton's python stubs included):", ""]
         lines += row_table(rows, fmt)
+        lines += ["", f"The tokenizer alone, one thread, this text: Python `tokenizers` {python:.0f} µs (the "
+                  f"ensemble's preprocess step), trident-text {native:.0f} µs (the tokenize plugin's host "
+                  "primitive): the work both servers share."]
     if stream:
         theirs, ours, rows = stream
         lines += ["", "A 256-token prompt streamed back as text, one event per token: Triton's HTTP "
