@@ -44,7 +44,7 @@ mod component {
     static STATE: OnceLock<(Settings, Labels)> = OnceLock::new();
 
     fn built() -> Result<(Settings, Labels), String> {
-        let settings = Settings::from_config(|key| config(key))?;
+        let settings = Settings::from_config(config)?;
         let labels = match assets::get("labels") {
             Some(bytes) => Labels::parse(&bytes)?,
             None => Labels::Indices,

@@ -149,10 +149,10 @@ fn residue_blocks() -> usize {
     while address + 64 <= size {
         // SAFETY (test guest): `address..address + 64` lies below the memory's size.
         let block = unsafe { core::slice::from_raw_parts(address as *const u8, 64) };
-        if let Some(phase) = (0..64).find(|&p| residue_byte(p) == block[0]) {
-            if (0..64).all(|j| block[j] == residue_byte((phase + j) % 64)) {
-                found += 1;
-            }
+        if let Some(phase) = (0..64).find(|&p| residue_byte(p) == block[0])
+            && (0..64).all(|j| block[j] == residue_byte((phase + j) % 64))
+        {
+            found += 1;
         }
         address += 64;
     }
