@@ -28,12 +28,26 @@ fn root() -> &'static Path {
 /// pause between ids, its manifest with the digests, `settings` added to the plugin's table;
 /// trident serving it with the inference type `kind`.
 fn serve(dir: &Path, tokenizer: &Path, kind: &str, settings: &str) -> (Running, SocketAddr) {
+    serve_paced(dir, tokenizer, kind, settings, 0)
+}
+
+/// [`serve`] with the model pausing `delay_ms` before each id.
+fn serve_paced(
+    dir: &Path,
+    tokenizer: &Path,
+    kind: &str,
+    settings: &str,
+    delay_ms: u32,
+) -> (Running, SocketAddr) {
     common::copy_dir(&root().join(EXAMPLE).join("models"), &dir.join("models"));
     let config = dir.join("models/token-stream/config.pbtxt");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
-        text.replace("string_value: \"20\"", "string_value: \"0\""),
+        text.replace(
+            "string_value: \"20\"",
+            &format!("string_value: \"{delay_ms}\""),
+        ),
     )
     .unwrap();
     std::fs::copy(guest("detokenize"), dir.join("detokenize.wasm")).unwrap();
@@ -217,6 +231,48 @@ fn generate_answers_the_whole_text_and_streams_keep_apart() {
             stream.join().unwrap();
         }
     });
+}
+
+/// A plugin reload (`POST /plugins/reload`) while streams run: each stream in flight ends
+/// whole and right, in the plugins (and the instance) it started with, and the stream after it
+/// is served by the reloaded set.
+#[test]
+fn streams_in_flight_end_whole_across_a_plugin_reload() {
+    use std::time::{Duration, Instant};
+    let lines = corpus(48);
+    let prompts: Vec<String> = lines.chunks(24).map(|chunk| chunk.join(" ")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = train("llama", dir.path());
+    let expected = hugging_face(&tokenizer, "<unk>", &prompts);
+    // 10 ms an id: each stream lasts seconds (the model runs one at a time: one streams across
+    // the reload, the other waits in its queue), the reload well under a second.
+    let (_running, addr) = serve_paced(dir.path(), &tokenizer, "generate_stream", "", 10);
+    let (reloaded, ended) = std::thread::scope(|scope| {
+        let streams: Vec<_> = prompts
+            .iter()
+            .zip(&expected)
+            .map(|(prompt, expected)| {
+                scope.spawn(move || {
+                    let got = pieces(&post(addr, &json!({ "text_input": prompt })));
+                    assert_streamed_like_hugging_face(&got, &expected.1, &expected.2, prompt);
+                    Instant::now()
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let reload = request(addr, "POST", "/plugins/reload", &[], b"");
+        assert_eq!(reload.status, 200, "{}", reload.text());
+        let reloaded = Instant::now();
+        let ended: Vec<Instant> = streams.into_iter().map(|s| s.join().unwrap()).collect();
+        (reloaded, ended)
+    });
+    let shortest = expected.iter().map(|(ids, _, _)| ids.len()).min().unwrap();
+    assert!(
+        ended.iter().any(|end| *end > reloaded),
+        "both streams ({shortest} ids and more) ended before the reload did: nothing was tested"
+    );
+    let got = pieces(&post(addr, &json!({ "text_input": prompts[0] })));
+    assert_streamed_like_hugging_face(&got, &expected[0].1, &expected[0].2, "after the reload");
 }
 
 /// Prompts the plugin cannot take are answered with 400 naming what is wrong, and the next

@@ -16,9 +16,8 @@ fn main() -> Result<(), String> {
     };
     let json = std::fs::read(tokenizer).map_err(|e| format!("{tokenizer}: {e}"))?;
     let text = std::fs::read_to_string(text).map_err(|e| format!("{text}: {e}"))?;
-    let encode = trident_text::Encode::from_config(|key| {
-        (key == "max_length").then(|| max_length.clone())
-    })?;
+    let encode =
+        trident_text::Encode::from_config(|key| (key == "max_length").then(|| max_length.clone()))?;
     let limits = trident_text::Limits::from_config(|_| None)?;
     let tokenizer = trident_text::Tokenizer::from_json(&json, &encode)?;
     let texts = [text];
