@@ -281,3 +281,75 @@ fn a_stream_resumes_from_its_kept_state_and_reads_ids_from_a_response() {
         assert!(error.contains(wrong), "{json}: {error}");
     }
 }
+
+#[test]
+fn unigram_scores_are_read_as_the_default_build_of_tokenizers_reads_them() {
+    use crate::scores::{as_tokenizers_reads_them, default_build_f64};
+    // Scores of a Unigram model trained by the Python library, and the doubles it reads them
+    // as (its `to_str()`): one unit in the last place off the nearest double.
+    for (text, read) in [
+        ("-7.5814494909640935", "-7.581449490964093"),
+        ("-7.6079815764572984", "-7.607981576457299"),
+        ("-7.7652540159543655", "-7.765254015954365"),
+    ] {
+        let read: f64 = read.parse().unwrap();
+        assert_eq!(default_build_f64(text), Some(read), "{text}");
+        assert_ne!(
+            text.parse::<f64>().unwrap(),
+            read,
+            "{text}: the nearest double"
+        );
+    }
+    for (text, value) in [
+        ("0", Some(0.0)),
+        ("-2.5", Some(-2.5)),
+        ("1e3", Some(1000.0)),
+        ("12345678901234567890123", Some(1.2345678901234567e22)),
+        ("1e400", None),
+        ("1e-400", Some(0.0)),
+        ("abc", None),
+        ("1.", None),
+        ("--1", None),
+    ] {
+        assert_eq!(default_build_f64(text), value, "{text}");
+    }
+
+    let file = |scores: &[&str]| {
+        let vocab: Vec<String> = scores
+            .iter()
+            .enumerate()
+            .map(|(i, score)| format!("[\"p{i}\", {score}]"))
+            .collect();
+        format!(
+            "{{\"version\": \"1.0\", \"model\": {{\"type\": \"Unigram\", \"unk_id\": 0, \
+             \"vocab\": [{}]}}}}",
+            vocab.join(", ")
+        )
+    };
+    let scores = ["0.0", "-7.5814494909640935", "-3.25", "-7.6079815764572984"];
+    let original = file(&scores);
+    let read = as_tokenizers_reads_them(original.as_bytes());
+    // Whatever this build's serde_json does with floats, it now reads what the default reads.
+    let value: Value = serde_json::from_slice(&read).unwrap();
+    let got: Vec<f64> = value["model"]["vocab"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry[1].as_f64().unwrap())
+        .collect();
+    let wanted: Vec<f64> = scores
+        .iter()
+        .map(|s| default_build_f64(s).unwrap())
+        .collect();
+    assert_eq!(got, wanted);
+    // Other models, and files that are not tokenizers, are left as they are.
+    let bpe = original.replace("Unigram", "BPE");
+    assert!(matches!(
+        as_tokenizers_reads_them(bpe.as_bytes()),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    assert!(matches!(
+        as_tokenizers_reads_them(b"[1, 2"),
+        std::borrow::Cow::Borrowed(_)
+    ));
+}

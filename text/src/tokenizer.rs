@@ -33,7 +33,8 @@ impl Tokenizer {
     /// The tokenizer `json` (a `tokenizer.json`'s bytes) describes, configured for `encode`;
     /// an error says what is wrong with the file or with the settings for it.
     pub fn from_json(json: &[u8], encode: &Encode) -> Result<Tokenizer, String> {
-        let mut inner = tokenizers::Tokenizer::from_bytes(json)
+        let json = crate::scores::as_tokenizers_reads_them(json);
+        let mut inner = tokenizers::Tokenizer::from_bytes(&json)
             .map_err(|error| format!("not a tokenizer.json this can read: {error}"))?;
         let vocabulary = inner.get_vocab_size(true);
         if vocabulary == 0 {
