@@ -1,6 +1,6 @@
 //! What tokenizing one text costs, natively: the floor under the tokenize plugin's work (its
-//! default runs this same code in trident, through the `text` primitives). One thread, after a
-//! warm-up; prints the microseconds per text.
+//! default runs this same code in trident, through the `text` primitives, with the server's
+//! allocator). One thread, after a warm-up; prints the microseconds per text.
 //!
 //!     cargo run --release -p trident-text --example encode_cost -- TOKENIZER_JSON TEXT_FILE MAX_LENGTH
 //!
@@ -8,6 +8,10 @@
 //! `tokenizers` library's time for the same text (what the ensemble's preprocess step calls).
 
 use std::time::Instant;
+
+/// trident's server allocates through mimalloc, and so does this.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
