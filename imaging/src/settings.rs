@@ -131,6 +131,24 @@ fn flag(key: &str, text: &str) -> Result<bool, String> {
     }
 }
 
+/// Every configuration key [`Preprocess::from_config`] and [`Limits::from_config`] read: what
+/// a plugin's configuration (or a guest's settings for the host's `images` primitives) may hold.
+pub const KEYS: [&str; 13] = [
+    "size",
+    "resize",
+    "resize_shorter",
+    "layout",
+    "channels",
+    "datatype",
+    "scale",
+    "mean",
+    "std",
+    "batch",
+    "max_pixels",
+    "max_image_bytes",
+    "max_images",
+];
+
 impl Preprocess {
     /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `layout`,
     /// `channels`, `datatype`, `scale`, `mean`, `std`, `batch`); an error names the key.
@@ -225,6 +243,22 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `KEYS` is exactly what the two readers ask for: a key read but not listed would be
+    /// refused by the host's primitives, one listed but not read would be accepted and ignored.
+    #[test]
+    fn keys_are_exactly_the_keys_read() {
+        let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let config = |key: &str| {
+            asked.borrow_mut().insert(key.to_owned());
+            None
+        };
+        super::Preprocess::from_config(config).unwrap();
+        super::Limits::from_config(config).unwrap();
+        let listed: std::collections::BTreeSet<String> =
+            super::KEYS.iter().map(|k| (*k).to_owned()).collect();
+        assert_eq!(asked.into_inner(), listed);
+    }
 
     fn from(pairs: &[(&str, &str)]) -> Result<Preprocess, String> {
         Preprocess::from_config(|key| {

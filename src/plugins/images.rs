@@ -11,23 +11,6 @@ use super::bindings::images;
 use super::bindings::types::{Datatype, PluginError, Tensor};
 use super::store::PluginState;
 
-/// The settings a guest may give: the image-tensor plugin's configuration keys.
-const KNOWN: [&str; 13] = [
-    "size",
-    "resize",
-    "resize_shorter",
-    "layout",
-    "channels",
-    "datatype",
-    "scale",
-    "mean",
-    "std",
-    "batch",
-    "max_pixels",
-    "max_image_bytes",
-    "max_images",
-];
-
 /// Bytes of the host's memory one pixel of a decoded image may take, for the pixel ceiling.
 const BYTES_PER_PIXEL: u64 = 8;
 
@@ -42,11 +25,11 @@ pub(super) fn to_tensor(
 ) -> Result<Tensor, PluginError> {
     if let Some((key, _)) = settings
         .iter()
-        .find(|(key, _)| !KNOWN.contains(&key.as_str()))
+        .find(|(key, _)| !trident_imaging::settings::KEYS.contains(&key.as_str()))
     {
         return Err(PluginError::Internal(format!(
             "images.to-tensor: '{key}' is not a setting ({})",
-            KNOWN.join(", ")
+            trident_imaging::settings::KEYS.join(", ")
         )));
     }
     let settings: BTreeMap<&str, &str> = settings

@@ -17,19 +17,6 @@ use trident_text::{Encode, Tokenizer};
 use super::assets::Assets;
 use super::bindings::types::{Datatype, PluginError, Tensor};
 
-/// The settings a guest may give: the tokenize plugin's configuration keys.
-const KNOWN: [&str; 9] = [
-    "max_length",
-    "padding",
-    "truncation",
-    "add_special_tokens",
-    "datatype",
-    "batch",
-    "pad_token",
-    "max_text_bytes",
-    "max_texts",
-];
-
 /// Tokenizers one plugin keeps parsed.
 const KEPT: usize = 4;
 
@@ -144,11 +131,14 @@ pub(super) fn tokenize(
 ) -> Result<Vec<Tensor>, PluginError> {
     if let Some((key, _)) = settings
         .iter()
-        .find(|(key, _)| !KNOWN.contains(&key.as_str()))
+        .find(|(key, _)| !trident_text::settings::KEYS.contains(&key.as_str()))
     {
         return Err(internal(
             "tokenize",
-            format!("'{key}' is not a setting ({})", KNOWN.join(", ")),
+            format!(
+                "'{key}' is not a setting ({})",
+                trident_text::settings::KEYS.join(", ")
+            ),
         ));
     }
     let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();

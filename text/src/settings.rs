@@ -117,6 +117,20 @@ fn boolean(value: Option<String>, key: &str, default: bool) -> Result<bool, Stri
     }
 }
 
+/// Every configuration key [`Encode::from_config`] and [`Limits::from_config`] read: what a
+/// plugin's configuration (or a guest's settings for the host's `text` primitives) may hold.
+pub const KEYS: [&str; 9] = [
+    "max_length",
+    "padding",
+    "truncation",
+    "add_special_tokens",
+    "datatype",
+    "batch",
+    "pad_token",
+    "max_text_bytes",
+    "max_texts",
+];
+
 impl Encode {
     /// The settings `config` gives (`max_length`, `padding`, `truncation`,
     /// `add_special_tokens`, `datatype`, `batch`, `pad_token`); an error names the key at fault.
@@ -181,6 +195,22 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `KEYS` is exactly what the two readers ask for: a key read but not listed would be
+    /// refused by the host's primitives, one listed but not read would be accepted and ignored.
+    #[test]
+    fn keys_are_exactly_the_keys_read() {
+        let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let config = |key: &str| {
+            asked.borrow_mut().insert(key.to_owned());
+            None
+        };
+        super::Encode::from_config(config).unwrap();
+        super::Limits::from_config(config).unwrap();
+        let listed: std::collections::BTreeSet<String> =
+            super::KEYS.iter().map(|k| (*k).to_owned()).collect();
+        assert_eq!(asked.into_inner(), listed);
+    }
 
     fn config<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |key| {

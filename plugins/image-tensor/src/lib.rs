@@ -45,23 +45,6 @@ struct Settings {
     host: Option<Vec<(String, String)>>,
 }
 
-/// The configuration keys of the image work (`trident_imaging::settings`).
-const IMAGE_KEYS: [&str; 13] = [
-    "size",
-    "resize",
-    "resize_shorter",
-    "layout",
-    "channels",
-    "datatype",
-    "scale",
-    "mean",
-    "std",
-    "batch",
-    "max_pixels",
-    "max_image_bytes",
-    "max_images",
-];
-
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
 fn settings() -> Result<Settings, String> {
@@ -79,7 +62,7 @@ fn settings() -> Result<Settings, String> {
         limits: Limits::from_config(config)?,
         host: match config("decode_in").as_deref() {
             None | Some("host") => Some(
-                IMAGE_KEYS
+                trident_imaging::settings::KEYS
                     .iter()
                     .filter_map(|key| Some((key.to_string(), config(key)?)))
                     .collect(),

@@ -57,19 +57,6 @@ struct Settings {
     host: Option<Vec<(String, String)>>,
 }
 
-/// The configuration keys of the text work (`trident_text::settings`).
-const TEXT_KEYS: [&str; 9] = [
-    "max_length",
-    "padding",
-    "truncation",
-    "add_special_tokens",
-    "datatype",
-    "batch",
-    "pad_token",
-    "max_text_bytes",
-    "max_texts",
-];
-
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
 /// The tensors this plugin makes, in the order of [`Settings::names`].
@@ -104,7 +91,7 @@ fn settings() -> Result<Settings, String> {
         tokenizer,
         host: match config("tokenize_in").as_deref() {
             None | Some("host") => Some(
-                TEXT_KEYS
+                trident_text::settings::KEYS
                     .iter()
                     .filter_map(|key| Some((key.to_string(), config(key)?)))
                     .collect(),
