@@ -16,6 +16,10 @@ pub const NATIVE_CODE_ENV: &str = "TRIDENT_ARTIFACT_NATIVE_CODE";
 /// The environment variable with the platform's plugin signing keys (hex ed25519, comma-separated).
 pub const PLUGIN_KEYS_ENV: &str = "TRIDENT_PLUGIN_TRUSTED_KEYS";
 
+/// The environment variable that, under Secure Mode, refuses every plugin that carries no
+/// golden cases (`true`).
+pub const PLUGIN_REQUIRE_CASES_ENV: &str = "TRIDENT_PLUGIN_REQUIRE_CASES";
+
 /// One of SageMaker Secure Mode's security controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Control {

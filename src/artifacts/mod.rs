@@ -97,6 +97,8 @@ pub struct SecureMode {
     pub untrusted_channels: Vec<PathBuf>,
     /// The platform's keys: every plugin must be signed with one of them.
     pub plugin_keys: Vec<String>,
+    /// Whether every plugin must carry golden cases (`TRIDENT_PLUGIN_REQUIRE_CASES`).
+    pub plugin_require_cases: bool,
 }
 
 /// Whether an artifact may bring native code into the serving process.

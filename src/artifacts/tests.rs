@@ -26,6 +26,7 @@ fn secure(controls: &[Control]) -> ArtifactPolicy {
             controls: controls.iter().copied().collect(),
             untrusted_channels: Vec::new(),
             plugin_keys: Vec::new(),
+            plugin_require_cases: false,
         }),
         image: image(),
         ..ArtifactPolicy::default()

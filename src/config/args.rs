@@ -20,8 +20,8 @@ use super::process::{
     SUPERVISOR_PID_ENV,
 };
 use crate::artifacts::controls::{
-    NATIVE_CODE_ENV, PLUGIN_KEYS_ENV, SECURE_MODE_ENV, SECURITY_CONTROLS_ENV,
-    UNTRUSTED_CHANNELS_ENV,
+    NATIVE_CODE_ENV, PLUGIN_KEYS_ENV, PLUGIN_REQUIRE_CASES_ENV, SECURE_MODE_ENV,
+    SECURITY_CONTROLS_ENV, UNTRUSTED_CHANNELS_ENV,
 };
 use crate::sessions::store::DEFAULT_STORE_BYTES;
 use crate::sessions::table::{DEFAULT_EXPIRATION_SECS, DEFAULT_MAX_SESSIONS};
@@ -222,6 +222,9 @@ pub struct ServeArgs {
     /// plugin must be signed with one of them.
     #[arg(long, env = PLUGIN_KEYS_ENV)]
     pub plugin_trusted_keys: Option<String>,
+    /// Under Secure Mode, `true` refuses every plugin that carries no golden cases.
+    #[arg(long, env = PLUGIN_REQUIRE_CASES_ENV, default_value = "false")]
+    pub plugin_require_cases: String,
     /// Set by the supervisor for the serving process it starts: the supervisor's pid.
     #[arg(long, env = SUPERVISOR_PID_ENV, hide = true)]
     pub supervisor_pid: Option<u32>,

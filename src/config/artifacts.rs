@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use super::args::ServeArgs;
 use super::{ConfigError, flag};
 use crate::artifacts::controls::{
-    NATIVE_CODE_ENV, PLUGIN_KEYS_ENV, SECURE_MODE_ENV, SECURITY_CONTROLS_ENV,
-    UNTRUSTED_CHANNELS_ENV,
+    NATIVE_CODE_ENV, PLUGIN_KEYS_ENV, PLUGIN_REQUIRE_CASES_ENV, SECURE_MODE_ENV,
+    SECURITY_CONTROLS_ENV, UNTRUSTED_CHANNELS_ENV,
 };
 use crate::artifacts::{ArtifactPolicy, Control, NativeCode, SecureMode};
 
@@ -85,10 +85,21 @@ impl ServeArgs {
                     .map_err(|e| ConfigError(format!("ERROR: {PLUGIN_KEYS_ENV}: {e}")))
             })
             .collect::<Result<_, _>>()?;
+        let plugin_require_cases = match self.plugin_require_cases.trim() {
+            "" => false,
+            value if value.eq_ignore_ascii_case("true") => true,
+            value if value.eq_ignore_ascii_case("false") => false,
+            other => {
+                return Err(ConfigError(format!(
+                    "ERROR: {PLUGIN_REQUIRE_CASES_ENV} must be true or false, got '{other}'"
+                )));
+            }
+        };
         Ok(SecureMode {
             controls,
             untrusted_channels,
             plugin_keys,
+            plugin_require_cases,
         })
     }
 }

@@ -93,7 +93,6 @@ pub fn check_specs(assets: &BTreeMap<String, AssetSpec>) -> Result<(), String> {
         ));
     }
     for (name, spec) in assets {
-        let fail = |why: &str| Err(format!("asset '{name}': {why}"));
         let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
         if name.is_empty() || name.len() > MAX_NAME_BYTES || !name.bytes().all(plain) {
             return Err(format!(
@@ -101,19 +100,26 @@ pub fn check_specs(assets: &BTreeMap<String, AssetSpec>) -> Result<(), String> {
                 name.escape_debug()
             ));
         }
-        if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return fail("sha256 must be 64 hex digits");
-        }
-        let beside = spec
-            .path
-            .components()
-            .all(|part| matches!(part, Component::Normal(_) | Component::CurDir));
-        if !beside || spec.path.file_name().is_none() {
-            return fail(&format!(
-                "path {} must name a file beside the manifest (relative, without '..')",
-                spec.path.display()
-            ));
-        }
+        check_spec(&format!("asset '{name}'"), spec)?;
+    }
+    Ok(())
+}
+
+/// Checks one file's entry (`label` names it in the error): 64 hex digits of digest, and a
+/// path that names a file beside the manifest (relative, without `..`).
+pub fn check_spec(label: &str, spec: &AssetSpec) -> Result<(), String> {
+    if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{label}: sha256 must be 64 hex digits"));
+    }
+    let beside = spec
+        .path
+        .components()
+        .all(|part| matches!(part, Component::Normal(_) | Component::CurDir));
+    if !beside || spec.path.file_name().is_none() {
+        return Err(format!(
+            "{label}: path {} must name a file beside the manifest (relative, without '..')",
+            spec.path.display()
+        ));
     }
     Ok(())
 }
@@ -147,39 +153,20 @@ fn read_all(
     specs: &BTreeMap<String, AssetSpec>,
     secure_mode: bool,
 ) -> Result<Assets, String> {
-    let folder = folder.canonicalize().map_err(|e| {
-        format!(
-            "cannot read the manifest's folder {}: {e}",
-            folder.display()
-        )
-    })?;
+    let folder = canonical_folder(folder)?;
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     for (name, spec) in specs {
-        let fail = |why: String| format!("asset '{name}' ({}): {why}", shown(&spec.path, &folder));
-        let path = inside(&spec.path, &folder).map_err(fail)?;
-        let bytes = crate::files::read_regular(&path, MAX_ASSET_BYTES).map_err(|e| match e {
-            crate::files::FileError::TooLarge { size, .. } => fail(format!(
-                "is {size} bytes; an asset may have at most {MAX_ASSET_BYTES}"
-            )),
-            other => fail(other.to_string()),
-        })?;
+        let label = format!("asset '{name}'");
+        let limit = (MAX_ASSET_BYTES, "an asset");
+        let (bytes, sha256) = read_file(&folder, &label, spec, limit, secure_mode)?;
         total += bytes.len() as u64;
         if total > MAX_TOTAL_BYTES {
-            return Err(fail(format!(
-                "the plugin's assets pass the {MAX_TOTAL_BYTES} bytes a plugin's assets may \
-                 hold together"
-            )));
-        }
-        let sha256 = super::digest::sha256_hex(&bytes);
-        if !sha256.eq_ignore_ascii_case(&spec.sha256) {
-            return Err(fail(format!(
-                "sha256 mismatch: the manifest pins {}, the file is {sha256}",
-                spec.sha256
-            )));
-        }
-        if secure_mode && let Some(why) = secure_mode_refusal(&path, &bytes) {
-            return Err(fail(format!("under Secure Mode: {why}")));
+            return Err(format!(
+                "{label} ({}): the plugin's assets pass the {MAX_TOTAL_BYTES} bytes a plugin's \
+                 assets may hold together",
+                shown(&spec.path, &folder)
+            ));
         }
         let bytes = Arc::from(bytes);
         files.insert(name.clone(), Asset { bytes, sha256 });
@@ -187,6 +174,72 @@ fn read_all(
     Ok(Assets {
         files: Arc::new(files),
     })
+}
+
+/// Reads one more file of a plugin's (`label` names it in errors: its cases file) as its
+/// assets are read: inside the manifest's `folder`, at most `limit`'s bytes (its second part
+/// names such a file: "a cases file"), matching its digest,
+/// a kind Secure Mode allows under `secure_mode`; off the serving threads, within
+/// [`crate::files::READ_DEADLINE`].
+pub async fn read_one(
+    folder: &Path,
+    label: &str,
+    spec: &AssetSpec,
+    limit: (u64, &'static str),
+    secure_mode: bool,
+) -> Result<Vec<u8>, String> {
+    let (folder, label, spec) = (folder.to_owned(), label.to_owned(), spec.clone());
+    let deadline = crate::files::READ_DEADLINE;
+    let read = tokio::task::spawn_blocking(move || {
+        let folder = canonical_folder(&folder)?;
+        read_file(&folder, &label, &spec, limit, secure_mode).map(|(bytes, _)| bytes)
+    });
+    match tokio::time::timeout(deadline, read).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(error)) => Err(format!("reading it failed: {error}")),
+        Err(_) => Err(format!(
+            "reading it took longer than {} s",
+            deadline.as_secs()
+        )),
+    }
+}
+
+fn canonical_folder(folder: &Path) -> Result<PathBuf, String> {
+    folder.canonicalize().map_err(|e| {
+        format!(
+            "cannot read the manifest's folder {}: {e}",
+            folder.display()
+        )
+    })
+}
+
+/// One file's bytes and digest, checked; `folder` is already resolved.
+fn read_file(
+    folder: &Path,
+    label: &str,
+    spec: &AssetSpec,
+    (max_bytes, noun): (u64, &str),
+    secure_mode: bool,
+) -> Result<(Vec<u8>, String), String> {
+    let fail = |why: String| format!("{label} ({}): {why}", shown(&spec.path, folder));
+    let path = inside(&spec.path, folder).map_err(fail)?;
+    let bytes = crate::files::read_regular(&path, max_bytes).map_err(|e| match e {
+        crate::files::FileError::TooLarge { size, .. } => fail(format!(
+            "is {size} bytes; {noun} may have at most {max_bytes}"
+        )),
+        other => fail(other.to_string()),
+    })?;
+    let sha256 = super::digest::sha256_hex(&bytes);
+    if !sha256.eq_ignore_ascii_case(&spec.sha256) {
+        return Err(fail(format!(
+            "sha256 mismatch: the manifest pins {}, the file is {sha256}",
+            spec.sha256
+        )));
+    }
+    if secure_mode && let Some(why) = secure_mode_refusal(&path, &bytes) {
+        return Err(fail(format!("under Secure Mode: {why}")));
+    }
+    Ok((bytes, sha256))
 }
 
 /// `path` with links resolved, when it stays inside `folder` (itself resolved).
@@ -201,7 +254,11 @@ fn inside(path: &Path, folder: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// `path` as the error shows it: relative to the manifest's folder where it can be.
+/// `path` as an error shows it: relative to the manifest's folder where it can be.
+pub fn shown_path(path: &Path, folder: &Path) -> String {
+    shown(path, folder)
+}
+
 fn shown(path: &Path, folder: &Path) -> String {
     path.strip_prefix(folder)
         .unwrap_or(path)

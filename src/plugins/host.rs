@@ -43,13 +43,28 @@ impl std::fmt::Debug for PluginHost {
 
 impl PluginHost {
     /// Loads every plugin of the container's `manifest` ([`load_plugins`]) and the routes it
-    /// names among them. Any failure refuses the whole manifest.
+    /// names among them, and runs their golden cases ([`super::cases::gate`]). Any failure
+    /// refuses the whole manifest.
     pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
         PluginHost::load_in(manifest, Pool::Container).await
     }
 
     /// [`PluginHost::load`], in an engine whose pool is sized for `pool`.
     pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
+        let host = PluginHost::load_without_cases(manifest, pool).await?;
+        // No plugin serves before its golden cases pass.
+        super::cases::gate(&host).await?;
+        Ok(host)
+    }
+
+    /// Loads `manifest` as [`PluginHost::load`] does (its cases read and verified with its
+    /// other files) without running the cases: for `trident plugin test`, which runs every case
+    /// and reports them all.
+    pub async fn load_untested(manifest: &Manifest) -> Result<PluginHost, LoadError> {
+        PluginHost::load_without_cases(manifest, Pool::Container).await
+    }
+
+    async fn load_without_cases(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
         let Loaded {
             runtime,
             plugins,

@@ -1,5 +1,5 @@
 //! Loading a manifest's plugins: each read (a regular file within [`MAX_PLUGIN_BYTES`]) with its
-//! assets, checked against its digests (and signature when required), initialised once by its
+//! assets and golden cases, checked against its digests (and signature when required), initialised once by its
 //! own configuration check ([`super::snapshot`]), compiled (or read from the verified compile
 //! cache) and pre-instantiated; any failure refuses the whole manifest. Every file read, hash and compile runs off the serving threads.
 
@@ -164,13 +164,18 @@ async fn verify_signature(
     spec: &PluginSpec,
     bytes: &[u8],
     assets: &super::assets::Assets,
+    cases: Option<&super::cases::Cases>,
 ) -> Result<(), String> {
     let signature = match &spec.signature {
         Some(signature) => Some(signature.clone()),
         None => super::signing::read_signature_file(&spec.path).await?,
     };
     super::signing::verify_plugin(
-        &super::signing::signed_message(bytes, assets.digests()),
+        &super::signing::signed_message(
+            bytes,
+            assets.digests(),
+            cases.map(|cases| cases.sha256.as_str()),
+        ),
         &spec.path,
         signature.as_deref(),
         &manifest.trusted_keys,
@@ -185,8 +190,18 @@ async fn load_one(
 ) -> Result<(Arc<LoadedPlugin>, usize), String> {
     let bytes = verified_bytes(spec).await?;
     let assets = super::assets::read(&manifest.folder, &spec.assets, manifest.secure_mode).await?;
+    let cases =
+        super::cases::read(&manifest.folder, spec.cases.as_ref(), manifest.secure_mode).await?;
+    if manifest.require_cases && cases.is_none() {
+        return Err(
+            "carries no golden cases, and this endpoint requires them (require_cases, or \
+             TRIDENT_PLUGIN_REQUIRE_CASES under Secure Mode): name its cases file in the \
+             manifest (cases = { path, sha256 })"
+                .into(),
+        );
+    }
     if manifest.require_signatures {
-        verify_signature(manifest, spec, &bytes, &assets).await?;
+        verify_signature(manifest, spec, &bytes, &assets, cases.as_deref()).await?;
     }
     let limits = runtime.limits(
         name,
@@ -211,6 +226,7 @@ async fn load_one(
         hooks: Hooks::of(&pre, init_each),
         pre,
         init_each,
+        cases,
     };
     if !plugin.hooks.any() {
         return Err(EXPORTS_NONE.into());

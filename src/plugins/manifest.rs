@@ -4,6 +4,7 @@
 //! ```toml
 //! require_signatures = false          # true: every plugin needs a trusted ed25519 signature
 //! trusted_keys = []                   # hex public keys
+//! require_cases = false               # true: every plugin must carry golden cases
 //! oom = "oom"                         # the plugin deciding which errors are out-of-memory
 //! openai_chat = "chat"                # the generate adapter serving /v1/chat/completions and
 //!                                     # /openai/v1/chat/completions (on the default model)
@@ -30,6 +31,8 @@
 //! assets = { labels = { path = "labels.txt", sha256 = "<64 hex digits>" } }
 //!                                     # files the plugin reads (`assets.get("labels")`),
 //!                                     # beside the manifest; see `super::assets`
+//! cases = { path = "csv.cases.toml", sha256 = "<64 hex digits>" }
+//!                                     # golden cases, run before it serves (`super::cases`)
 //!
 //! [models.add_sub]                    # a model name, or "*" for every model
 //! request = "csv"
@@ -64,6 +67,9 @@ pub struct Manifest {
     /// Whether every plugin needs a valid signature from one of `trusted_keys`; default false.
     #[serde(default)]
     pub require_signatures: bool,
+    /// Whether every plugin must carry golden cases ([`super::cases`]); default false.
+    #[serde(default)]
+    pub require_cases: bool,
     /// The hex ed25519 public keys whose signatures are trusted.
     #[serde(default)]
     pub trusted_keys: Vec<String>,
@@ -142,6 +148,10 @@ pub struct PluginSpec {
     /// the manifest, pinned by its digest and covered by the plugin's signature.
     #[serde(default)]
     pub assets: BTreeMap<String, AssetSpec>,
+    /// Its golden cases ([`super::cases`]): a file beside the manifest, pinned by its digest
+    /// and covered by the plugin's signature, run at every load before the plugin serves.
+    #[serde(default)]
+    pub cases: Option<AssetSpec>,
 }
 
 fn default_memory() -> u64 {
@@ -294,7 +304,7 @@ impl Manifest {
             if spec.path.is_relative() {
                 spec.path = base.join(&spec.path);
             }
-            for asset in spec.assets.values_mut() {
+            for asset in spec.assets.values_mut().chain(spec.cases.as_mut()) {
                 asset.path = base.join(&asset.path);
             }
         }
@@ -335,6 +345,10 @@ impl Manifest {
             }
             super::assets::check_specs(&spec.assets)
                 .map_err(|message| format!("plugin '{name}': {message}"))?;
+            if let Some(cases) = &spec.cases {
+                super::assets::check_spec("cases", cases)
+                    .map_err(|message| format!("plugin '{name}': {message}"))?;
+            }
         }
         let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
             match plugin {

@@ -14,6 +14,7 @@
 //! - [`loading`]: a manifest's plugins read, verified, compiled once and pre-instantiated;
 //!   [`assets`]: the files a plugin reads, verified with it; [`snapshot`]: its state built once
 //!   at load (its `check-config`) and copied into every call's instance;
+//! - [`cases`]: golden cases a plugin carries, run at every load before it serves;
 //! - [`plugin`]: one loaded plugin and the media types it takes and serves;
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
 //!   the OOM policy and the OpenAI chat plugin;
@@ -38,6 +39,7 @@
 pub mod assets;
 pub mod bindings;
 pub mod boundary;
+pub mod cases;
 pub mod cli;
 pub mod compile_cache;
 pub mod convert;

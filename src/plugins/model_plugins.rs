@@ -4,8 +4,8 @@
 //! plugin, and nothing is loaded, when one cannot be), `POST /models/{name}/invoke` uses them
 //! instead of the container's, and unloading the model drops them.
 //!
-//! The container's manifest stays in charge. Its `require_signatures` and `trusted_keys` apply
-//! to a model's plugins, its `compile_cache` and OOM policy are the only ones, and its
+//! The container's manifest stays in charge. Its `require_signatures`, `trusted_keys` and
+//! `require_cases` apply to a model's plugins (whose golden cases run at the model's load), its `compile_cache` and OOM policy are the only ones, and its
 //! `[model_plugins]` rules say whether artifacts may bring plugins and the most memory and time
 //! their plugins may ask for: a model's manifest can narrow the limits, never widen them. It
 //! may not set those keys itself, route any model but its own (`[models."*"]`), or name a file
@@ -27,8 +27,9 @@ pub const MODEL_MANIFEST: &str = "plugins.toml";
 pub const MAX_MODEL_PLUGINS: usize = 16;
 
 /// The manifest keys only the container's manifest may set.
-const CONTAINER_KEYS: [&str; 5] = [
+const CONTAINER_KEYS: [&str; 6] = [
     "require_signatures",
+    "require_cases",
     "trusted_keys",
     "oom",
     "compile_cache",
@@ -44,6 +45,8 @@ pub struct ModelPluginPolicy {
     pub require_signatures: bool,
     /// The container's `trusted_keys`, which a model's plugins are checked against too.
     pub trusted_keys: Vec<String>,
+    /// The container's `require_cases`, which a model's plugins must meet too.
+    pub require_cases: bool,
     /// The container's `compile_cache`, as it wrote it.
     pub compile_cache: Option<PathBuf>,
     /// Whether Secure Mode holds models' plugins ([`super::secure_mode::hold_model_policy`]).
@@ -57,6 +60,7 @@ impl ModelPluginPolicy {
             rules: container.model_plugins.clone(),
             require_signatures: container.require_signatures,
             trusted_keys: container.trusted_keys.clone(),
+            require_cases: container.require_cases,
             compile_cache: container.compile_cache.clone(),
             secure_mode: container.secure_mode,
         }
@@ -133,6 +137,7 @@ fn read_manifest(model_dir: &Path, policy: &ModelPluginPolicy) -> Result<Option<
     check(&manifest, model_dir, rules).map_err(fail)?;
     manifest.require_signatures = policy.require_signatures;
     manifest.trusted_keys = policy.trusted_keys.clone();
+    manifest.require_cases = policy.require_cases;
     manifest.compile_cache = policy.compile_cache.clone();
     manifest.secure_mode = policy.secure_mode;
     Ok(Some(manifest))

@@ -21,6 +21,8 @@ pub struct LoadedPlugin {
     pub(super) pre: wasmtime::component::InstancePre<super::store::PluginState>,
     /// Whether each instance runs `check-config` when it is made ([`super::snapshot`]).
     pub(super) init_each: bool,
+    /// Its golden cases, run before it serves ([`super::cases`]).
+    pub cases: Option<Arc<super::cases::Cases>>,
 }
 
 /// A plugin that cannot be loaded.

@@ -7,7 +7,10 @@
 //! - A plugin may ask for at most [`MEMORY_CEILING_MB`] of memory and [`TIME_CEILING_MS`] per
 //!   call (the defaults, 64 MiB and 100 ms, are within them); a model's plugins get the lower of
 //!   these and the container's `[model_plugins]` ceilings.
-//! - A plugin's assets must be kinds of file Secure Mode allows (`artifacts::allow_list`).
+//! - A plugin's assets, and its cases file, must be kinds of file Secure Mode allows
+//!   (`artifacts::allow_list`).
+//! - With `TRIDENT_PLUGIN_REQUIRE_CASES=true`, every plugin must carry golden cases
+//!   (`plugins::cases`), which pass before it serves.
 //! - The manifest's `compile_cache` is not used: a folder the artifact names could hold planted
 //!   compiled code. Plugins compile into trident's default cache folder.
 //! - Plugins get nothing beyond what the WIT worlds give, as everywhere: no files, no
@@ -50,6 +53,7 @@ pub fn hold_manifest(manifest: &mut Manifest, secure: &SecureMode) -> Result<(),
     }
     manifest.require_signatures = true;
     manifest.trusted_keys = secure.plugin_keys.clone();
+    manifest.require_cases |= secure.plugin_require_cases;
     manifest.secure_mode = true;
     if manifest.compile_cache.take().is_some() {
         tracing::warn!("under Secure Mode the manifest's compile_cache is not used");
@@ -62,6 +66,7 @@ pub fn hold_manifest(manifest: &mut Manifest, secure: &SecureMode) -> Result<(),
 pub fn hold_model_policy(policy: &mut ModelPluginPolicy, secure: &SecureMode) {
     policy.require_signatures = true;
     policy.trusted_keys = secure.plugin_keys.clone();
+    policy.require_cases |= secure.plugin_require_cases;
     policy.secure_mode = true;
     policy.compile_cache = None;
     hold_rules(&mut policy.rules);

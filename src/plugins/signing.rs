@@ -41,25 +41,29 @@ pub fn verify_plugin(
     Err("its signature is not from a trusted key".into())
 }
 
-/// What a plugin's signature signs: the `.wasm` file's bytes when it reads no assets; with
-/// assets, a statement of the `.wasm` file's SHA-256 and each asset's, by name:
+/// What a plugin's signature signs: the `.wasm` file's bytes when it reads no assets and
+/// carries no cases; else a statement of the `.wasm` file's SHA-256, each asset's by name, and
+/// its cases file's:
 ///
 /// ```text
 /// trident-plugin-bundle/1
 /// wasm <sha256>
 /// asset <name> <sha256>
+/// cases <sha256>
 /// ```
 ///
 /// (one `asset` line per asset, by name; digests in lower-case hex). So the signature of a
-/// plugin covers the labels it reads, and a signed plugin whose labels were swapped is refused.
+/// plugin covers the labels it reads and the cases it must pass, and a signed plugin whose
+/// labels or cases were swapped is refused.
 /// Asset names are `[A-Za-z0-9._-]` ([`super::assets::check_specs`]): a name cannot forge a
 /// line.
 pub fn signed_message<'a, 'b>(
     wasm: &'a [u8],
     assets: impl IntoIterator<Item = (&'b str, &'b str)>,
+    cases: Option<&str>,
 ) -> Cow<'a, [u8]> {
     let mut assets = assets.into_iter().peekable();
-    if assets.peek().is_none() {
+    if assets.peek().is_none() && cases.is_none() {
         return Cow::Borrowed(wasm);
     }
     let mut statement = format!(
@@ -68,6 +72,9 @@ pub fn signed_message<'a, 'b>(
     );
     for (name, sha256) in assets {
         statement.push_str(&format!("asset {name} {}\n", sha256.to_ascii_lowercase()));
+    }
+    if let Some(sha256) = cases {
+        statement.push_str(&format!("cases {}\n", sha256.to_ascii_lowercase()));
     }
     Cow::Owned(statement.into_bytes())
 }
@@ -160,16 +167,27 @@ mod tests {
         let path = Path::new("/nonexistent/p.wasm");
         let labels = [("labels", "aa".repeat(32))];
         let labels = labels.iter().map(|(n, d)| (*n, d.as_str()));
-        let message = signed_message(b"wasm", labels.clone());
+        let message = signed_message(b"wasm", labels.clone(), None);
         assert!(message.starts_with(b"trident-plugin-bundle/1\nwasm "));
         let signature = sign(&message, SECRET).unwrap();
         assert!(verify_plugin(&message, path, Some(&signature), &public).is_ok());
         // Other labels, or none, are another message.
         let swapped = [("labels", "bb".repeat(32))];
-        let swapped = signed_message(b"wasm", swapped.iter().map(|(n, d)| (*n, d.as_str())));
+        let swapped = signed_message(b"wasm", swapped.iter().map(|(n, d)| (*n, d.as_str())), None);
         assert!(verify_plugin(&swapped, path, Some(&signature), &public).is_err());
-        let bare = signed_message(b"wasm", []);
+        let bare = signed_message(b"wasm", [], None);
         assert_eq!(&*bare, b"wasm");
         assert!(verify_plugin(&bare, path, Some(&signature), &public).is_err());
+        // Cases are covered too: adding, dropping or swapping them is another message.
+        let cases = "cc".repeat(32);
+        let with_cases = signed_message(b"wasm", labels.clone(), Some(&cases));
+        assert!(with_cases.ends_with(format!("cases {cases}\n").as_bytes()));
+        assert!(verify_plugin(&with_cases, path, Some(&signature), &public).is_err());
+        let signature = sign(&with_cases, SECRET).unwrap();
+        assert!(verify_plugin(&with_cases, path, Some(&signature), &public).is_ok());
+        let other = signed_message(b"wasm", labels, Some(&"dd".repeat(32)));
+        assert!(verify_plugin(&other, path, Some(&signature), &public).is_err());
+        let only_cases = signed_message(b"wasm", [], Some(&cases));
+        assert!(only_cases.starts_with(b"trident-plugin-bundle/1\n"));
     }
 }

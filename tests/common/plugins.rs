@@ -31,7 +31,7 @@ pub fn built_guests() -> &'static Path {
 
 /// The test key the shipped plugins are signed with here, as a platform team signs what it
 /// vets (the secret of RFC 8032's first test vector).
-const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+pub const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
 
 /// The public key of the test key, for a manifest's `trusted_keys`.
 pub fn test_public_key() -> String {
@@ -41,7 +41,13 @@ pub fn test_public_key() -> String {
 /// Signs the plugin `dir/wasm` (with `assets`, by name and file in `dir`) with the test key,
 /// writing `<wasm>.sig` beside it, where trident looks for it.
 pub fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
+    sign_with_cases(dir, wasm, assets, None);
+}
+
+/// [`sign`], covering the cases file `dir/cases` too.
+pub fn sign_with_cases(dir: &Path, wasm: &str, assets: &[(&str, &str)], cases: Option<&str>) {
     use trident::plugins::loading::sha256_hex;
+    let cases = cases.map(|file| sha256_hex(&std::fs::read(dir.join(file)).unwrap()));
     let bytes = std::fs::read(dir.join(wasm)).unwrap();
     let digests: Vec<(&str, String)> = assets
         .iter()
@@ -52,6 +58,7 @@ pub fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
         digests
             .iter()
             .map(|(name, digest)| (*name, digest.as_str())),
+        cases.as_deref(),
     );
     let signature = trident::plugins::signing::sign(&message, SIGNING_SECRET).unwrap();
     std::fs::write(dir.join(format!("{wasm}.sig")), signature).unwrap();

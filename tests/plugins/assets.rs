@@ -191,6 +191,7 @@ fn a_signature_covers_the_assets(f: &Fixture) -> Result<(), Failed> {
         let message = trident::plugins::signing::signed_message(
             &wasm,
             digests.iter().map(|(n, d)| (n.as_str(), d.as_str())),
+            None,
         );
         let signature = trident::plugins::signing::sign(&message, secret)?;
         std::fs::write(dir.path().join("signature"), signature)?;

@@ -10,6 +10,7 @@ mod adapters;
 mod advisories;
 mod assets;
 mod authoring;
+mod cases;
 mod hostile;
 mod lifecycle;
 mod model_plugins;
@@ -91,6 +92,7 @@ fn main() -> std::process::ExitCode {
         assets::CHECKS,
         advisories::CHECKS,
         authoring::CHECKS,
+        cases::CHECKS,
         model_plugins::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.

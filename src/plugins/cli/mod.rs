@@ -1,9 +1,11 @@
 //! `trident plugin ...`: keys, signatures and inspection for platform teams vetting plugins, and
-//! a project and running one hook for authors (`new`, with its `templates/`, and `run`). The
+//! a project, running one hook and running its golden cases for authors (`new`, with its
+//! `templates/`, `run` and `test`). The
 //! server never runs this folder; it uses the runtime like the server does.
 
 pub mod new;
 pub mod run;
+pub mod test;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,9 @@ pub enum PluginCommand {
         /// for several).
         #[arg(long = "asset", value_parser = name_path)]
         assets: Vec<(String, PathBuf)>,
+        /// The plugin's golden cases file, which the signature then covers.
+        #[arg(long)]
+        cases: Option<PathBuf>,
     },
     /// Check a plugin's signature against trusted public keys (hex); exits 1 when it fails.
     Verify {
@@ -51,7 +56,16 @@ pub enum PluginCommand {
         /// An asset the plugin reads, `NAME=PATH` (repeat for several).
         #[arg(long = "asset", value_parser = name_path)]
         assets: Vec<(String, PathBuf)>,
+        /// The plugin's golden cases file.
+        #[arg(long)]
+        cases: Option<PathBuf>,
     },
+    /// Run a plugin's golden cases through the host the server uses (its limits, a fresh
+    /// instance per call) and print each case's result, with the differences of those that
+    /// fail; exits 1 when one fails. Either a plugin and its cases file, with its settings
+    /// given as `run` takes them, or `--manifest`: every plugin of a manifest that carries cases,
+    /// exactly as the server loads it.
+    Test(test::TestArgs),
     /// Show a plugin's digest, size, imports, exports and the trident hooks it implements.
     Inspect {
         /// The plugin's `.wasm` file.
@@ -116,8 +130,13 @@ fn name_path(text: &str) -> Result<(String, PathBuf), String> {
     key_value(text).map(|(name, path)| (name, PathBuf::from(path)))
 }
 
-/// What the signature of `plugin` with `assets` signs ([`signing::signed_message`]).
-fn signed_bytes(plugin: &Path, assets: &[(String, PathBuf)]) -> Result<Vec<u8>, String> {
+/// What the signature of `plugin` with `assets` and `cases` signs
+/// ([`signing::signed_message`]).
+fn signed_bytes(
+    plugin: &Path,
+    assets: &[(String, PathBuf)],
+    cases: Option<&Path>,
+) -> Result<Vec<u8>, String> {
     let wasm = read(plugin)?;
     let mut digests = Vec::new();
     for (name, path) in assets {
@@ -125,7 +144,10 @@ fn signed_bytes(plugin: &Path, assets: &[(String, PathBuf)]) -> Result<Vec<u8>, 
     }
     digests.sort();
     let digests = digests.iter().map(|(n, d)| (n.as_str(), d.as_str()));
-    Ok(signing::signed_message(&wasm, digests).into_owned())
+    let cases = cases
+        .map(|path| read(path).map(|bytes| sha256_hex(&bytes)))
+        .transpose()?;
+    Ok(signing::signed_message(&wasm, digests, cases.as_deref()).into_owned())
 }
 
 fn key_value(text: &str) -> Result<(String, String), String> {
@@ -159,15 +181,17 @@ impl PluginCommand {
                 plugin,
                 key,
                 assets,
-            } => sign(&plugin, &key, &assets, &mut out)?,
+                cases,
+            } => sign(&plugin, &key, &assets, cases.as_deref(), &mut out)?,
             PluginCommand::Verify {
                 plugin,
                 trusted_keys,
                 signature,
                 assets,
+                cases,
             } => {
                 signing::verify_plugin(
-                    &signed_bytes(&plugin, &assets)?,
+                    &signed_bytes(&plugin, &assets, cases.as_deref())?,
                     &plugin,
                     signature.as_deref(),
                     &trusted_keys,
@@ -176,6 +200,11 @@ impl PluginCommand {
                 writeln!(out, "{}: signature valid", plugin.display())?;
             }
             PluginCommand::Inspect { plugin } => inspect(&plugin, &mut out)?,
+            PluginCommand::Test(args) => {
+                if !test::test(args, &mut out)? {
+                    return Err("a golden case failed".into());
+                }
+            }
             PluginCommand::New {
                 name,
                 lang,
@@ -186,54 +215,66 @@ impl PluginCommand {
                 writeln!(out, "created {}", project.display())?;
                 writeln!(out, "build it there with:\n{build}")?;
             }
-            PluginCommand::Run {
-                plugin,
-                hook,
-                body,
-                content_type,
-                accept,
-                outputs,
-                config,
-                memory_limit_mb,
-                time_limit_ms,
-                assets,
-            } => {
-                let body = if body.as_os_str() == "-" {
-                    let mut bytes = Vec::new();
-                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
-                    bytes
-                } else {
-                    read(&body)?
-                };
-                let options = RunOptions {
-                    plugin: &plugin,
-                    hook,
-                    body,
-                    content_type,
-                    accept,
-                    outputs: outputs.as_deref().map(read).transpose()?,
-                    config: config.into_iter().collect(),
-                    memory_limit_mb,
-                    time_limit_ms,
-                    assets: assets.into_iter().collect(),
-                };
-                run(options, &mut out)?;
-            }
+            command @ PluginCommand::Run { .. } => command.run_hook(&mut out)?,
         }
         Ok(())
     }
 }
 
-/// Signs `plugin` (and `assets`) with the secret key in `key`, writing `<plugin>.sig`.
+impl PluginCommand {
+    /// `trident plugin run`.
+    fn run_hook(self, out: &mut impl Write) -> CliResult {
+        let PluginCommand::Run {
+            plugin,
+            hook,
+            body,
+            content_type,
+            accept,
+            outputs,
+            config,
+            memory_limit_mb,
+            time_limit_ms,
+            assets,
+        } = self
+        else {
+            return Ok(());
+        };
+        let body = if body.as_os_str() == "-" {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
+            bytes
+        } else {
+            read(&body)?
+        };
+        let options = RunOptions {
+            plugin: &plugin,
+            hook,
+            body,
+            content_type,
+            accept,
+            outputs: outputs.as_deref().map(read).transpose()?,
+            config: config.into_iter().collect(),
+            memory_limit_mb,
+            time_limit_ms,
+            assets: assets.into_iter().collect(),
+        };
+        run(options, out)?;
+        Ok(())
+    }
+}
+
+/// Signs `plugin` (and `assets`, and `cases`) with the secret key in `key`, writing
+/// `<plugin>.sig`.
 fn sign(
     plugin: &Path,
     key: &Path,
     assets: &[(String, PathBuf)],
+    cases: Option<&Path>,
     out: &mut impl Write,
 ) -> CliResult {
     let secret =
         std::fs::read_to_string(key).map_err(|e| format!("cannot read {}: {e}", key.display()))?;
-    let signature = signing::sign(&signed_bytes(plugin, assets)?, secret.trim())?;
+    let signature = signing::sign(&signed_bytes(plugin, assets, cases)?, secret.trim())?;
     let sig_path = plugin.with_extension("wasm.sig");
     std::fs::write(&sig_path, format!("{signature}\n"))?;
     writeln!(out, "signature: {signature}")?;

@@ -11,16 +11,17 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::engine::{InferRequest, InferResponse, OutputTensor};
+use crate::plugins::cases::outcome::{
+    answered, inputs_json, output_tensors, refusal_line, responses,
+};
 use crate::plugins::host::PluginHost;
 use crate::plugins::loading::sha256_hex;
 use crate::plugins::manifest::Manifest;
 use crate::plugins::plugin::LoadedPlugin;
 use crate::plugins::{
-    AdaptedRequest, CallFailure, GenerateInputs, HookResult, PluginInvocation, PluginReply,
-    Refusal, StreamPosition,
+    AdaptedRequest, GenerateInputs, HookResult, PluginInvocation, PluginReply, StreamPosition,
 };
-use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
-use crate::protocol::v2_response::encode_infer_response;
+use crate::protocol::v2_request::decode_infer_request;
 
 /// Which hook to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -211,14 +212,9 @@ async fn stream_hook(
 /// `--outputs` for the generate hooks: a JSON list of the model's responses, each an object.
 fn generate_responses(outputs: Option<&[u8]>) -> Result<Vec<Vec<u8>>, String> {
     let outputs = outputs.ok_or("this hook needs --outputs FILE (a JSON list of responses)")?;
-    let list: Vec<serde_json::Value> =
+    let list: serde_json::Value =
         serde_json::from_slice(outputs).map_err(|e| format!("--outputs: not a JSON list: {e}"))?;
-    list.into_iter()
-        .map(|response| match response {
-            serde_json::Value::Object(_) => Ok(response.to_string().into_bytes()),
-            _ => Err("--outputs: every response must be a JSON object".to_owned()),
-        })
-        .collect()
+    responses(&list).map_err(|e| format!("--outputs: {e}"))
 }
 
 /// Awaits a hook's call and prints how long it took.
@@ -297,36 +293,73 @@ fn print_reply(reply: PluginReply, out: &mut impl Write) -> Result<(), String> {
 
 /// A manifest holding only this plugin, for [`MODEL`]'s chosen hook.
 fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
-    let bytes = std::fs::read(options.plugin)
-        .map_err(|e| format!("cannot read {}: {e}", options.plugin.display()))?;
-    let config: toml::Table = options
-        .config
-        .iter()
-        .map(|(key, value)| (key.clone(), toml::Value::String(value.clone())))
-        .collect();
     let hook = match options.hook {
         Hook::Request | Hook::GenerateRequest => "request",
         Hook::Response | Hook::GenerateResponse | Hook::Stream => "response",
     };
+    let settings = Settings {
+        config: &options.config,
+        memory_limit_mb: options.memory_limit_mb,
+        time_limit_ms: options.time_limit_ms,
+        assets: &options.assets,
+    };
+    single_plugin_manifest(options.plugin, &settings, |_, table| {
+        let mut model = toml::Table::new();
+        model.insert(hook.into(), toml::Value::String("plugin".into()));
+        table.insert(
+            "models".into(),
+            toml::Value::Table(toml::Table::from_iter([(
+                MODEL.into(),
+                toml::Value::Table(model),
+            )])),
+        );
+        Ok(())
+    })
+}
+
+/// What the author's tools give a plugin that its manifest entry would.
+pub struct Settings<'a> {
+    /// The manifest's `config` table for the plugin.
+    pub config: &'a BTreeMap<String, String>,
+    /// The manifest's `memory_limit_mb`.
+    pub memory_limit_mb: u64,
+    /// The manifest's `time_limit_ms`.
+    pub time_limit_ms: u64,
+    /// The manifest's `assets`, by name.
+    pub assets: &'a BTreeMap<String, std::path::PathBuf>,
+}
+
+/// A manifest holding only the plugin at `path`, named `plugin`, with `settings`; `more` adds to
+/// its plugin entry and to the whole table (routes, cases) before it is read.
+pub fn single_plugin_manifest(
+    path: &Path,
+    settings: &Settings<'_>,
+    more: impl FnOnce(&mut toml::Table, &mut toml::Table) -> Result<(), String>,
+) -> Result<Manifest, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config: toml::Table = settings
+        .config
+        .iter()
+        .map(|(key, value)| (key.clone(), toml::Value::String(value.clone())))
+        .collect();
     let mut table = toml::Table::new();
     let mut plugin = toml::Table::new();
-    let path = std::path::absolute(options.plugin)
-        .map_err(|e| format!("cannot read {}: {e}", options.plugin.display()))?;
-    plugin.insert(
-        "path".into(),
-        toml::Value::String(path.display().to_string()),
-    );
+    plugin.insert("path".into(), toml::Value::String(whole_path(path)?));
     plugin.insert("sha256".into(), toml::Value::String(sha256_hex(&bytes)));
     plugin.insert(
         "memory_limit_mb".into(),
-        toml::Value::Integer(i64::try_from(options.memory_limit_mb).unwrap_or(i64::MAX)),
+        toml::Value::Integer(i64::try_from(settings.memory_limit_mb).unwrap_or(i64::MAX)),
     );
     plugin.insert(
         "time_limit_ms".into(),
-        toml::Value::Integer(i64::try_from(options.time_limit_ms).unwrap_or(i64::MAX)),
+        toml::Value::Integer(i64::try_from(settings.time_limit_ms).unwrap_or(i64::MAX)),
     );
     plugin.insert("config".into(), toml::Value::Table(config));
-    plugin.insert("assets".into(), toml::Value::Table(assets(options)?));
+    plugin.insert(
+        "assets".into(),
+        toml::Value::Table(assets(settings.assets)?),
+    );
+    more(&mut plugin, &mut table)?;
     table.insert(
         "plugins".into(),
         toml::Value::Table(toml::Table::from_iter([(
@@ -334,16 +367,7 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
             toml::Value::Table(plugin),
         )])),
     );
-    let mut model = toml::Table::new();
-    model.insert(hook.into(), toml::Value::String("plugin".into()));
-    table.insert(
-        "models".into(),
-        toml::Value::Table(toml::Table::from_iter([(
-            MODEL.into(),
-            toml::Value::Table(model),
-        )])),
-    );
-    // Read as if it lay in `/`, so that every asset, named by its whole path, is beside it.
+    // Read as if it lay in `/`, so that every file, named by its whole path, is beside it.
     Manifest::from_text(
         Path::new("/plugin-run.toml"),
         &toml::to_string(&table).map_err(|e| e.to_string())?,
@@ -351,69 +375,52 @@ fn manifest(options: &RunOptions<'_>) -> Result<Manifest, String> {
     .map_err(|e| e.message)
 }
 
-/// The manifest's `assets` for the files `--asset` names: each by its whole path, without the
-/// leading `/` (relative to the manifest's folder, `/`), and its digest.
-fn assets(options: &RunOptions<'_>) -> Result<toml::Table, String> {
-    let mut assets = toml::Table::new();
-    for (name, path) in &options.assets {
-        let real = path
-            .canonicalize()
-            .map_err(|e| format!("asset '{name}': cannot read {}: {e}", path.display()))?;
-        let bytes = std::fs::read(&real)
-            .map_err(|e| format!("asset '{name}': cannot read {}: {e}", path.display()))?;
-        let relative = real
-            .strip_prefix("/")
-            .unwrap_or(&real)
-            .display()
-            .to_string();
-        let spec = toml::Table::from_iter([
-            ("path".to_owned(), toml::Value::String(relative)),
-            ("sha256".to_owned(), toml::Value::String(sha256_hex(&bytes))),
-        ]);
-        assets.insert(name.clone(), toml::Value::Table(spec));
-    }
-    Ok(assets)
+/// `path`, made whole.
+fn whole_path(path: &Path) -> Result<String, String> {
+    std::path::absolute(path)
+        .map(|path| path.display().to_string())
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// A file given on the command line as a manifest entry (`{ path, sha256 }`): its whole path
+/// with links resolved, without the leading `/` (relative to the manifest's folder, `/`), and
+/// its digest.
+pub fn file_entry(path: &Path, what: &str) -> Result<toml::Value, String> {
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(&real).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+    let relative = real
+        .strip_prefix("/")
+        .unwrap_or(&real)
+        .display()
+        .to_string();
+    Ok(toml::Value::Table(toml::Table::from_iter([
+        ("path".to_owned(), toml::Value::String(relative)),
+        ("sha256".to_owned(), toml::Value::String(sha256_hex(&bytes))),
+    ])))
+}
+
+/// The manifest's `assets` for the files `--asset` names.
+fn assets(files: &BTreeMap<String, std::path::PathBuf>) -> Result<toml::Table, String> {
+    files
+        .iter()
+        .map(|(name, path)| Ok((name.clone(), file_entry(path, &format!("asset '{name}'"))?)))
+        .collect()
 }
 
 /// The value of a call the plugin completed, or what the client would have been answered.
 fn refused<T>(result: HookResult<T>) -> Result<T, String> {
-    // The statuses of `http::error::ApiError::from_plugin` and `from_call_failure`.
-    match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(Refusal::BadRequest(m))) => Err(format!("400: {m}")),
-        Ok(Err(Refusal::UnsupportedMediaType(m))) => Err(format!("415: {m}")),
-        Ok(Err(Refusal::Internal(m))) => Err(format!("500: {m}")),
-        Err(failure @ CallFailure::Deadline { .. }) => Err(format!("504: {failure}")),
-        Err(failure) => Err(format!("500: {failure}")),
-    }
+    answered(result).map_err(|refusal| refusal_line(&refusal))
 }
 
 /// The tensors of a request (checked by the rule the server applies before the model), as
 /// KServe v2 JSON, one per line, and the outputs it asks for.
 fn print_request(request: &InferRequest, out: &mut impl Write) -> Result<(), String> {
-    request.check_inputs().map_err(|e| format!("400: {e}"))?;
-    let as_outputs = InferResponse {
-        model_name: MODEL.into(),
-        model_version: 1,
-        id: None,
-        parameters: Vec::new(),
-        outputs: request
-            .inputs
-            .iter()
-            .map(|input| OutputTensor {
-                name: input.name.clone(),
-                datatype: input.datatype,
-                shape: input.shape.clone(),
-                data: input.data.clone(),
-            })
-            .collect(),
-    };
-    let encoded = encode_infer_response(&as_outputs, &OutputEncoding::default())
-        .map_err(|e| e.to_string())?;
-    let json: Vec<u8> = encoded.parts.concat();
-    let json: serde_json::Value = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    let inputs = inputs_json(&request.inputs).map_err(|e| format!("400: {e}"))?;
     writeln!(out, "inputs:").map_err(write_error)?;
-    for tensor in json["outputs"].as_array().into_iter().flatten() {
+    for tensor in inputs.as_array().into_iter().flatten() {
         writeln!(out, "  {tensor}").map_err(write_error)?;
     }
     let outputs = if request.requested_outputs.is_empty() {
@@ -427,23 +434,10 @@ fn print_request(request: &InferRequest, out: &mut impl Write) -> Result<(), Str
 /// The outputs of a KServe v2 response body, typed (read by the server's request decoder, as if
 /// they were inputs).
 fn read_outputs(json: &[u8]) -> Result<Vec<OutputTensor>, String> {
-    let mut value: serde_json::Value =
+    let value: serde_json::Value =
         serde_json::from_slice(json).map_err(|e| format!("--outputs: not JSON: {e}"))?;
-    let outputs = value
-        .get_mut("outputs")
-        .map(serde_json::Value::take)
-        .ok_or("--outputs: no \"outputs\" array")?;
-    let as_request = serde_json::json!({ "inputs": outputs }).to_string();
-    let (request, _) = decode_infer_request(MODEL, &Bytes::from(as_request), None)
-        .map_err(|e| format!("--outputs: {e}"))?;
-    Ok(request
-        .inputs
-        .into_iter()
-        .map(|input| OutputTensor {
-            name: input.name,
-            datatype: input.datatype,
-            shape: input.shape,
-            data: input.data,
-        })
-        .collect())
+    if value.get("outputs").is_none() {
+        return Err("--outputs: no \"outputs\" array".into());
+    }
+    output_tensors(&value).map_err(|e| format!("--outputs: {e}"))
 }
