@@ -138,6 +138,15 @@ fn secure_mode_settings_are_checked_at_start() {
             "TRIDENT_PLUGIN_TRUSTED_KEYS: public key must be 32 bytes",
         ),
         (
+            vec![
+                on,
+                controls,
+                channels,
+                ("TRIDENT_PLUGIN_REQUIRE_CASES", OsStr::new("maybe")),
+            ],
+            "TRIDENT_PLUGIN_REQUIRE_CASES must be true or false, got 'maybe'",
+        ),
+        (
             vec![("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("sometimes"))],
             "TRIDENT_ARTIFACT_NATIVE_CODE must be allow or refuse, got 'sometimes'",
         ),
@@ -248,8 +257,8 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
     let mut env = secure_env(repository.path());
     env.push(("TRIDENT_PLUGIN_TRUSTED_KEYS", OsStr::new(&platform_key)));
     env.push(("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()));
-    let refused = |expected: &str| {
-        let output = trident(&env)
+    let refused = |env: &[(&str, &OsStr)], expected: &str| {
+        let output = trident(env)
             .arg("serve")
             .arg("--model-repository")
             .arg(repository.path())
@@ -265,7 +274,7 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
     };
     // Unsigned, signed by another key (which the manifest itself trusts), over the ceiling.
     write_manifest(None, "");
-    refused("is not signed");
+    refused(&env, "is not signed");
     let other_key = trident::plugins::signing::public_key(OTHER_SECRET).unwrap();
     write_manifest(Some(OTHER_SECRET), "");
     let text = std::fs::read_to_string(&manifest).unwrap();
@@ -273,15 +282,47 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
         &manifest,
         format!("require_signatures = true\ntrusted_keys = [\"{other_key}\"]\n{text}").as_bytes(),
     );
-    refused("not from a trusted key");
+    refused(&env, "not from a trusted key");
     write_manifest(Some(PLATFORM_SECRET), "");
     let text = std::fs::read_to_string(&manifest)
         .unwrap()
         .replace("memory_limit_mb = 128", "memory_limit_mb = 512");
     write(&manifest, text.as_bytes());
-    refused("memory_limit_mb = 512 is over Secure Mode's ceiling of 128");
+    refused(
+        &env,
+        "memory_limit_mb = 512 is over Secure Mode's ceiling of 128",
+    );
 
+    // With TRIDENT_PLUGIN_REQUIRE_CASES, a plugin without golden cases is refused, and so is
+    // one whose case fails; the one that passes its cases (signed with them) serves.
+    env.push(("TRIDENT_PLUGIN_REQUIRE_CASES", OsStr::new("true")));
     write_manifest(Some(PLATFORM_SECRET), "");
+    refused(
+        &env,
+        "carries no golden cases, and this endpoint requires them",
+    );
+    let with_cases = |last: u32| {
+        let cases = format!(
+            "[[case]]\nname = \"two rows\"\ncontent_type = \"text/csv\"\nbody = \"1,2\\n3,4\\n\"\n\
+             expect = {{ inputs = [{{ shape = [2, 2], data = [1, 2, 3, {last}] }}] }}\n"
+        );
+        write(&plugins.path().join("csv.cases.toml"), cases.as_bytes());
+        let sha = trident::plugins::loading::sha256_hex(cases.as_bytes());
+        let message = trident::plugins::signing::signed_message(&bytes, [], Some(&sha));
+        let signature = trident::plugins::signing::sign(&message, PLATFORM_SECRET).unwrap();
+        write_manifest(
+            None,
+            &format!(
+                "signature = \"{signature}\"\ncases = {{ path = \"csv.cases.toml\", sha256 = \"{sha}\" }}"
+            ),
+        );
+    };
+    with_cases(5);
+    refused(
+        &env,
+        "plugin 'csv': golden case 'two rows' fails: inputs[0].data[3]: expected 5, got 4.0",
+    );
+    with_cases(4);
     let (_running, addr) = serve_ready_with(trident(&env), repository.path(), &[]);
     let response = request(
         addr,
