@@ -1,5 +1,6 @@
-//! The authoring loop: `trident plugin new` projects in the three languages build as they are,
-//! and `trident plugin run` calls one hook of a plugin without Triton, with the server's limits.
+//! The authoring loop: `trident plugin new` projects in the three languages build as they are
+//! and pass the golden cases they come with, and `trident plugin run` calls one hook of a plugin
+//! without Triton, with the server's limits.
 
 use super::*;
 
@@ -152,6 +153,24 @@ fn plugin_new_projects_build_as_they_are_and_run(_: &Fixture) -> Result<(), Fail
         ensure!(
             !ok && stderr.contains("400: 'two' is not a number"),
             "{language}: {stderr}"
+        );
+        // The golden cases the project comes with pass, as its README says to run them.
+        let project = scratch.path().join(format!("my-{language}"));
+        let readme = std::fs::read_to_string(project.join("README.md"))?;
+        ensure!(
+            readme.contains("trident plugin test") && readme.contains("--cases cases.toml"),
+            "{language}: {readme}"
+        );
+        let (ok, stdout, stderr) = trident_plugin(&[
+            "test".as_ref(),
+            wasm.as_os_str(),
+            "--cases".as_ref(),
+            project.join("cases.toml").as_os_str(),
+        ])?;
+        ensure!(
+            ok && stdout
+                .contains("  ok    three numbers\n  ok    a word is refused\n2 passed, 0 failed"),
+            "{language}: {stdout}{stderr}"
         );
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! `trident plugin new`: a request-adapter project in Rust, Python or JavaScript that builds as
-//! it is, with a copy of trident's WIT and a README saying how to build and try it. The
+//! it is, with a copy of trident's WIT, a README saying how to build, try and test it, and (for
+//! the numbers adapter) golden cases it passes. The
 //! templates are in `templates/`; request adapters only, the hook most plugins start with (the
 //! examples in `plugins/` show the others).
 
@@ -32,6 +33,8 @@ pub enum Kind {
 /// trident's plugin interfaces, which every project builds against.
 const WIT: &str = include_str!("../../../wit/plugin.wit");
 const README: &str = include_str!("templates/README.md");
+/// The numbers adapter's golden cases (the same for the three languages).
+const NUMBER_CASES: &str = include_str!("templates/numbers/cases.toml");
 
 /// The tool versions `scripts/install-guest-tools` pins (the ones trident's tests build with).
 const COMPONENTIZE_PY: &str = "0.25.1";
@@ -125,6 +128,23 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// What the README says of testing the project: how to run the golden cases the project comes
+/// with (numbers), or how to write some.
+fn test_section(kind: Kind, wasm: &str) -> String {
+    match kind {
+        Kind::Numbers => format!(
+            "Test it against its golden cases (`cases.toml`: each payload and what the adapter must \
+             answer), which trident also runs every time it loads the plugin:\n\n```sh\n\
+             trident plugin test {wasm} --cases cases.toml\n```"
+        ),
+        Kind::Image | Kind::Text => format!(
+            "Write golden cases for it (trident's plugins/README.md, \"Golden cases\") and run them \
+             with `trident plugin test {wasm} --cases cases.toml` and the same `--asset` and \
+             `--config` as above."
+        ),
+    }
+}
+
 /// What the README says the project does, and how it says to try it.
 fn what_and_try(kind: Kind, wasm: &str) -> (&'static str, String) {
     match kind {
@@ -172,6 +192,7 @@ pub fn create(
     let readme = README
         .replace("{{what}}", what)
         .replace("{{try}}", &try_it)
+        .replace("{{test}}", &test_section(kind, &template.wasm))
         .replace("{{language}}", template.language)
         .replace("{{build}}", &template.build)
         .replace("{{wasm}}", &template.wasm);
@@ -181,6 +202,9 @@ pub fn create(
         .map(|(path, text)| (*path, (*text).to_owned()))
         .collect();
     files.push(("wit/plugin.wit", WIT.to_owned()));
+    if kind == Kind::Numbers {
+        files.push(("cases.toml", NUMBER_CASES.to_owned()));
+    }
     files.push(("README.md", readme));
     for (path, text) in files {
         let path = dir.join(path);
