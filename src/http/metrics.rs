@@ -8,6 +8,26 @@ use super::body::ResponseBody;
 use super::error::ApiError;
 use crate::engine::Engine;
 use crate::metrics::PluginRow;
+use crate::metrics::plugin_accounts::PluginAccountRow;
+use crate::plugins::LoadedPlugin;
+use crate::plugins::accounting::Hook;
+
+/// `plugin`'s account, for `/metrics`; `model` names the model whose artifact brought it
+/// (empty for the container's).
+fn account_row(model: &str, plugin: &LoadedPlugin) -> PluginAccountRow {
+    PluginAccountRow {
+        plugin: plugin.name.to_string(),
+        model: model.to_owned(),
+        sha256: plugin.sha256.clone(),
+        signer: plugin.signer.clone().unwrap_or_default(),
+        versions: plugin.versions(),
+        hooks: Hook::ALL
+            .into_iter()
+            .filter(|hook| plugin.exports(*hook))
+            .map(|hook| (hook, plugin.account.snapshot(hook)))
+            .collect(),
+    }
+}
 
 /// The metrics listener's answer: the Prometheus text at `GET` of the metrics path, else 404.
 pub fn on_metrics_port<E: Engine, B>(
@@ -39,11 +59,21 @@ pub fn text<E: Engine>(state: &AppState<E>) -> Response<ResponseBody> {
                 .collect()
         })
         .unwrap_or_default();
-    let text = state.metrics.render_with(
+    let mut text = state.metrics.render_with(
         state.engine.in_flight(),
         &plugins,
         state.sessions.as_ref().map(|s| s.counts()),
     );
+    let container = state.plugins.load_full().map(|host| (String::new(), host));
+    let hosts = container.into_iter().chain(state.registry.plugin_hosts());
+    let accounts: Vec<PluginAccountRow> = hosts
+        .flat_map(|(model, host)| {
+            host.plugins()
+                .map(|plugin| account_row(&model, plugin))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    crate::metrics::plugin_accounts::render(&mut text, &accounts);
     let mut response = Response::new(ResponseBody::full(text));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

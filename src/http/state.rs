@@ -60,7 +60,12 @@ impl<E: crate::engine::Engine> AppState<E> {
             .map_err(|e| e.to_string())?;
         self.check_served_model(&host).await?;
         let count = host.plugins().count();
+        let mut loaded = self.registry.plugin_names();
+        loaded.extend(host.plugins().map(|plugin| plugin.name.to_string()));
         self.plugins.store(Some(Arc::new(host)));
+        // The series of plugins the reload took away go with them.
+        self.metrics
+            .forget_plugins(|plugin| loaded.contains(plugin));
         tracing::info!(manifest = %path.display(), plugins = count, "plugins reloaded");
         Ok(count)
     }

@@ -235,6 +235,20 @@ impl ModelRegistry {
             .collect()
     }
 
+    /// The plugins of every model loaded or unloading whose artifact brought some, by model
+    /// name.
+    pub fn plugin_hosts(&self) -> Vec<(String, Arc<PluginHost>)> {
+        self.slots()
+            .iter()
+            .filter_map(|(name, slot)| match slot {
+                Slot::Ready(model) | Slot::Unloading(model) => {
+                    Some((name.clone(), Arc::clone(model.plugins.as_ref()?)))
+                }
+                Slot::Loading { .. } => None,
+            })
+            .collect()
+    }
+
     /// The loaded model called `name`.
     pub fn get(&self, name: &str) -> Option<LoadedModel> {
         match self.slots().get(name) {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::accounting::Hook;
 use super::boundary::{AdaptedRequest, HookResult, PluginInvocation, PluginReply, converted};
 use super::convert;
 use super::loading::{Compiled, Loaded, load_plugins};
@@ -139,6 +140,7 @@ impl PluginHost {
             .call(
                 plugin,
                 call::Kept::session(session),
+                Hook::Request,
                 |hooks| hooks.request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -184,6 +186,7 @@ impl PluginHost {
             .call(
                 plugin,
                 call::Kept::session(session),
+                Hook::Response,
                 |hooks| hooks.response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -208,6 +211,7 @@ impl PluginHost {
             .call(
                 plugin,
                 call::Kept::default(),
+                Hook::Oom,
                 |hooks| hooks.oom.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

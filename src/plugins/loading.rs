@@ -165,7 +165,7 @@ async fn verify_signature(
     bytes: &[u8],
     assets: &super::assets::Assets,
     cases: Option<&super::cases::Cases>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let signature = match &spec.signature {
         Some(signature) => Some(signature.clone()),
         None => super::signing::read_signature_file(&spec.path).await?,
@@ -200,9 +200,10 @@ async fn load_one(
                 .into(),
         );
     }
-    if manifest.require_signatures {
-        verify_signature(manifest, spec, &bytes, &assets, cases.as_deref()).await?;
-    }
+    let signer = match manifest.require_signatures {
+        true => Some(verify_signature(manifest, spec, &bytes, &assets, cases.as_deref()).await?),
+        false => None,
+    };
     let limits = runtime.limits(
         name,
         spec.config_strings(),
@@ -227,6 +228,9 @@ async fn load_one(
         pre,
         init_each,
         cases,
+        account: super::accounting::PluginAccount::default(),
+        sha256: spec.sha256.to_ascii_lowercase(),
+        signer,
     };
     if !plugin.hooks.any() {
         return Err(EXPORTS_NONE.into());

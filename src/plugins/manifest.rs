@@ -329,6 +329,9 @@ impl Manifest {
             ));
         }
         for (name, spec) in &self.plugins {
+            if name.is_empty() {
+                return Err("a plugin needs a name: [plugins.\"\"] is not one".into());
+            }
             if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!("plugin '{name}': sha256 must be 64 hex digits"));
             }

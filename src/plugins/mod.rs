@@ -27,6 +27,7 @@
 //!   stream's calls share, while the engine's budget allows;
 //! - [`output`]: a guest's stdout and stderr, captured for the log;
 //! - [`counters`]: the per-call output budget and what trident withholds, per plugin;
+//!   [`accounting`]: what each plugin's calls cost, by hook (calls, CPU, memory, waits);
 //! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests,
 //!   the invocation a plugin sees); the generated types stay inside this module;
 //! - [`bindings`], [`convert`]: generated bindings (`wit/plugin.wit` at 0.1.0, `wit/0.2` at
@@ -36,6 +37,7 @@
 //!   (`new`, a project from its templates, and `run`, one hook without Triton); the server never
 //!   runs it.
 
+pub mod accounting;
 pub mod assets;
 pub mod bindings;
 pub mod boundary;

@@ -23,6 +23,13 @@ pub struct LoadedPlugin {
     pub(super) init_each: bool,
     /// Its golden cases, run before it serves ([`super::cases`]).
     pub cases: Option<Arc<super::cases::Cases>>,
+    /// What its calls cost, by hook ([`super::accounting`]).
+    pub account: super::accounting::PluginAccount,
+    /// Its `.wasm` file's SHA-256, as the manifest pins it (lower-case hex).
+    pub sha256: String,
+    /// The trusted key (hex) whose signature it carries; `None` when signatures are not
+    /// required.
+    pub signer: Option<String>,
 }
 
 /// A plugin that cannot be loaded.
@@ -100,8 +107,38 @@ impl LoadedPlugin {
     }
 }
 
-/// Which generate hooks a plugin exports.
+/// Which hooks a plugin exports.
 impl LoadedPlugin {
+    /// Whether the plugin exports `hook`.
+    pub fn exports(&self, hook: super::accounting::Hook) -> bool {
+        use super::accounting::Hook;
+        match hook {
+            Hook::Request => self.hooks.request.is_some(),
+            Hook::Response => self.hooks.response.is_some(),
+            Hook::Oom => self.hooks.oom.is_some(),
+            Hook::GenerateRequest => self.hooks.generate_request.is_some(),
+            Hook::GenerateResponse => self.hooks.generate_response.is_some(),
+            Hook::Stream => self.hooks.stream.is_some(),
+        }
+    }
+
+    /// The versions of `trident:plugin` whose worlds it exports: `0.1.0` (request, response,
+    /// OOM), `0.2.0` (the generate and stream hooks), or both, joined by `+`.
+    pub fn versions(&self) -> &'static str {
+        use super::accounting::Hook;
+        let old = [Hook::Request, Hook::Response, Hook::Oom]
+            .into_iter()
+            .any(|h| self.exports(h));
+        let new = [Hook::GenerateRequest, Hook::GenerateResponse, Hook::Stream]
+            .into_iter()
+            .any(|h| self.exports(h));
+        match (old, new) {
+            (true, true) => "0.1.0+0.2.0",
+            (false, true) => "0.2.0",
+            _ => "0.1.0",
+        }
+    }
+
     /// Whether the plugin exports the generate request adapter.
     pub fn adapts_generate_requests(&self) -> bool {
         self.hooks.generate_request.is_some()

@@ -6,14 +6,15 @@ use std::path::Path;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 
-/// Checks that `bytes` carry a valid signature from one of `trusted_keys` (hex public keys).
-/// The signature is `signature` (hex) or the contents of `<path>.sig`.
+/// Checks that `bytes` carry a valid signature from one of `trusted_keys` (hex public keys);
+/// the key that signed them. The signature is `signature` (hex) or the contents of
+/// `<path>.sig`.
 pub fn verify_plugin(
     bytes: &[u8],
     path: &Path,
     signature: Option<&str>,
     trusted_keys: &[String],
-) -> Result<(), String> {
+) -> Result<String, String> {
     let text = match signature {
         Some(text) => text.to_owned(),
         None => {
@@ -32,10 +33,10 @@ pub fn verify_plugin(
             crate::artifacts::controls::PLUGIN_KEYS_ENV
         ));
     }
-    for key in trusted_keys {
-        let key = parse_public_key(key)?;
+    for hex_key in trusted_keys {
+        let key = parse_public_key(hex_key)?;
         if key.verify(bytes, &signature).is_ok() {
-            return Ok(());
+            return Ok(hex_key.to_ascii_lowercase());
         }
     }
     Err("its signature is not from a trusted key".into())

@@ -349,6 +349,11 @@ impl CallStore {
         limiter.largest_bytes <= limiter.limit_bytes / 2
     }
 
+    /// The largest any of the instance's memories has grown to, in bytes.
+    pub fn peak_memory_bytes(&self) -> u64 {
+        self.store.data().limiter.largest_bytes as u64
+    }
+
     /// Starts the time limit afresh: the guest may run for the plugin's limit from now.
     pub fn arm(&mut self) {
         self.store.data_mut().deadline =

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod accounting;
 mod adapters;
 mod advisories;
 mod assets;
@@ -93,6 +94,7 @@ fn main() -> std::process::ExitCode {
         advisories::CHECKS,
         authoring::CHECKS,
         cases::CHECKS,
+        accounting::CHECKS,
         model_plugins::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.

@@ -1,14 +1,17 @@
 //! The one way to call any hook of a plugin: take a fresh instance of the hook (or the one its
 //! stream keeps), run the call in it, finish the call (its output captured, its failure
-//! typed), all within the plugin's limits on the guest threads. Each hook method of
+//! typed), all within the plugin's limits on the guest threads, and count what it cost in the
+//! plugin's account ([`crate::plugins::accounting`]). Each hook method of
 //! [`PluginHost`] is this with its own export.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 use wasmtime::Store;
 
 use super::PluginHost;
+use crate::plugins::accounting::{Answer, Hook, Measured, Outcome, cpu_timed};
 use crate::plugins::hooks::Hooks;
 use crate::plugins::kept_instance::KeptInstance;
 use crate::plugins::plugin::LoadedPlugin;
@@ -47,6 +50,7 @@ impl PluginHost {
         &self,
         plugin: &Arc<LoadedPlugin>,
         kept: Kept,
+        kind: Hook,
         hook: fn(&Hooks) -> Option<&Warm<P>>,
         call: impl for<'a> FnOnce(
             &'a P::Instance,
@@ -57,10 +61,13 @@ impl PluginHost {
     ) -> Result<T, CallFailure>
     where
         P: Prepare,
-        T: Send + 'static,
+        T: Answer + Send + 'static,
     {
         let (engine, called) = (self.runtime.engine.clone(), Arc::clone(plugin));
+        let (measured, queued) = (Arc::new(Measured::default()), Instant::now());
+        let costs = Arc::clone(&measured);
         let run = async move {
+            costs.set_wait(queued.elapsed());
             let reused = kept
                 .instance
                 .as_ref()
@@ -80,9 +87,13 @@ impl PluginHost {
             data.stream = kept.stream;
             let instance = match instance {
                 Ok(instance) => instance,
-                Err(error) => return store.finish(Err(error)),
+                Err(error) => {
+                    costs.set_peak_memory(store.peak_memory_bytes());
+                    return store.finish(Err(error));
+                }
             };
             let result = call(&instance, &mut store.store).await;
+            costs.set_peak_memory(store.peak_memory_bytes());
             let keep = kept
                 .instance
                 .filter(|_| result.is_ok() && store.may_serve_again())
@@ -96,6 +107,18 @@ impl PluginHost {
                 None => store.finish(result),
             }
         };
-        self.runtime.run(&plugin.limits, run).await
+        let result = self
+            .runtime
+            .run(&plugin.limits, cpu_timed(run, Arc::clone(&measured)))
+            .await;
+        let outcome = match &result {
+            Ok(answer) if answer.refused() => Outcome::Refused,
+            Ok(_) => Outcome::Ok,
+            Err(CallFailure::Deadline { .. }) => Outcome::Timeout,
+            Err(CallFailure::Memory { .. }) => Outcome::Memory,
+            Err(CallFailure::Trap { .. }) => Outcome::Trap,
+        };
+        plugin.account.record(kind, outcome, measured.cost());
+        result
     }
 }

@@ -28,6 +28,7 @@ impl PluginHost {
             .call(
                 plugin,
                 super::call::Kept::session(session),
+                crate::plugins::accounting::Hook::GenerateRequest,
                 |hooks| hooks.generate_request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -63,6 +64,7 @@ impl PluginHost {
             .call(
                 plugin,
                 super::call::Kept::session(session),
+                crate::plugins::accounting::Hook::GenerateResponse,
                 |hooks| hooks.generate_response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -105,6 +107,7 @@ impl PluginHost {
                     stream: Some(Arc::clone(state)),
                     instance: instance.map(Arc::clone),
                 },
+                crate::plugins::accounting::Hook::Stream,
                 |hooks| hooks.stream.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

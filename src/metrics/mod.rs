@@ -5,6 +5,8 @@
 //! Served as text on the main port's metrics path and, when configured, a port of their own.
 //! Every label value is escaped.
 
+pub mod plugin_accounts;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -152,6 +154,12 @@ impl Metrics {
     /// series of every plugin for which `plugin_exists` is false.
     pub fn forget_model(&self, model: &str, plugin_exists: impl Fn(&str) -> bool) {
         lock(&self.series).retain(|(_, named), _| named != model);
+        self.forget_plugins(plugin_exists);
+    }
+
+    /// Drops the plugin call series of every plugin for which `plugin_exists` is false (after
+    /// a reload swapped the container's plugins, or an unload took a model's).
+    pub fn forget_plugins(&self, plugin_exists: impl Fn(&str) -> bool) {
         lock(&self.plugin_calls).retain(|(plugin, ..), _| plugin_exists(plugin));
     }
 
