@@ -9,8 +9,29 @@ use super::error::ApiError;
 use crate::engine::Engine;
 use crate::metrics::PluginRow;
 use crate::metrics::plugin_accounts::PluginAccountRow;
+use crate::metrics::shadows::ShadowRow;
 use crate::plugins::LoadedPlugin;
 use crate::plugins::accounting::Hook;
+use crate::plugins::shadow::{Shadow, ShadowHook};
+
+/// A shadow's rows, one per candidate: labelled by `model` for a model artifact's shadow, by
+/// the manifest's model entry for the container's.
+fn shadow_rows(model: Option<&str>, shadow: &Shadow) -> Vec<ShadowRow> {
+    [ShadowHook::Request, ShadowHook::Response]
+        .into_iter()
+        .filter_map(|hook| {
+            let candidate = shadow.candidate(hook)?;
+            let (verdicts, latency) = shadow.snapshot(hook);
+            Some(ShadowRow {
+                model: model.unwrap_or(&shadow.model).to_owned(),
+                candidate: candidate.name.to_string(),
+                hook: hook.name(),
+                verdicts,
+                latency,
+            })
+        })
+        .collect()
+}
 
 /// `plugin`'s account, for `/metrics`; `model` names the model whose artifact brought it
 /// (empty for the container's).
@@ -74,6 +95,22 @@ pub fn text<E: Engine>(state: &AppState<E>) -> Response<ResponseBody> {
         })
         .collect();
     crate::metrics::plugin_accounts::render(&mut text, &accounts);
+    let container = state.plugins.load_full().map(|host| (None, host));
+    let models = state
+        .registry
+        .plugin_hosts()
+        .into_iter()
+        .map(|(model, host)| (Some(model), host));
+    let shadows: Vec<ShadowRow> = container
+        .into_iter()
+        .chain(models)
+        .flat_map(|(model, host)| {
+            host.shadows()
+                .flat_map(|shadow| shadow_rows(model.as_deref(), shadow))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    crate::metrics::shadows::render(&mut text, &shadows);
     let mut response = Response::new(ResponseBody::full(text));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -6,6 +6,9 @@
 //! Every label value is escaped.
 
 pub mod plugin_accounts;
+pub mod shadows;
+
+use crate::plugins::accounting::Histogram;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -101,6 +104,8 @@ pub struct Metrics {
     series: Mutex<HashMap<(&'static str, String), Series>>,
     statuses: Mutex<HashMap<(&'static str, u16), u64>>,
     plugin_calls: Mutex<HashMap<PluginKey, (u64, f64)>>,
+    /// Plugin call latency by plugin, hook and variant (every outcome).
+    plugin_latency: Mutex<HashMap<(String, &'static str, String), Histogram>>,
     loads: Mutex<HashMap<Outcome, u64>>,
     unloads: Mutex<HashMap<Outcome, u64>>,
     connections_refused: AtomicU64,
@@ -148,6 +153,16 @@ impl Metrics {
             .or_insert((0, 0.0));
         entry.0 += 1;
         entry.1 += latency.as_secs_f64();
+        drop(calls);
+        let mut latencies = lock(&self.plugin_latency);
+        let key = (plugin.to_owned(), hook, variant.to_owned());
+        match latencies.get(&key) {
+            Some(histogram) => histogram.observe_duration(latency),
+            None => latencies
+                .entry(key)
+                .or_insert_with(Histogram::seconds)
+                .observe_duration(latency),
+        }
     }
 
     /// Drops the request series of `model` (unloaded, or never loaded), and the plugin call
@@ -161,6 +176,7 @@ impl Metrics {
     /// a reload swapped the container's plugins, or an unload took a model's).
     pub fn forget_plugins(&self, plugin_exists: impl Fn(&str) -> bool) {
         lock(&self.plugin_calls).retain(|(plugin, ..), _| plugin_exists(plugin));
+        lock(&self.plugin_latency).retain(|(plugin, ..), _| plugin_exists(plugin));
     }
 
     /// Counts one multi-model endpoint load (`trident_model_loads_total`).
@@ -358,6 +374,29 @@ impl Metrics {
                 out,
                 "trident_plugin_call_seconds_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
                 calls[*key].1
+            );
+        }
+        drop(calls);
+        out.push_str(
+            "# HELP trident_plugin_call_duration_seconds Plugin call latency by plugin, hook and \
+             variant, every outcome (a shadow's candidates: trident_plugin_shadow_duration_seconds).\n\
+             # TYPE trident_plugin_call_duration_seconds histogram\n",
+        );
+        let latencies = lock(&self.plugin_latency);
+        let mut keys: Vec<_> = latencies.keys().collect();
+        keys.sort();
+        for key in keys {
+            let (plugin, hook, variant) = key;
+            let labels = format!(
+                "plugin=\"{}\",hook=\"{hook}\",variant=\"{}\"",
+                label_value(plugin),
+                label_value(variant)
+            );
+            plugin_accounts::histogram(
+                out,
+                "trident_plugin_call_duration_seconds",
+                &labels,
+                &latencies[key].snapshot(),
             );
         }
     }

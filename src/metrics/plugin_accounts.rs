@@ -144,7 +144,8 @@ fn render_series(out: &mut String, series: &[(String, &HookSnapshot)]) {
     }
 }
 
-fn histogram(out: &mut String, name: &str, labels: &str, histogram: &HistogramSnapshot) {
+/// The `_bucket`, `_sum` and `_count` lines of one histogram series.
+pub fn histogram(out: &mut String, name: &str, labels: &str, histogram: &HistogramSnapshot) {
     for (bound, count) in histogram.cumulative() {
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
     }

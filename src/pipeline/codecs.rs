@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::invocation::Invocation;
 use crate::plugins::LoadedPlugin;
 use crate::plugins::Selection;
+use crate::plugins::shadow::Shadow;
 
 /// The codecs of one request.
 #[derive(Clone, Default)]
@@ -16,6 +17,8 @@ pub struct Codecs {
     pub response: Option<Arc<LoadedPlugin>>,
     /// The A/B variant that chose them, when the model has variants.
     pub variant: Option<String>,
+    /// The model's shadow, when this request is in its sample.
+    pub shadow: Option<Arc<Shadow>>,
 }
 
 impl Codecs {
@@ -39,6 +42,7 @@ impl Codecs {
             request,
             response,
             variant: selection.variant,
+            shadow: selection.shadow,
         }
     }
 }

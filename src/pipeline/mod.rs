@@ -35,6 +35,8 @@ use crate::engine::{Engine, EngineError, ErrorCode, InferRequest, InferResponse,
 use crate::invocation::Invocation;
 use crate::metrics::Metrics;
 use crate::plugins::LoadedPlugin;
+use crate::plugins::host::shadow::{Serving, ShadowCall};
+use crate::plugins::shadow::{ShadowHook, Verdict};
 use crate::plugins::{
     AdaptedRequest, CallFailure, HookResult, PluginHost, PluginInvocation, PluginReply,
 };
@@ -126,9 +128,61 @@ impl<E: Engine> Pipeline<'_, E> {
     }
 
     async fn run(&self, request: &Request<'_>, codecs: &Codecs) -> Result<Answer, Failure> {
-        let (infer, encoding) = self.decode(request, codecs).await?;
+        let mut shadows = Vec::new();
+        let (infer, encoding) = self.decode(request, codecs, &mut shadows).await?;
         let response = self.one_response(request, infer).await?;
-        self.encode(request, codecs, response, &encoding).await
+        let answer = self
+            .encode(request, codecs, response, &encoding, &mut shadows)
+            .await?;
+        // The answer is made: the shadows' candidates start now, on the guest threads.
+        if let Some(plugins) = &self.plugins {
+            for call in shadows {
+                plugins.shadow(call);
+            }
+        }
+        Ok(answer)
+    }
+
+    /// A shadow call of `hook`'s candidate for `request`, when the request is in the model's
+    /// shadow sample and the candidate takes it (else counted skipped); `serving` is what the
+    /// serving adapter answered, made only when the call is.
+    fn shadow_call(
+        &self,
+        request: &Request<'_>,
+        codecs: &Codecs,
+        hook: ShadowHook,
+        serving: impl FnOnce() -> Serving,
+    ) -> Option<ShadowCall> {
+        let shadow = codecs.shadow.as_ref()?;
+        let candidate = shadow.candidate(hook)?;
+        let takes = match hook {
+            ShadowHook::Request => {
+                candidate.serves_content_type(request.invocation.content_type.as_deref())
+            }
+            ShadowHook::Response => candidate.serves_accept(request.invocation.accept.as_deref()),
+        };
+        if !takes {
+            shadow.count(hook, Verdict::Skipped, None);
+            return None;
+        }
+        // The candidate sees the request as a plugin would, without its session's store: a
+        // shadow changes nothing.
+        let invocation = PluginInvocation::new(
+            request.route,
+            request.model,
+            request.invocation,
+            request.headers,
+            &candidate.headers,
+            &request.body,
+            None,
+        );
+        Some(ShadowCall {
+            shadow: Arc::clone(shadow),
+            model: request.model.to_owned(),
+            inference_id: request.invocation.inference_id.clone(),
+            invocation,
+            serving: serving(),
+        })
     }
 
     /// The request as the engine takes it: from the request plugin, or the v2 codec.
@@ -136,6 +190,7 @@ impl<E: Engine> Pipeline<'_, E> {
         &self,
         request: &Request<'_>,
         codecs: &Codecs,
+        shadows: &mut Vec<ShadowCall>,
     ) -> Result<(InferRequest, OutputEncoding), Failure> {
         let (Some(plugin), Some(plugins)) = (&codecs.request, &self.plugins) else {
             let content_type = request.invocation.content_type.as_deref();
@@ -147,7 +202,11 @@ impl<E: Engine> Pipeline<'_, E> {
         let invocation = self.plugin_invocation(request, plugin);
         let adapted = plugins.adapt_request(plugin, &invocation).await;
         self.observe(plugin, "request", variant(codecs), &adapted, started);
-        match plugin_result(plugin, adapted)? {
+        let adapted = plugin_result(plugin, adapted)?;
+        shadows.extend(self.shadow_call(request, codecs, ShadowHook::Request, || {
+            Serving::Request(adapted.clone())
+        }));
+        match adapted {
             AdaptedRequest::Tensors { inputs, outputs } => {
                 let mut infer = InferRequest::new(request.model);
                 infer.inputs = inputs;
@@ -227,6 +286,7 @@ impl<E: Engine> Pipeline<'_, E> {
         codecs: &Codecs,
         response: InferResponse,
         encoding: &OutputEncoding,
+        shadows: &mut Vec<ShadowCall>,
     ) -> Result<Answer, Failure> {
         let (Some(plugin), Some(plugins)) = (&codecs.response, &self.plugins) else {
             return encode_infer_response(&response, encoding)
@@ -237,9 +297,13 @@ impl<E: Engine> Pipeline<'_, E> {
         let invocation = self.plugin_invocation(request, plugin);
         let reply = plugins.adapt_response(plugin, &invocation, &response).await;
         self.observe(plugin, "response", variant(codecs), &reply, started);
+        let reply = plugin_result(plugin, reply)?;
+        shadows.extend(self.shadow_call(request, codecs, ShadowHook::Response, || {
+            Serving::Response(reply.clone(), Box::new(response))
+        }));
         Ok(Answer::Reply {
             plugin: Arc::clone(plugin),
-            reply: plugin_result(plugin, reply)?,
+            reply,
         })
     }
 

@@ -110,7 +110,7 @@ pub const MEMORY_BUCKETS: [f64; 7] = [
 /// A histogram of fixed buckets, counted with atomics. Values are whole units (nanoseconds,
 /// bytes); the buckets' bounds are in the rendered unit, `scale` of them to one.
 #[derive(Debug)]
-struct Histogram {
+pub struct Histogram {
     bounds: &'static [f64],
     scale: f64,
     buckets: Vec<AtomicU64>,
@@ -119,6 +119,16 @@ struct Histogram {
 }
 
 impl Histogram {
+    /// A histogram of seconds, counted in nanoseconds, with [`TIME_BUCKETS`].
+    pub fn seconds() -> Histogram {
+        Histogram::new(&TIME_BUCKETS, 1e9)
+    }
+
+    /// Counts a duration (a histogram of [`Histogram::seconds`]).
+    pub fn observe_duration(&self, duration: Duration) {
+        self.observe(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+    }
+
     fn new(bounds: &'static [f64], scale: f64) -> Histogram {
         Histogram {
             bounds,
@@ -138,7 +148,8 @@ impl Histogram {
         self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> HistogramSnapshot {
+    /// Its counts now.
+    pub fn snapshot(&self) -> HistogramSnapshot {
         HistogramSnapshot {
             bounds: self.bounds,
             counts: self

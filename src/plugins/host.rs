@@ -19,6 +19,7 @@ use super::runtime::{Pool, Runtime};
 
 mod call;
 mod generate;
+pub mod shadow;
 
 use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
 use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;

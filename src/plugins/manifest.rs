@@ -39,6 +39,8 @@
 //! response = "csv_out"
 //! # or, for an A/B test, weighted variants instead of request/response:
 //! # variants = [ { name = "a", weight = 90, request = "csv" }, { name = "b", weight = 10, request = "csv2" } ]
+//! # and, to compare a candidate with what serves, on 10% of requests after their answer:
+//! # shadow = { request = "csv2", sample = 0.1 }       # see `super::shadow`
 //! ```
 
 use std::collections::BTreeMap;
@@ -228,6 +230,30 @@ pub struct ModelPlugins {
     /// Weighted variants for an A/B test, instead of `request` and `response`.
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
+    /// Candidate adapters run beside the serving ones on a sample of requests, after the
+    /// answer, and compared with them ([`super::shadow`]).
+    #[serde(default)]
+    pub shadow: Option<ShadowSpec>,
+}
+
+/// A shadow: candidate adapters compared with the serving ones on sampled live requests.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowSpec {
+    /// The candidate request adapter, by plugin name.
+    #[serde(default)]
+    pub request: Option<String>,
+    /// The candidate response adapter, by plugin name.
+    #[serde(default)]
+    pub response: Option<String>,
+    /// The share of requests shadowed, above 0 and at most 1.
+    pub sample: f64,
+    /// Whether the log of a difference shows the values that differ (default: only where).
+    #[serde(default)]
+    pub log_values: bool,
+    /// How near numbers must be to count as the same (numpy's `isclose`; its defaults).
+    #[serde(default)]
+    pub tolerance: super::cases::Tolerance,
 }
 
 /// One arm of an A/B test.
@@ -256,7 +282,44 @@ pub struct ManifestError {
     pub message: String,
 }
 
+impl ShadowSpec {
+    fn check(&self) -> Result<(), String> {
+        if self.request.is_none() && self.response.is_none() {
+            return Err("name a candidate request or response adapter".into());
+        }
+        if !(self.sample > 0.0 && self.sample <= 1.0) {
+            return Err(format!(
+                "sample = {}: give the share of requests shadowed, above 0 and at most 1",
+                self.sample
+            ));
+        }
+        self.tolerance.check()
+    }
+}
+
 impl PluginSpec {
+    /// Checks the entry's digests, limits and files, before any file is read.
+    fn check(&self) -> Result<(), String> {
+        if self.sha256.len() != 64 || !self.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("sha256 must be 64 hex digits".into());
+        }
+        if self.memory_limit_mb == 0 || self.time_limit_ms == 0 || self.init_time_limit_ms == 0 {
+            return Err("limits must be above zero".into());
+        }
+        if self.init_time_limit_ms > MAX_INIT_TIME_LIMIT_MS {
+            return Err(format!(
+                "init_time_limit_ms = {} is above the most a plugin's initialisation may \
+                 take, {MAX_INIT_TIME_LIMIT_MS}",
+                self.init_time_limit_ms
+            ));
+        }
+        super::assets::check_specs(&self.assets)?;
+        match &self.cases {
+            Some(cases) => super::assets::check_spec("cases", cases),
+            None => Ok(()),
+        }
+    }
+
     /// The configuration as strings, as the plugins read it.
     pub fn config_strings(&self) -> BTreeMap<String, String> {
         self.config
@@ -332,26 +395,8 @@ impl Manifest {
             if name.is_empty() {
                 return Err("a plugin needs a name: [plugins.\"\"] is not one".into());
             }
-            if spec.sha256.len() != 64 || !spec.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("plugin '{name}': sha256 must be 64 hex digits"));
-            }
-            if spec.memory_limit_mb == 0 || spec.time_limit_ms == 0 || spec.init_time_limit_ms == 0
-            {
-                return Err(format!("plugin '{name}': limits must be above zero"));
-            }
-            if spec.init_time_limit_ms > MAX_INIT_TIME_LIMIT_MS {
-                return Err(format!(
-                    "plugin '{name}': init_time_limit_ms = {} is above the most a plugin's \
-                     initialisation may take, {MAX_INIT_TIME_LIMIT_MS}",
-                    spec.init_time_limit_ms
-                ));
-            }
-            super::assets::check_specs(&spec.assets)
+            spec.check()
                 .map_err(|message| format!("plugin '{name}': {message}"))?;
-            if let Some(cases) = &spec.cases {
-                super::assets::check_spec("cases", cases)
-                    .map_err(|message| format!("plugin '{name}': {message}"))?;
-            }
         }
         let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
             match plugin {
@@ -366,6 +411,13 @@ impl Manifest {
         for (model, plugins) in &self.models {
             known("request", model, &plugins.request)?;
             known("response", model, &plugins.response)?;
+            if let Some(shadow) = &plugins.shadow {
+                known("shadow request", model, &shadow.request)?;
+                known("shadow response", model, &shadow.response)?;
+                shadow
+                    .check()
+                    .map_err(|why| format!("model '{model}': shadow: {why}"))?;
+            }
             if plugins.variants.is_empty() {
                 continue;
             }

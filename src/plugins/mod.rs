@@ -17,7 +17,8 @@
 //! - [`cases`]: golden cases a plugin carries, run at every load before it serves;
 //! - [`plugin`]: one loaded plugin and the media types it takes and serves;
 //! - [`routing`]: which adapters serve a request (a model's arm or A/B variants, [`variants`]),
-//!   the OOM policy and the OpenAI chat plugin;
+//!   the OOM policy and the OpenAI chat plugin; [`shadow`]: candidates compared with the
+//!   serving adapters on sampled requests;
 //! - [`images`]: the `images` interface, image pre-processing run natively for any guest;
 //!   [`text`]: the `text` interface, tokenization and detokenization likewise;
 //! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the events
@@ -61,6 +62,7 @@ pub mod routing;
 pub mod runtime;
 pub mod scheduler;
 pub mod secure_mode;
+pub mod shadow;
 pub mod signing;
 pub mod snapshot;
 pub mod store;

@@ -1,6 +1,7 @@
 //! Which plugins serve a request: a model's adapters (its own entry in the manifest, else `*`),
-//! one arm or weighted A/B variants, checked at load to export the hooks their role calls; the
-//! OOM policy and OpenAI's chat route by name.
+//! one arm or weighted A/B variants, checked at load to export the hooks their role calls, and
+//! the model's shadow when the request is in its sample; the OOM policy and OpenAI's chat route
+//! by name.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::manifest::{Manifest, ModelPlugins};
 use super::plugin::{LoadError, LoadedPlugin};
+use super::shadow::Shadow;
 use super::variants::{Weighted, choose};
 
 /// The adapters chosen for one request.
@@ -19,6 +21,8 @@ pub struct Selection {
     pub request: Option<Arc<LoadedPlugin>>,
     /// The response adapter, if the model (or its variant) has one.
     pub response: Option<Arc<LoadedPlugin>>,
+    /// The model's shadow, when it has one and this request is in its sample.
+    pub shadow: Option<Arc<Shadow>>,
 }
 
 /// One arm: the adapters of a model, or of one of its variants.
@@ -125,6 +129,7 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
 /// Which plugins serve what: each model's adapters, the OOM policy, the chat route's plugin.
 pub struct Routes {
     models: BTreeMap<String, Routing>,
+    shadows: BTreeMap<String, Arc<Shadow>>,
     oom: Option<Arc<LoadedPlugin>>,
     openai_chat: Option<Arc<LoadedPlugin>>,
     /// Requests selected so far (spreads variants for requests without an inference id).
@@ -140,8 +145,12 @@ impl Routes {
     ) -> Result<Routes, LoadError> {
         let get = |name: &Option<String>| name.as_ref().map(|n| Arc::clone(&plugins[n]));
         let mut models = BTreeMap::new();
+        let mut shadows = BTreeMap::new();
         for (model, spec) in &manifest.models {
             models.insert(model.clone(), routing(model, spec, get)?);
+            if let Some(shadow) = &spec.shadow {
+                shadows.insert(model.clone(), Arc::new(Shadow::of(model, shadow, get)?));
+            }
         }
         let oom = named(
             get(&manifest.oom),
@@ -157,10 +166,16 @@ impl Routes {
         )?;
         Ok(Routes {
             models,
+            shadows,
             oom,
             openai_chat,
             requests: AtomicU64::new(0),
         })
+    }
+
+    /// Every model entry's shadow.
+    pub fn shadows(&self) -> impl Iterator<Item = &Arc<Shadow>> {
+        self.shadows.values()
     }
 
     /// The models with adapters of their own (`*` for every other).
@@ -181,12 +196,21 @@ impl Routes {
         target_variant: Option<&str>,
         inference_id: Option<&str>,
     ) -> Option<Selection> {
-        let routing = self.models.get(model).or_else(|| self.models.get("*"))?;
+        let (entry, routing) = self
+            .models
+            .get_key_value(model)
+            .or_else(|| self.models.get_key_value("*"))?;
+        let shadow = self
+            .shadows
+            .get(entry)
+            .filter(|shadow| shadow.sampled(inference_id))
+            .cloned();
         Some(match routing {
             Routing::Single(arm) => Selection {
                 variant: None,
                 request: arm.request.clone(),
                 response: arm.response.clone(),
+                shadow,
             },
             Routing::Variants { weights, arms } => {
                 // A cheap, well-spread sequence for requests without an inference id.
@@ -199,6 +223,7 @@ impl Routes {
                     variant: Some(weights[index].name.clone()),
                     request: arms[index].request.clone(),
                     response: arms[index].response.clone(),
+                    shadow,
                 }
             }
         })
@@ -233,6 +258,7 @@ impl Routes {
             variant: None,
             request: Some(Arc::clone(plugin)),
             response: Some(Arc::clone(plugin)),
+            shadow: None,
         })
     }
 }

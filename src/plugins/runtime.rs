@@ -33,6 +33,9 @@ pub struct Runtime {
     pending_drops: Arc<PendingDrops>,
     /// How many instances this engine's streams may keep between calls.
     keep: Arc<KeepBudget>,
+    /// How many shadow calls may run at once: a quarter of the share, at least one
+    /// ([`super::shadow`]).
+    shadows: Arc<tokio::sync::Semaphore>,
     /// The seed plugins' initialisation draws its randomness from: the compile cache's, so
     /// that the initialised component is the same after a restart, else this engine's own.
     pub(super) snapshot_seed: [u8; 32],
@@ -227,6 +230,9 @@ impl Runtime {
             background: threads.background.clone(),
             activity,
             share: Share::new(pool.share(threads.guest_threads)),
+            shadows: Arc::new(tokio::sync::Semaphore::new(
+                (pool.share(threads.guest_threads) / 4).max(1),
+            )),
             guests: threads.guests.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
             keep: Arc::new(KeepBudget::new(pool.kept())),
@@ -288,6 +294,25 @@ impl Runtime {
                 })
             }
         }
+    }
+
+    /// Starts `shadow` on the guest threads when the shadow budget has room and the engine's
+    /// share has a free slot; `false` (nothing started) when it would have to wait.
+    pub fn spawn_shadow(
+        &self,
+        shadow: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        if self.share.full() {
+            return false;
+        }
+        let Ok(permit) = Arc::clone(&self.shadows).try_acquire_owned() else {
+            return false;
+        };
+        self.guests.spawn(async move {
+            shadow.await;
+            drop(permit);
+        });
+        true
     }
 
     /// The engine plugins are compiled for (for tools and benches that compile one themselves).

@@ -43,6 +43,11 @@ impl Share {
             permits: Arc::new(Semaphore::new(size.max(1))),
         }
     }
+
+    /// Whether a call now would have to wait for one of the share's slots.
+    pub fn full(&self) -> bool {
+        self.permits.available_permits() == 0
+    }
 }
 
 /// Why a call was stopped from outside.

@@ -185,7 +185,8 @@ pub fn refusal_line(refusal: &Value) -> String {
     )
 }
 
-fn request_answer(model: &str, adapted: AdaptedRequest) -> Value {
+/// A request adapter's answer as a case sees it (`{ status, inputs, outputs }`).
+pub fn request_answer(model: &str, adapted: AdaptedRequest) -> Value {
     let (inputs, outputs) = match adapted {
         AdaptedRequest::Tensors { inputs, outputs } => (inputs, outputs),
         AdaptedRequest::V2Json(json) => match decode_infer_request(model, &Bytes::from(json), None)
@@ -215,7 +216,9 @@ fn generate_request_answer(adapted: AdaptedGenerate) -> Value {
     answer
 }
 
-fn reply_answer(reply: Result<PluginReply, Value>) -> Value {
+/// A response adapter's answer as a case sees it (`{ status, content_type, headers, body,
+/// json }`), or the refusal given.
+pub fn reply_answer(reply: Result<PluginReply, Value>) -> Value {
     let reply = match reply {
         Ok(reply) => reply,
         Err(refusal) => return refusal,

@@ -1,0 +1,76 @@
+//! Starting a shadow's candidate after a request's answer is made ([`crate::plugins::shadow`]):
+//! on the guest threads, within the shadow budget, its verdict counted.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::PluginHost;
+use crate::engine::InferResponse;
+use crate::plugins::shadow::{Shadow, ShadowHook, Verdict};
+use crate::plugins::{AdaptedRequest, PluginInvocation, PluginReply};
+
+/// A request whose answer a shadow compares with its candidate's: what the candidate is
+/// called with, and what the serving adapter made of it.
+pub struct ShadowCall {
+    /// The model's shadow.
+    pub shadow: Arc<Shadow>,
+    /// The model the request was for.
+    pub model: String,
+    /// The request's inference id, for the log.
+    pub inference_id: Option<String>,
+    /// The request as the candidate sees it.
+    pub invocation: PluginInvocation,
+    /// What the serving adapter answered.
+    pub serving: Serving,
+}
+
+/// What a serving adapter answered, to compare the candidate's with.
+pub enum Serving {
+    /// The serving request adapter's result.
+    Request(AdaptedRequest),
+    /// The serving response adapter's reply, and the model's outputs it was made of.
+    Response(PluginReply, Box<InferResponse>),
+}
+
+impl PluginHost {
+    /// Every shadow of this host's manifest.
+    pub fn shadows(&self) -> impl Iterator<Item = &Arc<Shadow>> {
+        self.routes.shadows()
+    }
+
+    /// Runs `call`'s candidate on the guest threads, after the answer, and counts its verdict;
+    /// skipped (and counted so) when the shadow budget or the engine's share has no room.
+    pub fn shadow(self: &Arc<Self>, call: ShadowCall) {
+        let hook = match call.serving {
+            Serving::Request(_) => ShadowHook::Request,
+            Serving::Response(..) => ShadowHook::Response,
+        };
+        let Some(candidate) = call.shadow.candidate(hook).cloned() else {
+            return;
+        };
+        let (host, shadow) = (Arc::clone(self), Arc::clone(&call.shadow));
+        let run = async move {
+            let started = Instant::now();
+            let id = call.inference_id.as_deref();
+            let verdict = match call.serving {
+                Serving::Request(serving) => {
+                    let result = host.adapt_request(&candidate, &call.invocation).await;
+                    let took = started.elapsed();
+                    let verdict = call.shadow.judge_request(&call.model, &serving, result, id);
+                    (verdict, took)
+                }
+                Serving::Response(serving, response) => {
+                    let result = host
+                        .adapt_response(&candidate, &call.invocation, &response)
+                        .await;
+                    let took = started.elapsed();
+                    (call.shadow.judge_response(&serving, result, id), took)
+                }
+            };
+            call.shadow.count(hook, verdict.0, Some(verdict.1));
+        };
+        if !self.runtime.spawn_shadow(run) {
+            shadow.count(hook, Verdict::Skipped, None);
+        }
+    }
+}
