@@ -136,9 +136,7 @@ impl<E: Engine> Pipeline<'_, E> {
             .await?;
         // The answer is made: the shadows' candidates start now, on the guest threads.
         if let Some(plugins) = &self.plugins {
-            for call in shadows {
-                plugins.shadow(call);
-            }
+            plugins.shadow(shadows);
         }
         Ok(answer)
     }

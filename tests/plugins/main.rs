@@ -17,6 +17,7 @@ mod lifecycle;
 mod model_plugins;
 mod oom;
 mod replies;
+mod shadows;
 mod variants;
 
 use std::collections::HashMap;
@@ -95,6 +96,7 @@ fn main() -> std::process::ExitCode {
         authoring::CHECKS,
         cases::CHECKS,
         accounting::CHECKS,
+        shadows::CHECKS,
         model_plugins::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.
@@ -269,6 +271,22 @@ fn manifests() -> Vec<(&'static str, String)> {
         ),
         ("oom", format!("oom = \"oom\"\n{oom}")),
         ("hostile", hostile_manifest),
+        (
+            "shadow",
+            format!(
+                "{csv}{out}{}{out_python}[models.affine]\nrequest = \"csv\"\nresponse = \"out\"\n\
+                 shadow = {{ request = \"tenth\", response = \"out_python\", sample = 1.0 }}\n",
+                hostile("tenth", "content_types = [\"text/csv\"]")
+            ),
+        ),
+        (
+            "shadow_loop",
+            format!(
+                "{csv}{}[models.affine]\nrequest = \"csv\"\n\
+                 shadow = {{ request = \"loop\", sample = 1.0 }}\n",
+                hostile("loop", "time_limit_ms = 200")
+            ),
+        ),
     ]
 }
 

@@ -38,39 +38,63 @@ impl PluginHost {
         self.routes.shadows()
     }
 
-    /// Runs `call`'s candidate on the guest threads, after the answer, and counts its verdict;
-    /// skipped (and counted so) when the shadow budget or the engine's share has no room.
-    pub fn shadow(self: &Arc<Self>, call: ShadowCall) {
-        let hook = match call.serving {
-            Serving::Request(_) => ShadowHook::Request,
-            Serving::Response(..) => ShadowHook::Response,
+    /// Runs the candidates of one request's shadow `calls` on the guest threads, one after
+    /// the other, after the answer, and counts their verdicts; skipped (and counted so) when
+    /// the shadow budget or the engine's share has no room.
+    pub fn shadow(self: &Arc<Self>, calls: Vec<ShadowCall>) {
+        if calls.is_empty() {
+            return;
+        }
+        let skipped: Vec<(Arc<Shadow>, ShadowHook)> = calls
+            .iter()
+            .map(|call| (Arc::clone(&call.shadow), call.serving.hook()))
+            .collect();
+        let host = Arc::clone(self);
+        let run = async move {
+            for call in calls {
+                host.judge(call).await;
+            }
         };
+        if !self.runtime.spawn_shadow(run) {
+            for (shadow, hook) in skipped {
+                shadow.count(hook, Verdict::Skipped, None);
+            }
+        }
+    }
+
+    /// Calls `call`'s candidate and counts its verdict.
+    async fn judge(&self, call: ShadowCall) {
+        let hook = call.serving.hook();
         let Some(candidate) = call.shadow.candidate(hook).cloned() else {
             return;
         };
-        let (host, shadow) = (Arc::clone(self), Arc::clone(&call.shadow));
-        let run = async move {
-            let started = Instant::now();
-            let id = call.inference_id.as_deref();
-            let verdict = match call.serving {
-                Serving::Request(serving) => {
-                    let result = host.adapt_request(&candidate, &call.invocation).await;
-                    let took = started.elapsed();
-                    let verdict = call.shadow.judge_request(&call.model, &serving, result, id);
-                    (verdict, took)
-                }
-                Serving::Response(serving, response) => {
-                    let result = host
-                        .adapt_response(&candidate, &call.invocation, &response)
-                        .await;
-                    let took = started.elapsed();
-                    (call.shadow.judge_response(&serving, result, id), took)
-                }
-            };
-            call.shadow.count(hook, verdict.0, Some(verdict.1));
+        let started = Instant::now();
+        let id = call.inference_id.as_deref();
+        let (verdict, took) = match call.serving {
+            Serving::Request(serving) => {
+                let result = self.adapt_request(&candidate, &call.invocation).await;
+                let took = started.elapsed();
+                let verdict = call.shadow.judge_request(&call.model, &serving, result, id);
+                (verdict, took)
+            }
+            Serving::Response(serving, response) => {
+                let result = self
+                    .adapt_response(&candidate, &call.invocation, &response)
+                    .await;
+                let took = started.elapsed();
+                (call.shadow.judge_response(&serving, result, id), took)
+            }
         };
-        if !self.runtime.spawn_shadow(run) {
-            shadow.count(hook, Verdict::Skipped, None);
+        call.shadow.count(hook, verdict, Some(took));
+    }
+}
+
+impl Serving {
+    /// The hook whose candidate it is compared with.
+    fn hook(&self) -> ShadowHook {
+        match self {
+            Serving::Request(_) => ShadowHook::Request,
+            Serving::Response(..) => ShadowHook::Response,
         }
     }
 }

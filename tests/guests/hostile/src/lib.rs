@@ -6,7 +6,8 @@
 //! to `config.target` and a DNS lookup, and reports
 //! what it got, `chatty` writes to stdout and stderr and then behaves, `echo` reports the
 //! invocation it was given, `flood` logs through `host.log` until its deadline, `flood-stdout`
-//! prints 128 KiB and then behaves.
+//! prints 128 KiB and then behaves, `tenth` makes the CSV adapter's tensor of an integer body
+//! except for every tenth integer (a shadow candidate that differs on one request in ten).
 //!
 //! As a response adapter it also has modes for the reply's headers: `frame-lie` claims framing
 //! and trident headers it must not set (a wrong content-length, chunked, close, the variant)
@@ -30,6 +31,30 @@ fn ones(rows: i64) -> Tensor {
         shape: vec![rows, 1],
         data: (0..rows).flat_map(|_| 1.0f32.to_le_bytes()).collect(),
     }
+}
+
+/// The "tenth" mode: the CSV adapter's tensor for a body of one integer n (`INPUT0`, FP32
+/// `[1, 1]`), except that every tenth n (10, 20, ...) becomes n + 0.5: a shadow candidate that
+/// differs from the CSV adapter on one request in ten.
+fn tenth(body: &[u8]) -> Result<Adapted, PluginError> {
+    let text = std::str::from_utf8(body).unwrap_or("").trim();
+    let n: i64 = text
+        .parse()
+        .map_err(|_| PluginError::BadRequest(format!("'{text}' is not an integer")))?;
+    let value = if n % 10 == 0 {
+        n as f32 + 0.5
+    } else {
+        n as f32
+    };
+    Ok(Adapted::Tensors(TensorRequest {
+        inputs: vec![Tensor {
+            name: "INPUT0".into(),
+            datatype: Datatype::Fp32,
+            shape: vec![1, 1],
+            data: value.to_le_bytes().to_vec(),
+        }],
+        outputs: Vec::new(),
+    }))
 }
 
 fn header(name: &str, value: &str) -> Header {
@@ -178,6 +203,9 @@ impl RequestAdapter for Plugin {
                 "residue: found={}",
                 residue_blocks()
             )));
+        }
+        if config("mode").as_deref() == Some("tenth") {
+            return tenth(&invocation.body);
         }
         if config("mode").as_deref() == Some("echo") {
             let headers: Vec<String> = invocation
