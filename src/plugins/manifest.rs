@@ -526,6 +526,35 @@ mod tests {
                 "[models.m]\nvariants = [{ name = \"a\", weight = 1 }, { name = \"a\", weight = 1 }]\n",
                 "twice",
             ),
+            (
+                "[models.m]\nrequest = \"csv\"\nshadow = { request = \"nope\", sample = 0.1 }\n",
+                "model 'm': shadow request plugin 'nope' is not in [plugins]",
+            ),
+            (
+                "[models.m]\nrequest = \"csv\"\nshadow = { sample = 0.1 }\n",
+                "model 'm': shadow: name a candidate request or response adapter",
+            ),
+            (
+                "[models.m]\nshadow = { request = \"csv\", sample = 0.0 }\n",
+                "sample = 0: give the share of requests shadowed, above 0 and at most 1",
+            ),
+            (
+                "[models.m]\nshadow = { request = \"csv\", sample = 1.5 }\n",
+                "sample = 1.5",
+            ),
+            (
+                "[models.m]\nshadow = { request = \"csv\", sample = nan }\n",
+                "sample = NaN",
+            ),
+            (
+                "[models.m]\nshadow = { request = \"csv\", sample = 0.5, tolerance = { absolute = -1.0 } }\n",
+                "tolerance absolute = -1",
+            ),
+            (
+                "[models.m]\nshadow = { request = \"csv\", sample = 0.5, colour = 1 }\n",
+                "colour",
+            ),
+            ("[plugins.\"\"]\npath = \"a\"\nsha256 = \"abc\"\n", "a plugin needs a name"),
         ] {
             let error = manifest(extra).unwrap_err();
             assert!(error.contains(expected), "{extra}: {error}");
