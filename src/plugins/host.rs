@@ -18,6 +18,7 @@ use super::routing::{Routes, Selection};
 use super::runtime::{Pool, Runtime};
 
 mod call;
+pub mod cases;
 mod generate;
 pub mod shadow;
 
@@ -45,7 +46,7 @@ impl std::fmt::Debug for PluginHost {
 
 impl PluginHost {
     /// Loads every plugin of the container's `manifest` ([`load_plugins`]) and the routes it
-    /// names among them, and runs their golden cases ([`super::cases::gate`]). Any failure
+    /// names among them, and runs their golden cases ([`cases::gate`]). Any failure
     /// refuses the whole manifest.
     pub async fn load(manifest: &Manifest) -> Result<PluginHost, LoadError> {
         PluginHost::load_in(manifest, Pool::Container).await
@@ -55,7 +56,7 @@ impl PluginHost {
     pub async fn load_in(manifest: &Manifest, pool: Pool) -> Result<PluginHost, LoadError> {
         let host = PluginHost::load_without_cases(manifest, pool).await?;
         // No plugin serves before its golden cases pass.
-        super::cases::gate(&host).await?;
+        cases::gate(&host).await?;
         Ok(host)
     }
 

@@ -554,7 +554,10 @@ mod tests {
                 "[models.m]\nshadow = { request = \"csv\", sample = 0.5, colour = 1 }\n",
                 "colour",
             ),
-            ("[plugins.\"\"]\npath = \"a\"\nsha256 = \"abc\"\n", "a plugin needs a name"),
+            (
+                "[plugins.\"\"]\npath = \"a\"\nsha256 = \"abc\"\n",
+                "a plugin needs a name",
+            ),
         ] {
             let error = manifest(extra).unwrap_err();
             assert!(error.contains(expected), "{extra}: {error}");

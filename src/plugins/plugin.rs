@@ -42,6 +42,24 @@ pub struct LoadError {
     pub message: String,
 }
 
+/// `message` as `plugin`'s load error unless it `exported` what its role calls.
+pub fn refuse_unless(
+    plugin: &Option<Arc<LoadedPlugin>>,
+    exported: bool,
+    message: String,
+) -> Result<(), LoadError> {
+    if exported {
+        return Ok(());
+    }
+    Err(LoadError {
+        plugin: plugin
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_default(),
+        message,
+    })
+}
+
 /// Whether a header value (`Content-Type`, or an `Accept` list) names a media type of `list`
 /// (every type when `list` is empty). Types compare without their parameters and case: an entry
 /// `text/csv` takes `text/csv; charset=utf-8` but not `text/csvx`; `type/*` takes any subtype

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::manifest::{Manifest, ModelPlugins};
-use super::plugin::{LoadError, LoadedPlugin};
+use super::plugin::{LoadError, LoadedPlugin, refuse_unless};
 use super::shadow::Shadow;
 use super::variants::{Weighted, choose};
 
@@ -113,15 +113,11 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
         ),
     ];
     for (plugin, role, exported) in roles {
-        if !exported {
-            return Err(LoadError {
-                plugin: plugin
-                    .as_ref()
-                    .map(|p| p.name.to_string())
-                    .unwrap_or_default(),
-                message: format!("model '{model}' uses it as a {role}, which it does not export"),
-            });
-        }
+        refuse_unless(
+            plugin,
+            exported,
+            format!("model '{model}' uses it as a {role}, which it does not export"),
+        )?;
     }
     Ok(())
 }

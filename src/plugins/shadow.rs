@@ -40,7 +40,7 @@ use super::cases::Tolerance;
 use super::cases::compare::differences;
 use super::cases::outcome::{answered, reply_answer, request_answer};
 use super::manifest::ShadowSpec;
-use super::plugin::{LoadError, LoadedPlugin};
+use super::plugin::{LoadError, LoadedPlugin, refuse_unless};
 use super::variants::stable_hash;
 use super::{AdaptedRequest, HookResult, PluginReply};
 
@@ -162,17 +162,11 @@ impl Shadow {
                 "response-adapter",
             ),
         ] {
-            if !exported {
-                return Err(LoadError {
-                    plugin: plugin
-                        .as_ref()
-                        .map(|p| p.name.to_string())
-                        .unwrap_or_default(),
-                    message: format!(
-                        "model '{model}' shadows with it, and it does not export {hook}"
-                    ),
-                });
-            }
+            refuse_unless(
+                plugin,
+                exported,
+                format!("model '{model}' shadows with it, and it does not export {hook}"),
+            )?;
         }
         Ok(Shadow {
             model: model.to_owned(),

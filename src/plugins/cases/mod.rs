@@ -39,14 +39,11 @@ pub mod outcome;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 pub use self::compare::Tolerance;
 use super::assets::AssetSpec;
-use super::host::PluginHost;
-use super::plugin::{LoadError, LoadedPlugin};
 
 /// The largest cases file.
 pub const MAX_CASES_BYTES: u64 = 1 << 20;
@@ -197,69 +194,4 @@ pub async fn read(
         )
     })?;
     Ok(Some(Arc::new(cases)))
-}
-
-/// What running one plugin's cases found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// Each case's name, and its differences (none: it passed).
-    pub results: Vec<(String, Vec<String>)>,
-    /// How long the cases took together.
-    pub took: Duration,
-}
-
-impl Report {
-    /// The first failing case's name and differences.
-    pub fn first_failure(&self) -> Option<(&str, &[String])> {
-        self.results
-            .iter()
-            .find(|(_, differences)| !differences.is_empty())
-            .map(|(name, differences)| (name.as_str(), differences.as_slice()))
-    }
-}
-
-/// Runs every case of `plugin` through `host`, in order, to the end.
-pub async fn run_plugin(host: &PluginHost, plugin: &Arc<LoadedPlugin>, cases: &Cases) -> Report {
-    let started = Instant::now();
-    let mut results = Vec::with_capacity(cases.cases.len());
-    for case in &cases.cases {
-        let tolerance = case.tolerance.unwrap_or(cases.tolerance);
-        let differences = match outcome::of(host, plugin, case).await {
-            Ok(answer) => compare::differences(&outcome::expected(case), &answer, tolerance),
-            Err(why) => vec![why],
-        };
-        results.push((case.name.clone(), differences));
-    }
-    Report {
-        results,
-        took: started.elapsed(),
-    }
-}
-
-/// Runs the cases of every plugin of `host` that carries some; the first plugin with a failing
-/// case refuses the load, naming the case and its first differences.
-pub async fn gate(host: &PluginHost) -> Result<(), LoadError> {
-    for plugin in host.plugins() {
-        let Some(cases) = plugin.cases.clone() else {
-            continue;
-        };
-        let report = run_plugin(host, plugin, &cases).await;
-        if let Some((name, differences)) = report.first_failure() {
-            return Err(LoadError {
-                plugin: plugin.name.to_string(),
-                message: format!(
-                    "golden case '{}' fails: {}",
-                    name.escape_debug(),
-                    differences.join("; ")
-                ),
-            });
-        }
-        tracing::info!(
-            plugin = %plugin.name,
-            cases = report.results.len(),
-            took_ms = report.took.as_millis(),
-            "golden cases passed"
-        );
-    }
-    Ok(())
 }

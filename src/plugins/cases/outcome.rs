@@ -1,5 +1,5 @@
-//! A case run through the plugin host, and what the plugin answered as one JSON value, of the
-//! same shape for every hook:
+//! What a plugin answered a case, as one JSON value of the same shape for every hook (a case is
+//! run through the plugin host by `host::cases`):
 //!
 //! - a refusal or a failed call: `{ status, message }`, the status a client would get;
 //! - `request`: `{ status: 200, inputs: [KServe v2 tensors], outputs: [names asked for] }`;
@@ -13,19 +13,14 @@
 //! Streams are told they started at Unix time 0 (`created`), so that what a plugin derives from
 //! it is the same at every run. These helpers also serve `trident plugin run`.
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{Case, CaseHook};
 use crate::engine::{InferResponse, InputTensor, OutputTensor};
-use crate::plugins::host::PluginHost;
-use crate::plugins::plugin::LoadedPlugin;
 use crate::plugins::{
-    AdaptedGenerate, AdaptedRequest, CallFailure, GenerateInputs, HookResult, PluginInvocation,
-    PluginReply, Refusal, StreamPosition,
+    AdaptedGenerate, AdaptedRequest, CallFailure, GenerateInputs, HookResult, PluginReply, Refusal,
 };
 use crate::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use crate::protocol::v2_response::encode_infer_response;
@@ -60,7 +55,8 @@ pub fn check(case: &Case) -> Result<(), String> {
     Ok(())
 }
 
-fn body(case: &Case) -> Result<Vec<u8>, String> {
+/// The case's request body: its text, its base64 decoded, or none.
+pub fn body(case: &Case) -> Result<Vec<u8>, String> {
     match (&case.body, &case.body_base64) {
         (_, Some(encoded)) => base64::engine::general_purpose::STANDARD
             .decode(encoded.trim())
@@ -70,7 +66,8 @@ fn body(case: &Case) -> Result<Vec<u8>, String> {
     }
 }
 
-fn headers(case: &Case) -> Result<http::HeaderMap, String> {
+/// The case's request headers, each checked to be one HTTP can carry.
+pub fn headers(case: &Case) -> Result<http::HeaderMap, String> {
     let mut map = http::HeaderMap::new();
     for (name, value) in &case.headers {
         let name = http::HeaderName::from_bytes(name.as_bytes())
@@ -80,85 +77,6 @@ fn headers(case: &Case) -> Result<http::HeaderMap, String> {
         map.insert(name, value);
     }
     Ok(map)
-}
-
-/// Runs `case` through `host`'s call path (the plugin's limits, a fresh instance per call) and
-/// returns what the plugin answered; `Err` when the plugin does not export the case's hook.
-pub async fn of(
-    host: &PluginHost,
-    plugin: &Arc<LoadedPlugin>,
-    case: &Case,
-) -> Result<Value, String> {
-    let invocation = crate::invocation::Invocation {
-        content_type: case.content_type.clone(),
-        accept: case.accept.clone(),
-        ..Default::default()
-    };
-    let wit = PluginInvocation::new(
-        "/invocations",
-        &case.model,
-        &invocation,
-        &headers(case)?,
-        &plugin.headers,
-        &body(case)?,
-        None,
-    );
-    let outputs = case
-        .outputs
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| e.to_string())?
-        .unwrap_or(Value::Null);
-    let missing = |hook: &str| Err(format!("the plugin does not export {hook}"));
-    Ok(match case.hook {
-        CaseHook::Request => {
-            if plugin.hooks.request.is_none() {
-                return missing("request-adapter");
-            }
-            match answered(host.adapt_request(plugin, &wit).await) {
-                Ok(adapted) => request_answer(&case.model, adapted),
-                Err(refusal) => refusal,
-            }
-        }
-        CaseHook::Response => {
-            if plugin.hooks.response.is_none() {
-                return missing("response-adapter");
-            }
-            let response = InferResponse {
-                model_name: case.model.clone(),
-                model_version: 1,
-                id: None,
-                parameters: Vec::new(),
-                outputs: output_tensors(&outputs)?,
-            };
-            reply_answer(answered(host.adapt_response(plugin, &wit, &response).await))
-        }
-        CaseHook::GenerateRequest => {
-            if !plugin.adapts_generate_requests() {
-                return missing("generate-request-adapter");
-            }
-            match answered(host.adapt_generate_request(plugin, &wit).await) {
-                Ok(adapted) => generate_request_answer(adapted),
-                Err(refusal) => refusal,
-            }
-        }
-        CaseHook::GenerateResponse => {
-            if !plugin.adapts_generate_responses() {
-                return missing("generate-response-adapter");
-            }
-            let responses = responses(&outputs)?;
-            reply_answer(answered(
-                host.adapt_generate_response(plugin, &wit, responses).await,
-            ))
-        }
-        CaseHook::Stream => {
-            if !plugin.adapts_streams() {
-                return missing("stream-adapter");
-            }
-            stream_answer(host, plugin, &wit, responses(&outputs)?).await
-        }
-    })
 }
 
 /// The value of a call the plugin completed, or the answer a client would have had instead:
@@ -201,7 +119,9 @@ pub fn request_answer(model: &str, adapted: AdaptedRequest) -> Value {
     }
 }
 
-fn generate_request_answer(adapted: AdaptedGenerate) -> Value {
+/// A generate request adapter's answer as a case sees it (`{ status, stream, json }` or
+/// `inputs`).
+pub fn generate_request_answer(adapted: AdaptedGenerate) -> Value {
     let mut answer = json!({"status": 200, "stream": adapted.stream});
     match adapted.inputs {
         GenerateInputs::Json(body) => {
@@ -246,39 +166,6 @@ pub fn reply_answer(reply: Result<PluginReply, Value>) -> Value {
         }
     }
     answer
-}
-
-async fn stream_answer(
-    host: &PluginHost,
-    plugin: &Arc<LoadedPlugin>,
-    wit: &PluginInvocation,
-    responses: Vec<Vec<u8>>,
-) -> Value {
-    let state = Arc::new(crate::plugins::StreamState::new());
-    let mut events = Vec::new();
-    let calls = responses.into_iter().map(Some).chain([None]);
-    for (index, event) in (0u64..).zip(calls) {
-        let position = StreamPosition {
-            stream_id: "case".into(),
-            created: 0,
-            index,
-        };
-        let payloads = host
-            .adapt_stream(plugin, wit, &position, event, &state, None)
-            .await;
-        match answered(payloads) {
-            Ok(payloads) => events.extend(
-                payloads
-                    .into_iter()
-                    .map(|p| serde_json::from_str(&p).unwrap_or(Value::from(p))),
-            ),
-            Err(mut refusal) => {
-                refusal["events"] = Value::from(events);
-                return refusal;
-            }
-        }
-    }
-    json!({"status": 200, "events": events})
 }
 
 /// Input tensors as KServe v2 JSON tensors, checked by the rule the server applies before the

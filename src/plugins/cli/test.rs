@@ -8,8 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::run::{Settings, file_entry, single_plugin_manifest};
-use crate::plugins::cases::{Cases, run_plugin};
+use crate::plugins::cases::Cases;
 use crate::plugins::host::PluginHost;
+use crate::plugins::host::cases::run_plugin;
 use crate::plugins::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS, Manifest};
 
 /// What to test.

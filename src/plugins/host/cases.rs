@@ -1,0 +1,195 @@
+//! Golden cases run through the host ([`crate::plugins::cases`]): each case's hook called as a
+//! request's would be, what it answered compared with what the case expects; a plugin whose
+//! case fails keeps its whole manifest out (`gate`, in every load).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::PluginHost;
+use crate::engine::InferResponse;
+use crate::plugins::cases::outcome::{
+    answered, body, generate_request_answer, headers, output_tensors, reply_answer, request_answer,
+    responses,
+};
+use crate::plugins::cases::{Case, CaseHook, Cases, compare, outcome};
+use crate::plugins::plugin::{LoadError, LoadedPlugin};
+use crate::plugins::{PluginInvocation, StreamPosition};
+
+/// What running one plugin's cases found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Each case's name, and its differences (none: it passed).
+    pub results: Vec<(String, Vec<String>)>,
+    /// How long the cases took together.
+    pub took: Duration,
+}
+
+impl Report {
+    /// The first failing case's name and differences.
+    pub fn first_failure(&self) -> Option<(&str, &[String])> {
+        self.results
+            .iter()
+            .find(|(_, differences)| !differences.is_empty())
+            .map(|(name, differences)| (name.as_str(), differences.as_slice()))
+    }
+}
+
+/// Runs every case of `plugin` through `host`, in order, to the end.
+pub async fn run_plugin(host: &PluginHost, plugin: &Arc<LoadedPlugin>, cases: &Cases) -> Report {
+    let started = Instant::now();
+    let mut results = Vec::with_capacity(cases.cases.len());
+    for case in &cases.cases {
+        let tolerance = case.tolerance.unwrap_or(cases.tolerance);
+        let differences = match of(host, plugin, case).await {
+            Ok(answer) => compare::differences(&outcome::expected(case), &answer, tolerance),
+            Err(why) => vec![why],
+        };
+        results.push((case.name.clone(), differences));
+    }
+    Report {
+        results,
+        took: started.elapsed(),
+    }
+}
+
+/// Runs the cases of every plugin of `host` that carries some; the first plugin with a failing
+/// case refuses the load, naming the case and its first differences.
+pub async fn gate(host: &PluginHost) -> Result<(), LoadError> {
+    for plugin in host.plugins() {
+        let Some(cases) = plugin.cases.clone() else {
+            continue;
+        };
+        let report = run_plugin(host, plugin, &cases).await;
+        if let Some((name, differences)) = report.first_failure() {
+            return Err(LoadError {
+                plugin: plugin.name.to_string(),
+                message: format!(
+                    "golden case '{}' fails: {}",
+                    name.escape_debug(),
+                    differences.join("; ")
+                ),
+            });
+        }
+        tracing::info!(
+            plugin = %plugin.name,
+            cases = report.results.len(),
+            took_ms = report.took.as_millis(),
+            "golden cases passed"
+        );
+    }
+    Ok(())
+}
+
+/// Runs `case` through `host`'s call path (the plugin's limits, a fresh instance per call) and
+/// returns what the plugin answered; `Err` when the plugin does not export the case's hook.
+pub async fn of(
+    host: &PluginHost,
+    plugin: &Arc<LoadedPlugin>,
+    case: &Case,
+) -> Result<Value, String> {
+    let invocation = crate::invocation::Invocation {
+        content_type: case.content_type.clone(),
+        accept: case.accept.clone(),
+        ..Default::default()
+    };
+    let wit = PluginInvocation::new(
+        "/invocations",
+        &case.model,
+        &invocation,
+        &headers(case)?,
+        &plugin.headers,
+        &body(case)?,
+        None,
+    );
+    let outputs = case
+        .outputs
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .unwrap_or(Value::Null);
+    let missing = |hook: &str| Err(format!("the plugin does not export {hook}"));
+    Ok(match case.hook {
+        CaseHook::Request => {
+            if plugin.hooks.request.is_none() {
+                return missing("request-adapter");
+            }
+            match answered(host.adapt_request(plugin, &wit).await) {
+                Ok(adapted) => request_answer(&case.model, adapted),
+                Err(refusal) => refusal,
+            }
+        }
+        CaseHook::Response => {
+            if plugin.hooks.response.is_none() {
+                return missing("response-adapter");
+            }
+            let response = InferResponse {
+                model_name: case.model.clone(),
+                model_version: 1,
+                id: None,
+                parameters: Vec::new(),
+                outputs: output_tensors(&outputs)?,
+            };
+            reply_answer(answered(host.adapt_response(plugin, &wit, &response).await))
+        }
+        CaseHook::GenerateRequest => {
+            if !plugin.adapts_generate_requests() {
+                return missing("generate-request-adapter");
+            }
+            match answered(host.adapt_generate_request(plugin, &wit).await) {
+                Ok(adapted) => generate_request_answer(adapted),
+                Err(refusal) => refusal,
+            }
+        }
+        CaseHook::GenerateResponse => {
+            if !plugin.adapts_generate_responses() {
+                return missing("generate-response-adapter");
+            }
+            let responses = responses(&outputs)?;
+            reply_answer(answered(
+                host.adapt_generate_response(plugin, &wit, responses).await,
+            ))
+        }
+        CaseHook::Stream => {
+            if !plugin.adapts_streams() {
+                return missing("stream-adapter");
+            }
+            stream_answer(host, plugin, &wit, responses(&outputs)?).await
+        }
+    })
+}
+
+async fn stream_answer(
+    host: &PluginHost,
+    plugin: &Arc<LoadedPlugin>,
+    wit: &PluginInvocation,
+    responses: Vec<Vec<u8>>,
+) -> Value {
+    let state = Arc::new(crate::plugins::StreamState::new());
+    let mut events = Vec::new();
+    let calls = responses.into_iter().map(Some).chain([None]);
+    for (index, event) in (0u64..).zip(calls) {
+        let position = StreamPosition {
+            stream_id: "case".into(),
+            created: 0,
+            index,
+        };
+        let payloads = host
+            .adapt_stream(plugin, wit, &position, event, &state, None)
+            .await;
+        match answered(payloads) {
+            Ok(payloads) => events.extend(
+                payloads
+                    .into_iter()
+                    .map(|p| serde_json::from_str(&p).unwrap_or(Value::from(p))),
+            ),
+            Err(mut refusal) => {
+                refusal["events"] = Value::from(events);
+                return refusal;
+            }
+        }
+    }
+    json!({"status": 200, "events": events})
+}
