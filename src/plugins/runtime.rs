@@ -29,6 +29,8 @@ pub struct Runtime {
     share: Share,
     /// Where calls that outlast their first tick run.
     guests: tokio::runtime::Handle,
+    /// Where shadow candidates run, at the lowest priority.
+    shadow_thread: tokio::runtime::Handle,
     /// This engine's used stores waiting for the housekeeping threads.
     pending_drops: Arc<PendingDrops>,
     /// How many instances this engine's streams may keep between calls.
@@ -234,6 +236,7 @@ impl Runtime {
                 (pool.share(threads.guest_threads) / 4).max(1),
             )),
             guests: threads.guests.clone(),
+            shadow_thread: threads.shadows.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
             keep: Arc::new(KeepBudget::new(pool.kept())),
             snapshot_seed: cache
@@ -296,8 +299,9 @@ impl Runtime {
         }
     }
 
-    /// Starts `shadow` on the guest threads when the shadow budget has room and the engine's
-    /// share has a free slot; `false` (nothing started) when it would have to wait.
+    /// Starts `shadow` on the shadow thread (the lowest CPU priority) when the shadow budget
+    /// has room and the engine's share has a free slot; `false` (nothing started) when it
+    /// would have to wait.
     pub fn spawn_shadow(
         &self,
         shadow: impl std::future::Future<Output = ()> + Send + 'static,
@@ -308,7 +312,7 @@ impl Runtime {
         let Ok(permit) = Arc::clone(&self.shadows).try_acquire_owned() else {
             return false;
         };
-        self.guests.spawn(async move {
+        self.shadow_thread.spawn(async move {
             shadow.await;
             drop(permit);
         });

@@ -23,9 +23,12 @@
 //!   or the candidate does not take the request's media type). The first
 //!   [`LOGGED_DIFFERENCES`] differences of each shadow are logged with where the answers differ;
 //!   the values themselves only with `log_values = true` (they are the client's data).
-//! - **Budget.** Shadow calls run on the guest threads, never on a serving thread, at most a
-//!   quarter of the engine's share at once, and never wait: a shadow that would wait for a slot
-//!   (the engine busy, or the shadow budget spent) is skipped. Under load they are dropped first.
+//! - **Budget.** Shadow calls start on the shadow thread, one thread at the lowest CPU priority
+//!   (nice 19: it runs on what the serving and guest threads leave), never on a serving thread;
+//!   a call that outlasts its first epoch tick moves to the guest threads, as every call does.
+//!   At most a quarter of the engine's share run at once, and none waits: a shadow that would
+//!   wait for a slot (the engine busy, or the shadow budget spent, as when the shadow thread
+//!   gets no CPU) is skipped. Under load they are dropped first.
 //! - **Promote** a candidate by naming it in `request`/`response` and reloading; the shadow's
 //!   counts go with the plugins it compared.
 

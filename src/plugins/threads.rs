@@ -36,6 +36,12 @@ pub struct Threads {
     pub guest_threads: usize,
     /// The guest threads' runtime, kept for the life of the process.
     _guests: tokio::runtime::Runtime,
+    /// The shadow thread: where shadow adapters' candidates run ([`super::shadow`]), one
+    /// thread at the lowest CPU priority (nice 19), so that it runs on what the serving and
+    /// guest threads leave.
+    pub shadows: tokio::runtime::Handle,
+    /// The shadow thread's runtime, kept for the life of the process.
+    _shadows: tokio::runtime::Runtime,
     /// Every live engine, whose epoch the ticker advances (dropped engines are forgotten).
     engines: Arc<Mutex<Vec<Ticked>>>,
     /// Whether the kernel swaps: then a pooled slot is reset without the `PAGEMAP_SCAN` of
@@ -62,6 +68,19 @@ impl Threads {
         let guests = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(guest_threads)
             .thread_name("trident-plugin-guest")
+            .enable_all()
+            .build()?;
+        let shadows = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .thread_name("trident-plugin-shadow")
+            .on_thread_start(|| {
+                // Linux gives a thread id its own nice value.
+                let thread = rustix::thread::gettid();
+                if let Err(error) = rustix::process::setpriority_process(Some(thread), 19) {
+                    tracing::warn!(%error, "the shadow thread keeps the serving priority");
+                }
+            })
             .enable_all()
             .build()?;
         let engines: Arc<Mutex<Vec<Ticked>>> = Arc::default();
@@ -107,6 +126,8 @@ impl Threads {
             guests: guests.handle().clone(),
             guest_threads,
             _guests: guests,
+            shadows: shadows.handle().clone(),
+            _shadows: shadows,
             engines,
             swap_in_use,
         })
