@@ -208,29 +208,36 @@ impl PluginHost {
     pub async fn is_out_of_memory(&self, message: &str) -> Option<bool> {
         let plugin = self.routes.oom()?;
         plugin.hooks.oom.as_ref()?;
-        let message = message.to_owned();
-        let verdict = self
-            .call(
-                plugin,
-                call::Kept::default(),
-                Hook::Oom,
-                |hooks| hooks.oom.as_ref(),
-                move |instance, store| {
-                    Box::pin(async move {
-                        instance
-                            .trident_plugin_oom_classifier()
-                            .call_is_out_of_memory(store, &message)
-                            .await
-                    })
-                },
-            )
-            .await;
-        match verdict {
+        match self.classify_oom(plugin, message).await {
             Ok(verdict) => Some(verdict),
             Err(error) => {
                 tracing::warn!(%error, "the OOM plugin failed; using the built-in list");
                 None
             }
         }
+    }
+
+    /// Calls an OOM classifier (`plugin`, which exports it) on an engine error `message`.
+    pub async fn classify_oom(
+        &self,
+        plugin: &Arc<LoadedPlugin>,
+        message: &str,
+    ) -> Result<bool, super::CallFailure> {
+        let message = message.to_owned();
+        self.call(
+            plugin,
+            call::Kept::default(),
+            Hook::Oom,
+            |hooks| hooks.oom.as_ref(),
+            move |instance, store| {
+                Box::pin(async move {
+                    instance
+                        .trident_plugin_oom_classifier()
+                        .call_is_out_of_memory(store, &message)
+                        .await
+                })
+            },
+        )
+        .await
     }
 }

@@ -16,7 +16,7 @@
 //! [[case]]
 //! name = "two rows"
 //! hook = "request"                  # request (default), response, generate-request,
-//!                                   # generate-response, stream
+//!                                   # generate-response, stream, oom
 //! content_type = "text/csv"
 //! accept = "application/json"       # optional, as are model (default "model") and headers
 //! headers = { "x-tenant" = "a" }
@@ -70,6 +70,24 @@ pub enum CaseHook {
     /// The stream adapter, once per response of `outputs` and once at the end: expects
     /// `events` (each a JSON value where the payload is JSON, else its text).
     Stream,
+    /// The OOM classifier, on the engine error message the case's `body` gives: expects
+    /// `out_of_memory` (true or false).
+    Oom,
+}
+
+impl CaseHook {
+    /// The hook it calls, and the name of the interface that exports it.
+    pub fn export(self) -> (super::accounting::Hook, &'static str) {
+        use super::accounting::Hook;
+        match self {
+            CaseHook::Request => (Hook::Request, "request-adapter"),
+            CaseHook::Response => (Hook::Response, "response-adapter"),
+            CaseHook::GenerateRequest => (Hook::GenerateRequest, "generate-request-adapter"),
+            CaseHook::GenerateResponse => (Hook::GenerateResponse, "generate-response-adapter"),
+            CaseHook::Stream => (Hook::Stream, "stream-adapter"),
+            CaseHook::Oom => (Hook::Oom, "oom-classifier"),
+        }
+    }
 }
 
 /// One case: an invocation, and what the plugin must answer.

@@ -8,7 +8,8 @@
 //!   is not UTF-8);
 //! - `generate-request`: `{ status: 200, stream: true | false | null, json }` or `{ ..., inputs }`;
 //! - `stream`: `{ status: 200, events: [...] }`, each event's payload parsed where it is JSON.
-//!   A stream that fails part way answers `{ status, message, events }`.
+//!   A stream that fails part way answers `{ status, message, events }`;
+//! - `oom`: `{ status: 200, out_of_memory: true | false }` for the engine error in `body`.
 //!
 //! Streams are told they started at Unix time 0 (`created`), so that what a plugin derives from
 //! it is the same at every run. These helpers also serve `trident plugin run`.
@@ -38,7 +39,10 @@ pub fn check(case: &Case) -> Result<(), String> {
     }
     body(case)?;
     headers(case)?;
-    let needs_outputs = !matches!(case.hook, CaseHook::Request | CaseHook::GenerateRequest);
+    let needs_outputs = !matches!(
+        case.hook,
+        CaseHook::Request | CaseHook::GenerateRequest | CaseHook::Oom
+    );
     match (&case.outputs, needs_outputs) {
         (Some(_), false) => return Err("outputs are for the response and stream hooks".into()),
         (None, true) => return Err("this hook needs outputs (what the model answered)".into()),

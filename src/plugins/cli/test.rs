@@ -89,7 +89,7 @@ async fn report(
     out: &mut impl Write,
 ) -> Result<bool, String> {
     let write = |e: std::io::Error| e.to_string();
-    let report = run_plugin(host, plugin, cases).await;
+    let report = run_plugin(host, plugin, cases, true).await;
     writeln!(out, "{label}:").map_err(write)?;
     let mut failed = 0;
     for (name, differences) in &report.results {

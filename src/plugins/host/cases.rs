@@ -36,8 +36,15 @@ impl Report {
     }
 }
 
-/// Runs every case of `plugin` through `host`, in order, to the end.
-pub async fn run_plugin(host: &PluginHost, plugin: &Arc<LoadedPlugin>, cases: &Cases) -> Report {
+/// Runs the cases of `plugin` through `host`, in order: every one (`trident plugin test`), or
+/// until the first that fails (`to_the_end` false: a load, which that failure refuses, so that
+/// a plugin that loops in every case costs the load one time limit, not one per case).
+pub async fn run_plugin(
+    host: &PluginHost,
+    plugin: &Arc<LoadedPlugin>,
+    cases: &Cases,
+    to_the_end: bool,
+) -> Report {
     let started = Instant::now();
     let mut results = Vec::with_capacity(cases.cases.len());
     for case in &cases.cases {
@@ -46,7 +53,11 @@ pub async fn run_plugin(host: &PluginHost, plugin: &Arc<LoadedPlugin>, cases: &C
             Ok(answer) => compare::differences(&outcome::expected(case), &answer, tolerance),
             Err(why) => vec![why],
         };
+        let failed = !differences.is_empty();
         results.push((case.name.clone(), differences));
+        if failed && !to_the_end {
+            break;
+        }
     }
     Report {
         results,
@@ -61,7 +72,7 @@ pub async fn gate(host: &PluginHost) -> Result<(), LoadError> {
         let Some(cases) = plugin.cases.clone() else {
             continue;
         };
-        let report = run_plugin(host, plugin, &cases).await;
+        let report = run_plugin(host, plugin, &cases, false).await;
         if let Some((name, differences)) = report.first_failure() {
             return Err(LoadError {
                 plugin: plugin.name.to_string(),
@@ -110,21 +121,16 @@ pub async fn of(
         .transpose()
         .map_err(|e| e.to_string())?
         .unwrap_or(Value::Null);
-    let missing = |hook: &str| Err(format!("the plugin does not export {hook}"));
+    let (hook, export) = case.hook.export();
+    if !plugin.exports(hook) {
+        return Err(format!("the plugin does not export {export}"));
+    }
     Ok(match case.hook {
-        CaseHook::Request => {
-            if plugin.hooks.request.is_none() {
-                return missing("request-adapter");
-            }
-            match answered(host.adapt_request(plugin, &wit).await) {
-                Ok(adapted) => request_answer(&case.model, adapted),
-                Err(refusal) => refusal,
-            }
-        }
+        CaseHook::Request => match answered(host.adapt_request(plugin, &wit).await) {
+            Ok(adapted) => request_answer(&case.model, adapted),
+            Err(refusal) => refusal,
+        },
         CaseHook::Response => {
-            if plugin.hooks.response.is_none() {
-                return missing("response-adapter");
-            }
             let response = InferResponse {
                 model_name: case.model.clone(),
                 model_version: 1,
@@ -135,29 +141,25 @@ pub async fn of(
             reply_answer(answered(host.adapt_response(plugin, &wit, &response).await))
         }
         CaseHook::GenerateRequest => {
-            if !plugin.adapts_generate_requests() {
-                return missing("generate-request-adapter");
-            }
             match answered(host.adapt_generate_request(plugin, &wit).await) {
                 Ok(adapted) => generate_request_answer(adapted),
                 Err(refusal) => refusal,
             }
         }
         CaseHook::GenerateResponse => {
-            if !plugin.adapts_generate_responses() {
-                return missing("generate-response-adapter");
-            }
             let responses = responses(&outputs)?;
             reply_answer(answered(
                 host.adapt_generate_response(plugin, &wit, responses).await,
             ))
         }
-        CaseHook::Stream => {
-            if !plugin.adapts_streams() {
-                return missing("stream-adapter");
+        CaseHook::Oom => {
+            let message = String::from_utf8_lossy(&body(case)?).into_owned();
+            match answered(host.classify_oom(plugin, &message).await.map(Ok)) {
+                Ok(verdict) => json!({"status": 200, "out_of_memory": verdict}),
+                Err(failure) => failure,
             }
-            stream_answer(host, plugin, &wit, responses(&outputs)?).await
         }
+        CaseHook::Stream => stream_answer(host, plugin, &wit, responses(&outputs)?).await,
     })
 }
 
