@@ -10,7 +10,7 @@ pub mod shadows;
 
 use crate::plugins::accounting::Histogram;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,8 +41,14 @@ pub enum Outcome {
     Failure,
 }
 
-/// (plugin, hook, variant, outcome)
-type PluginKey = (String, &'static str, String, &'static str);
+/// (plugin, hook, variant)
+type PluginKey = (String, &'static str, String);
+
+/// One plugin hook's calls in one variant: count and seconds by outcome, and their latency.
+struct PluginCalls {
+    by_outcome: BTreeMap<&'static str, (u64, f64)>,
+    latency: Histogram,
+}
 
 /// What trident withheld from one loaded plugin.
 #[derive(Debug, Clone, Default)]
@@ -103,9 +109,7 @@ fn render_sessions(out: &mut String, sessions: SessionCounts) {
 pub struct Metrics {
     series: Mutex<HashMap<(&'static str, String), Series>>,
     statuses: Mutex<HashMap<(&'static str, u16), u64>>,
-    plugin_calls: Mutex<HashMap<PluginKey, (u64, f64)>>,
-    /// Plugin call latency by plugin, hook and variant (every outcome).
-    plugin_latency: Mutex<HashMap<(String, &'static str, String), Histogram>>,
+    plugin_calls: Mutex<HashMap<PluginKey, PluginCalls>>,
     loads: Mutex<HashMap<Outcome, u64>>,
     unloads: Mutex<HashMap<Outcome, u64>>,
     connections_refused: AtomicU64,
@@ -148,21 +152,16 @@ impl Metrics {
         latency: Duration,
     ) {
         let mut calls = lock(&self.plugin_calls);
-        let entry = calls
-            .entry((plugin.to_owned(), hook, variant.to_owned(), outcome))
-            .or_insert((0, 0.0));
-        entry.0 += 1;
-        entry.1 += latency.as_secs_f64();
-        drop(calls);
-        let mut latencies = lock(&self.plugin_latency);
-        let key = (plugin.to_owned(), hook, variant.to_owned());
-        match latencies.get(&key) {
-            Some(histogram) => histogram.observe_duration(latency),
-            None => latencies
-                .entry(key)
-                .or_insert_with(Histogram::seconds)
-                .observe_duration(latency),
-        }
+        let series = calls
+            .entry((plugin.to_owned(), hook, variant.to_owned()))
+            .or_insert_with(|| PluginCalls {
+                by_outcome: BTreeMap::new(),
+                latency: Histogram::seconds(),
+            });
+        let counts = series.by_outcome.entry(outcome).or_insert((0, 0.0));
+        counts.0 += 1;
+        counts.1 += latency.as_secs_f64();
+        series.latency.observe_duration(latency);
     }
 
     /// Drops the request series of `model` (unloaded, or never loaded), and the plugin call
@@ -176,7 +175,6 @@ impl Metrics {
     /// a reload swapped the container's plugins, or an unload took a model's).
     pub fn forget_plugins(&self, plugin_exists: impl Fn(&str) -> bool) {
         lock(&self.plugin_calls).retain(|(plugin, ..), _| plugin_exists(plugin));
-        lock(&self.plugin_latency).retain(|(plugin, ..), _| plugin_exists(plugin));
     }
 
     /// Counts one multi-model endpoint load (`trident_model_loads_total`).
@@ -351,52 +349,51 @@ impl Metrics {
     }
 
     fn render_plugin_calls(&self, out: &mut String) {
-        out.push_str("# HELP trident_plugin_calls_total Plugin calls by plugin, hook, variant and outcome.\n");
-        out.push_str("# TYPE trident_plugin_calls_total counter\n");
         let calls = lock(&self.plugin_calls);
         let mut keys: Vec<_> = calls.keys().collect();
         keys.sort();
-        for key in &keys {
-            let (plugin, hook, variant, outcome) = key;
-            let (plugin, variant) = (label_value(plugin), label_value(variant));
-            let _ = writeln!(
-                out,
-                "trident_plugin_calls_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
-                calls[*key].0
-            );
+        let labels = |(plugin, hook, variant): &PluginKey| {
+            format!(
+                "plugin=\"{}\",hook=\"{hook}\",variant=\"{}\"",
+                label_value(plugin),
+                label_value(variant)
+            )
+        };
+        for (name, help, pick) in [
+            (
+                "trident_plugin_calls_total",
+                "Plugin calls by plugin, hook, variant and outcome.",
+                (|c: &(u64, f64)| c.0.to_string()) as fn(&(u64, f64)) -> String,
+            ),
+            (
+                "trident_plugin_call_seconds_total",
+                "Time spent in plugin calls.",
+                |c: &(u64, f64)| c.1.to_string(),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for key in &keys {
+                let labels = labels(key);
+                for (outcome, counts) in &calls[*key].by_outcome {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{{labels},outcome=\"{outcome}\"}} {}",
+                        pick(counts)
+                    );
+                }
+            }
         }
-        out.push_str("# HELP trident_plugin_call_seconds_total Time spent in plugin calls.\n");
-        out.push_str("# TYPE trident_plugin_call_seconds_total counter\n");
-        for key in &keys {
-            let (plugin, hook, variant, outcome) = key;
-            let (plugin, variant) = (label_value(plugin), label_value(variant));
-            let _ = writeln!(
-                out,
-                "trident_plugin_call_seconds_total{{plugin=\"{plugin}\",hook=\"{hook}\",variant=\"{variant}\",outcome=\"{outcome}\"}} {}",
-                calls[*key].1
-            );
-        }
-        drop(calls);
         out.push_str(
             "# HELP trident_plugin_call_duration_seconds Plugin call latency by plugin, hook and \
              variant, every outcome (a shadow's candidates: trident_plugin_shadow_duration_seconds).\n\
              # TYPE trident_plugin_call_duration_seconds histogram\n",
         );
-        let latencies = lock(&self.plugin_latency);
-        let mut keys: Vec<_> = latencies.keys().collect();
-        keys.sort();
         for key in keys {
-            let (plugin, hook, variant) = key;
-            let labels = format!(
-                "plugin=\"{}\",hook=\"{hook}\",variant=\"{}\"",
-                label_value(plugin),
-                label_value(variant)
-            );
             plugin_accounts::histogram(
                 out,
                 "trident_plugin_call_duration_seconds",
-                &labels,
-                &latencies[key].snapshot(),
+                &labels(key),
+                &calls[key].latency.snapshot(),
             );
         }
     }

@@ -300,8 +300,8 @@ impl Runtime {
     }
 
     /// Starts `shadow` on the shadow thread (the lowest CPU priority) when the shadow budget
-    /// has room and the engine's share has a free slot; `false` (nothing started) when it
-    /// would have to wait.
+    /// has room and the engine's share has a free slot now; `false` (nothing started)
+    /// otherwise.
     pub fn spawn_shadow(
         &self,
         shadow: impl std::future::Future<Output = ()> + Send + 'static,

@@ -26,9 +26,10 @@
 //! - **Budget.** Shadow calls start on the shadow thread, one thread at the lowest CPU priority
 //!   (nice 19: it runs on what the serving and guest threads leave), never on a serving thread;
 //!   a call that outlasts its first epoch tick moves to the guest threads, as every call does.
-//!   At most a quarter of the engine's share run at once, and none waits: a shadow that would
-//!   wait for a slot (the engine busy, or the shadow budget spent, as when the shadow thread
-//!   gets no CPU) is skipped. Under load they are dropped first.
+//!   At most a quarter of the engine's share run at once: a shadow that finds the shadow
+//!   budget spent (as when the shadow thread gets no CPU) or the engine's share full when its
+//!   request's answer is made is skipped, so under load they are dropped first. (One that
+//!   starts just as the share fills waits its turn in it, like any call.)
 //! - **Promote** a candidate by naming it in `request`/`response` and reloading; the shadow's
 //!   counts go with the plugins it compared.
 
@@ -231,14 +232,14 @@ impl Shadow {
     pub fn judge_request(
         &self,
         model: &str,
-        serving: &AdaptedRequest,
+        serving: AdaptedRequest,
         candidate: HookResult<AdaptedRequest>,
         inference_id: Option<&str>,
     ) -> Verdict {
         let Ok(candidate) = answered(candidate) else {
             return Verdict::Failed;
         };
-        let expected = request_answer(model, serving.clone());
+        let expected = request_answer(model, serving);
         let got = request_answer(model, candidate);
         self.judge(ShadowHook::Request, &expected, &got, inference_id)
     }

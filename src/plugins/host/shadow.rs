@@ -74,7 +74,7 @@ impl PluginHost {
             Serving::Request(serving) => {
                 let result = self.adapt_request(&candidate, &call.invocation).await;
                 let took = started.elapsed();
-                let verdict = call.shadow.judge_request(&call.model, &serving, result, id);
+                let verdict = call.shadow.judge_request(&call.model, serving, result, id);
                 (verdict, took)
             }
             Serving::Response(serving, response) => {
