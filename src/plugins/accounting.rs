@@ -3,7 +3,8 @@
 //! the guest threads ([`super::scheduler`]). Counted in the plugin's own [`PluginAccount`], made
 //! at its load and dropped with it, so `/metrics` shows only plugins loaded now
 //! ([`crate::metrics`] renders it). Recorded by the one call path (`host::call`); a plugin's
-//! configuration check at load and its golden cases are not calls of a hook and are not counted.
+//! configuration check at load is not a call of a hook, and the calls of its golden cases are
+//! forgotten before it serves (the account is reset), so the account is its traffic's.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -148,6 +149,12 @@ impl Histogram {
         self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
+    fn reset(&self) {
+        for bucket in self.buckets.iter().chain([&self.count, &self.sum]) {
+            bucket.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Its counts now.
     pub fn snapshot(&self) -> HistogramSnapshot {
         HistogramSnapshot {
@@ -285,6 +292,19 @@ impl PluginAccount {
         account.wait.observe(nanos(cost.wait));
     }
 
+    /// Starts every counter again from zero: the account of a plugin about to serve, after
+    /// the calls of its golden cases at load (`host::cases::gate`).
+    pub fn reset(&self) {
+        for account in &self.hooks {
+            for outcome in &account.outcomes {
+                outcome.store(0, Ordering::Relaxed);
+            }
+            account.cpu.reset();
+            account.memory.reset();
+            account.wait.reset();
+        }
+    }
+
     /// `hook`'s counters now.
     pub fn snapshot(&self, hook: Hook) -> HookSnapshot {
         let account = &self.hooks[hook.index()];
@@ -419,6 +439,8 @@ mod tests {
         assert_eq!(total.outcomes, [1, 1, 0, 1, 0]);
         assert_eq!(total.peak_memory_bytes.count, 3);
         assert_eq!(account.snapshot(Hook::Oom).cpu_seconds.count, 0);
+        account.reset();
+        assert_eq!(account.snapshot(Hook::Request), account.snapshot(Hook::Oom));
     }
 
     #[test]

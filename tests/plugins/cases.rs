@@ -84,6 +84,13 @@ fn cases_gate_the_load_in_each_language(f: &Fixture) -> Result<(), Failed> {
         )
         .map_err(|e| format!("{language}: passing cases refused: {e}"))?;
         ensure!(host.plugins().count() == 1, "{language}");
+        // The cases' calls are not in the account the plugin serves with.
+        let account = host.plugins().next().map(|p| {
+            p.account
+                .snapshot(trident::plugins::accounting::Hook::Request)
+                .outcomes
+        });
+        ensure!(account == Some([0; 5]), "{language}: {account:?}");
 
         let failing = cases_entry(dir.path(), "csv.cases.toml", &csv_cases(5.0));
         let error = load_in(
