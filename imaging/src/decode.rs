@@ -7,7 +7,10 @@
 //! capped too. The EXIF orientation is applied (a damaged EXIF block is ignored: the image is
 //! served as stored). Grayscale, alpha, palette, CMYK and 16-bit images become 8-bit RGB (alpha
 //! dropped, as Pillow's `convert("RGB")` does). A JPEG cut short is refused, though the decoder
-//! would fill it with grey.
+//! would fill it with grey. A JPEG's work grows with its scans as well as its pixels (each scan
+//! of a progressive JPEG passes over the whole image again): pixels × scans may be at most
+//! [`SCAN_BUDGET`] times `max_pixels`, and a JPEG may have at most [`MAX_SCANS`] scans, counted
+//! in its markers before any is decoded.
 
 use std::io::Cursor;
 
@@ -70,6 +73,72 @@ fn jpeg_is_complete(bytes: &[u8]) -> bool {
     }
 }
 
+/// How many images' worth of pixels at `max_pixels` one JPEG's scans may decode: a baseline
+/// JPEG has one scan (three when its components are not interleaved), a progressive one from
+/// libjpeg ten, mozjpeg's about as many; at the default 12 MP ceiling an image of that size may
+/// have 16 scans, a 1 MP image 192.
+pub const SCAN_BUDGET: u64 = 16;
+
+/// The most scans any JPEG may have, however small: each costs the decoder a pass of its own.
+pub const MAX_SCANS: u64 = 256;
+
+/// How many scans (start-of-scan segments) a JPEG has, walking its markers: segments are
+/// skipped by their length (an EXIF thumbnail's own scan is inside one), entropy-coded data up
+/// to the next marker that is not a restart. Linear in the bytes; a malformed stream ends the
+/// count there (the decoder refuses it).
+fn jpeg_scans(bytes: &[u8]) -> u64 {
+    let mut at = 2;
+    let mut scans = 0;
+    while at + 1 < bytes.len() {
+        if bytes[at] != 0xff {
+            break;
+        }
+        let marker = bytes[at + 1];
+        at += if marker == 0xff { 1 } else { 2 };
+        match marker {
+            0xff | 0x01 | 0xd0..=0xd7 => continue,
+            0xd9 => break,
+            _ => {}
+        }
+        let Some(length) = bytes.get(at..at + 2) else {
+            break;
+        };
+        let length = usize::from(u16::from_be_bytes([length[0], length[1]]));
+        if length < 2 {
+            break;
+        }
+        at += length;
+        if marker == 0xda {
+            scans += 1;
+            while at + 1 < bytes.len()
+                && !(bytes[at] == 0xff
+                    && bytes[at + 1] != 0
+                    && !(0xd0..=0xd7).contains(&bytes[at + 1]))
+            {
+                at += 1;
+            }
+        }
+    }
+    scans
+}
+
+/// Refuses a JPEG of `pixels` whose `scans` would take more decoding than [`SCAN_BUDGET`] and
+/// [`MAX_SCANS`] allow.
+fn check_scans(width: u32, height: u32, scans: u64, limits: &Limits) -> Result<(), Error> {
+    let pixels = u64::from(width) * u64::from(height);
+    let budget = limits.max_pixels.saturating_mul(SCAN_BUDGET);
+    if scans > MAX_SCANS || pixels.saturating_mul(scans) > budget {
+        let most = (budget / pixels.max(1)).clamp(1, MAX_SCANS);
+        return Err(Error::BadRequest(format!(
+            "the JPEG image is {width}x{height} in {scans} scans; decoding it would pass over \
+             its pixels {scans} times, and this endpoint decodes an image of that size in at \
+             most {most} scans (pixels x scans at most {SCAN_BUDGET} x max_pixels = {budget}, \
+             and at most {MAX_SCANS} scans)"
+        )));
+    }
+    Ok(())
+}
+
 /// A PNG's size as its header (`IHDR`, which must come first) states it.
 fn png_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
     let header = bytes.get(8..24)?;
@@ -128,6 +197,9 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     let mut decoder = reader.into_decoder().map_err(broken)?;
     let (width, height) = decoder.dimensions();
     check_size(format, width, height, limits)?;
+    if format == ImageFormat::Jpeg {
+        check_scans(width, height, jpeg_scans(bytes), limits)?;
+    }
     let orientation = decoder
         .orientation()
         .unwrap_or(image::metadata::Orientation::NoTransforms);
@@ -162,6 +234,45 @@ mod tests {
             let rgb = decode(&png(3, 2, color), &Limits::default()).unwrap();
             assert_eq!(rgb.dimensions(), (3, 2), "{color:?}");
         }
+    }
+
+    /// A JPEG's markers as a decoder meets them: SOI, an APP1 segment holding a thumbnail's
+    /// own scan, then `scans` scans whose data has stuffed bytes and restarts, then EOI.
+    fn jpeg_of_scans(scans: usize) -> Vec<u8> {
+        let mut bytes = vec![0xff, 0xd8];
+        let thumbnail = [0xff, 0xda, 0x00, 0x02, 0x01, 0xff, 0xd9];
+        bytes.extend([0xff, 0xe1, 0x00, (thumbnail.len() + 2) as u8]);
+        bytes.extend(thumbnail);
+        for _ in 0..scans {
+            bytes.extend([0xff, 0xc4, 0x00, 0x03, 0x00]);
+            bytes.extend([0xff, 0xda, 0x00, 0x04, 0x01, 0x02]);
+            bytes.extend([0x12, 0xff, 0x00, 0x34, 0xff, 0xd3, 0x56, 0xff, 0xff]);
+        }
+        bytes.extend([0xff, 0xd9]);
+        bytes
+    }
+
+    #[test]
+    fn scans_are_counted_in_the_markers_and_held_to_the_budget() {
+        for scans in [0, 1, 10, 99] {
+            assert_eq!(jpeg_scans(&jpeg_of_scans(scans)), scans as u64);
+        }
+        // Cut short anywhere: the count stops there, never past the bytes.
+        let whole = jpeg_of_scans(5);
+        for end in 0..whole.len() {
+            assert!(jpeg_scans(&whole[..end]) <= 5);
+        }
+        let limits = Limits::default();
+        assert!(check_scans(4000, 3000, 16, &limits).is_ok());
+        let error = check_scans(4000, 3000, 99, &limits).unwrap_err();
+        assert!(
+            error.to_string().contains("4000x3000 in 99 scans")
+                && error.to_string().contains("at most 16 scans"),
+            "{error}"
+        );
+        assert!(check_scans(1000, 1000, 192, &limits).is_ok());
+        let error = check_scans(10, 10, 257, &limits).unwrap_err();
+        assert!(error.to_string().contains("at most 256 scans"), "{error}");
     }
 
     #[test]

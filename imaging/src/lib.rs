@@ -66,6 +66,22 @@ pub fn tensor_from_body(
     preprocess: &Preprocess,
     limits: &Limits,
 ) -> Result<Tensor, Error> {
+    tensor_from_body_within(content_type, body, preprocess, limits, &|| false)
+        .map(|tensor| tensor.expect("never out of time"))
+}
+
+/// [`tensor_from_body`] for work that has a deadline: `out_of_time` is asked before each
+/// image is decoded and before it is resized, and `Ok(None)` returned once it says so (the
+/// host's primitives, whose caller's deadline the epoch does not see). One image's decoding is
+/// bounded by its pixels and scans ([`decode::decode`]), so the work past the deadline is at
+/// most one step.
+pub fn tensor_from_body_within(
+    content_type: Option<&str>,
+    body: &[u8],
+    preprocess: &Preprocess,
+    limits: &Limits,
+    out_of_time: &dyn Fn() -> bool,
+) -> Result<Option<Tensor>, Error> {
     let images = body::images(content_type, body, limits)?;
     if !preprocess.batch && images.len() != 1 {
         return Err(Error::BadRequest(format!(
@@ -82,7 +98,13 @@ pub fn tensor_from_body(
             (_, Error::BadRequest(m)) => Error::BadRequest(format!("image {index}: {m}")),
             (_, Error::Unsupported(m)) => Error::Unsupported(format!("image {index}: {m}")),
         };
+        if out_of_time() {
+            return Ok(None);
+        }
         let rgb = decode::decode(bytes, limits).map_err(name)?;
+        if out_of_time() {
+            return Ok(None);
+        }
         let pixels = resize::resize_crop(&rgb, preprocess);
         tensor::write(&pixels, preprocess, &mut data);
     }
@@ -95,5 +117,5 @@ pub fn tensor_from_body(
         settings::Layout::Nchw => shape.extend([c, h, w]),
         settings::Layout::Nhwc => shape.extend([h, w, c]),
     }
-    Ok(Tensor { shape, data })
+    Ok(Some(Tensor { shape, data }))
 }

@@ -2,10 +2,17 @@
 //! `host` interfaces are generated once (in `request`) and reused by the other worlds.
 #![allow(missing_docs, clippy::all)]
 
+/// The `images` and `text` imports are async and may trap: their work runs on a primitive
+/// thread the call awaits, and a call whose deadline passes first traps as out of time
+/// ([`super::primitives`]).
 pub mod request {
     wasmtime::component::bindgen!({
         world: "request-adapter-plugin",
         path: "wit",
+        imports: {
+            "trident:plugin/images": async | trappable,
+            "trident:plugin/text": async | trappable,
+        },
         exports: { default: async },
     });
 }

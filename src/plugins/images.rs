@@ -3,7 +3,8 @@
 //! is bounded like the guest that makes it: an image may have at most as many pixels as an
 //! eighth of the plugin's memory limit in bytes (decoding and converting take about seven bytes a
 //! pixel, outside the guest's memory), and the tensor it returns is copied into the guest's
-//! memory, within its limit.
+//! memory, within its limit. The work runs on a primitive thread, bounded by the call's
+//! deadline ([`super::primitives`]).
 
 use std::collections::BTreeMap;
 
@@ -15,14 +16,15 @@ use super::store::PluginState;
 const BYTES_PER_PIXEL: u64 = 8;
 
 /// The tensor of [`images::Host::to_tensor`], for a guest whose memory limit is
-/// `memory_limit_bytes`.
+/// `memory_limit_bytes`; `None` once `out_of_time` says so (asked between images).
 pub(super) fn to_tensor(
     memory_limit_bytes: u64,
     name: String,
     content_type: Option<&str>,
     body: &[u8],
     settings: &[(String, String)],
-) -> Result<Tensor, PluginError> {
+    out_of_time: &dyn Fn() -> bool,
+) -> Result<Option<Tensor>, PluginError> {
     if let Some((key, _)) = settings
         .iter()
         .find(|(key, _)| !trident_imaging::settings::KEYS.contains(&key.as_str()))
@@ -44,41 +46,52 @@ pub(super) fn to_tensor(
         .max_pixels
         .min(memory_limit_bytes / BYTES_PER_PIXEL)
         .max(1);
-    let tensor = trident_imaging::tensor_from_body(content_type, body, &preprocess, &limits)
-        .map_err(|error| match error {
-            trident_imaging::Error::BadRequest(message) => PluginError::BadRequest(message),
-            trident_imaging::Error::Unsupported(message) => {
-                PluginError::UnsupportedMediaType(message)
-            }
-        })?;
+    let tensor = trident_imaging::tensor_from_body_within(
+        content_type,
+        body,
+        &preprocess,
+        &limits,
+        out_of_time,
+    )
+    .map_err(|error| match error {
+        trident_imaging::Error::BadRequest(message) => PluginError::BadRequest(message),
+        trident_imaging::Error::Unsupported(message) => PluginError::UnsupportedMediaType(message),
+    })?;
     let datatype = match preprocess.datatype {
         trident_imaging::settings::Datatype::Fp32 => Datatype::Fp32,
         trident_imaging::settings::Datatype::Fp16 => Datatype::Fp16,
         trident_imaging::settings::Datatype::Uint8 => Datatype::Uint8,
     };
-    Ok(Tensor {
+    Ok(tensor.map(|tensor| Tensor {
         name,
         datatype,
         shape: tensor.shape,
         data: tensor.data,
-    })
+    }))
 }
 
+/// `images`: the work runs on a primitive thread within the call's deadline
+/// ([`super::primitives`]).
 impl images::Host for PluginState {
-    fn to_tensor(
+    async fn to_tensor(
         &mut self,
         name: String,
         content_type: Option<String>,
         body: Vec<u8>,
         settings: Vec<(String, String)>,
-    ) -> Result<Tensor, PluginError> {
-        to_tensor(
-            self.memory_limit_bytes(),
-            name,
-            content_type.as_deref(),
-            &body,
-            &settings,
-        )
+    ) -> wasmtime::Result<Result<Tensor, PluginError>> {
+        let memory_limit_bytes = self.memory_limit_bytes();
+        self.primitive(move |budget| {
+            to_tensor(
+                memory_limit_bytes,
+                name,
+                content_type.as_deref(),
+                &body,
+                &settings,
+                &|| budget.exhausted(),
+            )
+        })
+        .await
     }
 }
 
@@ -97,12 +110,31 @@ mod tests {
             out.into_inner()
         };
         let setting = |key: &str, value: &str| vec![(key.to_owned(), value.to_owned())];
-        let error = to_tensor(64 << 20, "x".into(), None, &png, &setting("colour", "red"));
+        let error = to_tensor(
+            64 << 20,
+            "x".into(),
+            None,
+            &png,
+            &setting("colour", "red"),
+            &|| false,
+        );
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
-        let tensor = to_tensor(64 << 20, "x".into(), None, &png, &setting("size", "8")).unwrap();
+        let tensor = to_tensor(
+            64 << 20,
+            "x".into(),
+            None,
+            &png,
+            &setting("size", "8"),
+            &|| false,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(tensor.shape, vec![1, 3, 8, 8]);
         // 10,000 pixels need 80,000 bytes of the host: a 64 KiB guest may not ask for them.
-        let error = to_tensor(64 << 10, "x".into(), None, &png, &[]).unwrap_err();
+        let error = to_tensor(64 << 10, "x".into(), None, &png, &[], &|| false).unwrap_err();
         assert!(matches!(error, PluginError::BadRequest(m) if m.contains("8192 pixels")));
+        // Out of time before the first image: no answer.
+        let stopped = to_tensor(64 << 20, "x".into(), None, &png, &[], &|| true);
+        assert!(matches!(stopped, Ok(None)), "{stopped:?}");
     }
 }

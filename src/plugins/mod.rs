@@ -21,6 +21,7 @@
 //!   serving adapters on sampled requests;
 //! - [`images`]: the `images` interface, image pre-processing run natively for any guest;
 //!   [`text`]: the `text` interface, tokenization and detokenization likewise;
+//!   [`primitives`]: where both run (threads of their own, within the call's deadline);
 //! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the events
 //!   of one stream;
 //! - [`host`]: the plugin host and the calls into its plugins (one table of hooks, one call);
@@ -58,6 +59,7 @@ pub mod model_check;
 pub mod model_plugins;
 pub mod output;
 pub mod plugin;
+pub mod primitives;
 pub mod routing;
 pub mod runtime;
 pub mod scheduler;

@@ -15,6 +15,7 @@ use wasmtime::{
 use super::assets::Assets;
 use super::bindings::host;
 use super::compile_cache::CompileCache;
+use super::primitives::PrimitiveShare;
 use super::scheduler::{self, Share, Stopped};
 use super::store::{CallFailure, Limits, PluginState};
 use super::threads::{self, Activity, Background, KeepBudget, PendingDrops};
@@ -27,6 +28,9 @@ pub struct Runtime {
     activity: Arc<Activity>,
     /// How many of this engine's calls run at once ([`scheduler`]).
     share: Share,
+    /// How many of this engine's host primitives run, or are left running, at once
+    /// ([`super::primitives`]): as many as its share.
+    primitives: PrimitiveShare,
     /// Where calls that outlast their first tick run.
     guests: tokio::runtime::Handle,
     /// Where shadow candidates run, at the lowest priority.
@@ -232,6 +236,7 @@ impl Runtime {
             background: threads.background.clone(),
             activity,
             share: Share::new(pool.share(threads.guest_threads)),
+            primitives: PrimitiveShare::new(pool.share(threads.guest_threads)),
             shadows: Arc::new(tokio::sync::Semaphore::new(
                 (pool.share(threads.guest_threads) / 4).max(1),
             )),
@@ -267,6 +272,7 @@ impl Runtime {
             activity: Arc::clone(&self.activity),
             pending_drops: Arc::clone(&self.pending_drops),
             keep: Arc::clone(&self.keep),
+            primitives: self.primitives.clone(),
         }
     }
 

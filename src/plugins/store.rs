@@ -16,6 +16,7 @@ use super::bindings::host;
 use super::bindings::types::{PluginError, Tensor};
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 use super::output::CapturedOutput;
+use super::primitives::PrimitiveShare;
 use super::stream_state::StreamState;
 use super::text::TextCache;
 use super::threads::{Activity, Background, KeepBudget, PendingDrops};
@@ -81,6 +82,8 @@ pub struct PluginState {
     pub(super) stream: Option<Arc<StreamState>>,
     /// The tokenizers the plugin's calls parsed (`text`).
     text: TextCache,
+    /// The engine's permits for host primitives ([`super::primitives`]).
+    primitives: PrimitiveShare,
 }
 
 impl PluginState {
@@ -256,6 +259,8 @@ pub struct Limits {
     /// How many instances the engine's streams may keep between calls
     /// ([`super::kept_instance`]).
     pub keep: Arc<KeepBudget>,
+    /// The engine's permits for host primitives ([`super::primitives`]).
+    pub primitives: PrimitiveShare,
 }
 
 /// One call's store and its captured output.
@@ -319,6 +324,7 @@ impl CallStore {
             session: None,
             stream: None,
             text: limits.text.clone(),
+            primitives: limits.primitives.clone(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -440,39 +446,74 @@ impl super::bindings::stream_state::Host for PluginState {
     }
 }
 
-/// `text`: tokenization and detokenization over the plugin's assets ([`super::text`]).
+/// `text`: tokenization and detokenization over the plugin's assets ([`super::text`]), on a
+/// primitive thread within the call's deadline ([`super::primitives`]).
 impl super::bindings::text::Host for PluginState {
-    fn tokenize(
+    async fn tokenize(
         &mut self,
         tokenizer: String,
         texts: Vec<String>,
         settings: Vec<(String, String)>,
-    ) -> Result<Vec<Tensor>, PluginError> {
-        let (cache, assets) = (&self.text, &self.assets);
-        super::text::tokenize(
-            cache,
-            assets,
-            self.memory_limit_bytes(),
-            &tokenizer,
-            &texts,
-            &settings,
-        )
+    ) -> wasmtime::Result<Result<Vec<Tensor>, PluginError>> {
+        let (cache, assets) = (self.text.clone(), self.assets.clone());
+        let memory_limit_bytes = self.memory_limit_bytes();
+        self.primitive(move |budget| {
+            super::text::tokenize(
+                &cache,
+                &assets,
+                memory_limit_bytes,
+                &tokenizer,
+                &texts,
+                &settings,
+                &|| budget.exhausted(),
+            )
+        })
+        .await
     }
 
-    fn detokenize(
+    async fn detokenize(
         &mut self,
         tokenizer: String,
         ids: Vec<u32>,
         skip_special_tokens: bool,
-    ) -> Result<String, PluginError> {
-        let (cache, assets) = (&self.text, &self.assets);
-        super::text::detokenize(
-            cache,
-            assets,
-            self.memory_limit_bytes(),
-            &tokenizer,
-            &ids,
-            skip_special_tokens,
-        )
+    ) -> wasmtime::Result<Result<String, PluginError>> {
+        let (cache, assets) = (self.text.clone(), self.assets.clone());
+        let memory_limit_bytes = self.memory_limit_bytes();
+        self.primitive(move |_| {
+            super::text::detokenize(
+                &cache,
+                &assets,
+                memory_limit_bytes,
+                &tokenizer,
+                &ids,
+                skip_special_tokens,
+            )
+            .map(Some)
+        })
+        .await
+    }
+}
+
+impl PluginState {
+    /// Runs a host primitive's `work` on a primitive thread, within the engine's share and the
+    /// call's deadline ([`super::primitives`]): its answer for the guest; a trap when the
+    /// deadline comes first (the call fails as one past its time limit), or the work fails.
+    pub(super) fn primitive<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(super::primitives::Budget) -> Result<Option<T>, PluginError> + Send + 'static,
+    ) -> impl std::future::Future<Output = wasmtime::Result<Result<T, PluginError>>> + Send + 'static
+    {
+        use super::primitives::{Unanswered, run};
+        let (share, deadline) = (self.primitives.clone(), self.deadline);
+        async move {
+            match run(&share, deadline, work).await {
+                Ok(Ok(Some(value))) => Ok(Ok(value)),
+                Ok(Err(error)) => Ok(Err(error)),
+                Ok(Ok(None)) | Err(Unanswered::Deadline) => Err(DeadlineExceeded.into()),
+                Err(Unanswered::Panicked(why)) => Err(wasmtime::Error::msg(format!(
+                    "a host primitive failed: {why}"
+                ))),
+            }
+        }
     }
 }

@@ -120,7 +120,12 @@ fn plugin_error(error: trident_text::Error) -> PluginError {
 }
 
 /// The tensors of the `text` interface's `tokenize`, for a plugin with `assets`, its `cache`, and a
-/// memory limit of `memory_limit_bytes`.
+/// memory limit of `memory_limit_bytes`; `None` once `out_of_time` says so (asked between
+/// texts).
+///
+/// The texts are held to the plugin's own `max_text_bytes` first (so a refusal names the
+/// setting the plugin's author chose), then to the host's ceiling, a sixty-fourth of the
+/// plugin's memory limit (the tokenizer's working memory, outside the guest's).
 pub(super) fn tokenize(
     cache: &TextCache,
     assets: &Assets,
@@ -128,7 +133,8 @@ pub(super) fn tokenize(
     asset: &str,
     texts: &[String],
     settings: &[(String, String)],
-) -> Result<Vec<Tensor>, PluginError> {
+    out_of_time: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Tensor>>, PluginError> {
     if let Some((key, _)) = settings
         .iter()
         .find(|(key, _)| !trident_text::settings::KEYS.contains(&key.as_str()))
@@ -141,25 +147,39 @@ pub(super) fn tokenize(
             ),
         ));
     }
-    let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();
-    let ceiling = memory_limit_bytes / BYTES_PER_TEXT_BYTE;
-    if bytes > ceiling {
-        return Err(PluginError::BadRequest(format!(
-            "the texts are {bytes} bytes long; this endpoint takes at most {ceiling} bytes of \
-             text per request"
-        )));
-    }
     let mut sorted = settings.to_vec();
     sorted.sort();
-    let tokenizer =
-        cache.tokenizer("tokenize", assets, memory_limit_bytes, asset, Some(&sorted))?;
     let map: BTreeMap<&str, &str> = sorted
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let limits = trident_text::Limits::from_config(|key| map.get(key).map(|v| (*v).to_owned()))
         .map_err(|e| internal("tokenize", e))?;
-    let encoded = trident_text::encode::encode(&tokenizer, texts, &limits).map_err(plugin_error)?;
+    let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();
+    let ceiling = memory_limit_bytes / BYTES_PER_TEXT_BYTE;
+    if bytes > limits.max_text_bytes as u64 {
+        return Err(PluginError::BadRequest(format!(
+            "the texts are {bytes} bytes long; this endpoint takes at most {} bytes of text \
+             per request (max_text_bytes)",
+            limits.max_text_bytes
+        )));
+    }
+    if bytes > ceiling {
+        return Err(PluginError::BadRequest(format!(
+            "the texts are {bytes} bytes long; this endpoint takes at most {ceiling} bytes of \
+             text per request (a sixty-fourth of the plugin's memory limit of {} MiB, which the \
+             tokenizer works in)",
+            memory_limit_bytes >> 20
+        )));
+    }
+    let tokenizer =
+        cache.tokenizer("tokenize", assets, memory_limit_bytes, asset, Some(&sorted))?;
+    let Some(encoded) =
+        trident_text::encode::encode_within(&tokenizer, texts, &limits, out_of_time)
+            .map_err(plugin_error)?
+    else {
+        return Ok(None);
+    };
     let element = tokenizer.settings().datatype;
     let shape = encoded.shape(tokenizer.settings().batch);
     let values = [
@@ -167,19 +187,21 @@ pub(super) fn tokenize(
         &encoded.attention_mask,
         &encoded.token_type_ids,
     ];
-    Ok(NAMES
-        .iter()
-        .zip(values)
-        .map(|(name, values)| Tensor {
-            name: (*name).to_owned(),
-            datatype: match element {
-                Element::Int64 => Datatype::Int64,
-                Element::Int32 => Datatype::Int32,
-            },
-            shape: shape.clone(),
-            data: trident_text::encode::tensor_bytes(values, element),
-        })
-        .collect())
+    Ok(Some(
+        NAMES
+            .iter()
+            .zip(values)
+            .map(|(name, values)| Tensor {
+                name: (*name).to_owned(),
+                datatype: match element {
+                    Element::Int64 => Datatype::Int64,
+                    Element::Int32 => Datatype::Int32,
+                },
+                shape: shape.clone(),
+                data: trident_text::encode::tensor_bytes(values, element),
+            })
+            .collect(),
+    ))
 }
 
 /// The text of the `text` interface's `detokenize`.
@@ -224,7 +246,9 @@ mod tests {
             "tok",
             &texts,
             &setting("max_length", "3"),
+            &|| false,
         )
+        .unwrap()
         .unwrap();
         let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, NAMES);
@@ -256,16 +280,25 @@ mod tests {
             "tok",
             &texts,
             &setting("colour", "red"),
+            &|| false,
         );
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
-        let error = tokenize(&cache, &assets, 64 << 20, "other", &texts, &[]);
+        let error = tokenize(&cache, &assets, 64 << 20, "other", &texts, &[], &|| false);
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("no asset 'other'")));
         // A 1 KiB guest may not have the host parse a file of more than 128 bytes.
         let error = detokenize(&cache, &assets, 1 << 10, "tok", &[2], true);
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("at most 128 bytes")));
         let error = detokenize(&cache, &assets, 64 << 20, "tok", &[9], true);
         assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("id 9")));
-        let error = tokenize(&cache, &assets, 64 << 10, "tok", &["a".repeat(1025)], &[]);
+        let error = tokenize(
+            &cache,
+            &assets,
+            64 << 10,
+            "tok",
+            &["a".repeat(1025)],
+            &[],
+            &|| false,
+        );
         assert!(
             matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 1024 bytes"))
         );
@@ -277,7 +310,18 @@ mod tests {
             "tok",
             &long,
             &setting("max_text_bytes", "10"),
+            &|| false,
         );
         assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 10 bytes")));
+        // Past both, the plugin's own setting is named, not the host's ceiling.
+        let huge = ["a".repeat(6 << 20)];
+        let error = tokenize(&cache, &assets, 64 << 20, "tok", &huge, &[], &|| false);
+        assert!(
+            matches!(&error, Err(PluginError::BadRequest(m)) if m.contains("262144 bytes of text per request (max_text_bytes)")),
+            "{error:?}"
+        );
+        // Out of time before the first text: no answer.
+        let stopped = tokenize(&cache, &assets, 64 << 20, "tok", &texts, &[], &|| true);
+        assert!(matches!(stopped, Ok(None)), "{stopped:?}");
     }
 }

@@ -54,6 +54,20 @@ pub fn encode<S: AsRef<str>>(
     texts: &[S],
     limits: &Limits,
 ) -> Result<Encoded, Error> {
+    encode_within(tokenizer, texts, limits, &|| false)
+        .map(|encoded| encoded.expect("never out of time"))
+}
+
+/// [`encode`] for work that has a deadline: `out_of_time` is asked before each text is
+/// tokenized, and `Ok(None)` returned once it says so (the host's primitives, whose caller's
+/// deadline the epoch does not see). The texts are tokenized one by one and padded together,
+/// as `tokenizers`' `encode_batch_fast` does.
+pub fn encode_within<S: AsRef<str>>(
+    tokenizer: &Tokenizer,
+    texts: &[S],
+    limits: &Limits,
+    out_of_time: &dyn Fn() -> bool,
+) -> Result<Option<Encoded>, Error> {
     let settings = tokenizer.settings();
     if texts.is_empty() {
         return Err(Error::BadRequest("there is no text to tokenize".into()));
@@ -83,11 +97,24 @@ pub fn encode<S: AsRef<str>>(
             limits.max_text_bytes
         )));
     }
-    let inputs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
-    let encodings = tokenizer
-        .inner
-        .encode_batch_fast(inputs, settings.add_special_tokens)
-        .map_err(|error| Error::BadRequest(format!("the text cannot be tokenized: {error}")))?;
+    let cannot = |error: tokenizers::Error| {
+        Error::BadRequest(format!("the text cannot be tokenized: {error}"))
+    };
+    let mut encodings = Vec::with_capacity(texts.len());
+    for text in texts {
+        if out_of_time() {
+            return Ok(None);
+        }
+        encodings.push(
+            tokenizer
+                .inner
+                .encode_fast(text.as_ref(), settings.add_special_tokens)
+                .map_err(cannot)?,
+        );
+    }
+    if let Some(padding) = tokenizer.inner.get_padding() {
+        tokenizers::utils::padding::pad_encodings(&mut encodings, padding).map_err(cannot)?;
+    }
     let length = encodings.first().map_or(0, tokenizers::Encoding::len);
     let mut encoded = Encoded {
         rows: encodings.len(),
@@ -122,7 +149,7 @@ pub fn encode<S: AsRef<str>>(
             .token_type_ids
             .extend_from_slice(encoding.get_type_ids());
     }
-    Ok(encoded)
+    Ok(Some(encoded))
 }
 
 /// How errors name the text at `index` of `count`.

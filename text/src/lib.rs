@@ -9,6 +9,7 @@
 //! - [`settings`]: how texts become tensors (length, padding, truncation, element type) and how
 //!   large they may be, from a plugin's configuration, with safe defaults;
 //! - [`encode`]: texts to `input_ids`, `attention_mask` and `token_type_ids`;
+//! - [`pipeline`]: what a tokenizer's stages may be: how many steps, which regular expressions;
 //! - [`scores`]: a Unigram model's scores read as Hugging Face's own builds read them;
 //! - [`decode`]: ids to text, and [`decode::StreamDecoder`], which turns ids arriving a few at a
 //!   time into exactly the new text each time, with state small enough to keep between calls.
@@ -22,6 +23,7 @@
 pub mod body;
 pub mod decode;
 pub mod encode;
+pub mod pipeline;
 pub mod scores;
 pub mod settings;
 pub mod tokenizer;

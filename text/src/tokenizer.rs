@@ -2,6 +2,8 @@
 //! become tensors ([`Encode`]): the file's own truncation and padding sections give way to the
 //! plugin's settings (keeping the file's padding direction, token and type id where it has
 //! them), so a model gets the length its configuration says whatever the file was saved with.
+//! A file whose pipeline is too long, or whose regular expressions could match in unbounded
+//! time, is refused before it is built ([`crate::pipeline`]).
 
 use tokenizers::{
     PaddingDirection, PaddingParams, PaddingStrategy, PostProcessor, TruncationDirection,
@@ -34,6 +36,9 @@ impl Tokenizer {
     /// an error says what is wrong with the file or with the settings for it.
     pub fn from_json(json: &[u8], encode: &Encode) -> Result<Tokenizer, String> {
         let json = crate::scores::as_tokenizers_reads_them(json);
+        let file: serde_json::Value = serde_json::from_slice(&json)
+            .map_err(|error| format!("not a tokenizer.json this can read: {error}"))?;
+        crate::pipeline::check(&file)?;
         let mut inner = tokenizers::Tokenizer::from_bytes(&json)
             .map_err(|error| format!("not a tokenizer.json this can read: {error}"))?;
         let vocabulary = inner.get_vocab_size(true);
