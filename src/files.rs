@@ -69,7 +69,8 @@ impl FileError {
 }
 
 /// What a non-regular file is, for the error.
-fn kind_of(file_type: std::fs::FileType) -> &'static str {
+/// What a file that is not regular is, as errors name it.
+pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if file_type.is_dir() {
         "a folder"

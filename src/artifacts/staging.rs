@@ -7,7 +7,9 @@
 //!   the artifact (the same bytes: nothing to copy) or, where a hard link cannot be made
 //!   (another file system, a file the process may not link), copied. Links that stay inside
 //!   the artifact are made again inside the tree; a link out of it is kept as such, for the
-//!   check to refuse. FIFOs, sockets and devices are left out. The check then reads the tree,
+//!   check to refuse. A FIFO, socket or device refuses the artifact, naming it: left out, a
+//!   `plugins.toml` that is a FIFO made a model load without the plugins its tenant sent
+//!   (an artifact holds files, folders and links; nothing else is understood). The check then reads the tree,
 //!   trident writes each model's configuration over it (a new file: a hard-linked original is
 //!   never written through), and its folders are made read-only. What the core reads is what
 //!   was checked, whatever happens to the artifact's folder meanwhile (a hard-linked file
@@ -220,6 +222,12 @@ fn mirror(
             std::os::unix::fs::symlink(&link, &target).map_err(|e| fail(&target, e))?;
         } else if kind.is_file() {
             link_or_copy(&source, &target)?;
+        } else {
+            return Err(crate::files::FileError::NotRegular {
+                path: source,
+                kind: crate::files::kind_of(kind),
+            }
+            .to_string());
         }
     }
     Ok(())
@@ -383,6 +391,39 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(!root.exists());
+    }
+
+    /// A FIFO, a socket or a device in an artifact refuses it, naming the file: left out, a
+    /// `plugins.toml` that was a FIFO made the model load without its plugins.
+    #[test]
+    fn what_is_not_a_file_folder_or_link_refuses_the_tree() {
+        let (artifact, staging) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write(artifact.path(), "m/config.pbtxt", "backend: \"python\"");
+        let fifo = artifact.path().join("m/plugins.toml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let socket = artifact.path().join("m/1/socket");
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        let area = StagingArea::for_process(staging.path()).unwrap();
+        let error = area
+            .stage(artifact.path(), Shape::Private, &[])
+            .unwrap_err();
+        assert!(
+            error.contains(&format!(
+                "{} is not a regular file (it is a FIFO)",
+                fifo.display()
+            )),
+            "{error}"
+        );
+        std::fs::remove_file(&fifo).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let error = area
+            .stage(artifact.path(), Shape::Private, &[])
+            .unwrap_err();
+        assert!(error.contains("(it is a socket)"), "{error}");
     }
 
     #[test]

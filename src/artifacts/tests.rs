@@ -203,14 +203,6 @@ fn what_cannot_be_checked_is_refused_and_nothing_hangs() {
         root.path().join("m/model.onnx"),
     )
     .unwrap();
-    let fifo = root.path().join("m/pipe");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
     let refusal = secure(&[Control::PickleFiles])
         .check(root.path())
         .unwrap_err();
@@ -220,6 +212,23 @@ fn what_cannot_be_checked_is_refused_and_nothing_hangs() {
         "{text}"
     );
     assert!(text.contains("DISALLOW_PICKLE_FILES"), "{text}");
+    // A FIFO (which nothing could check, and a read of which would wait) refuses it too.
+    let fifo = root.path().join("m/pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let text = secure(&[Control::PickleFiles])
+        .check(root.path())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("pipe is not a regular file (it is a FIFO)"),
+        "{text}"
+    );
     // A configuration that does not parse is not let through.
     let broken = tempfile::tempdir().unwrap();
     write(broken.path(), "m/config.pbtxt", b"backend: \"python");
