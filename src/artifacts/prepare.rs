@@ -18,13 +18,39 @@ impl ArtifactPolicy {
     /// - Without one: the artifact's own folder; or, when a stateful model's idle limit must
     ///   be raised, a tree of links to it with that model's configuration rewritten.
     pub fn prepare(&self, root: &Path) -> Result<Prepared, ArtifactRefusal> {
+        self.prepare_named(root, None)
+    }
+
+    /// [`ArtifactPolicy::prepare`] for the model `name` of a multi-model endpoint: a tree it
+    /// needs is made at the name's one path ([`staging::StagingArea::stage_as`]). Call it only
+    /// while `name` is reserved for this load.
+    pub fn prepare_as(&self, root: &Path, name: &str) -> Result<Prepared, ArtifactRefusal> {
+        self.prepare_named(root, Some(name))
+    }
+
+    fn prepare_named(&self, root: &Path, name: Option<&str>) -> Result<Prepared, ArtifactRefusal> {
         if let Some(refusal) = &self.channels_refusal {
             return Err(refusal.clone());
         }
         let gates = self.gates();
         match gates.first() {
-            Some(&gate) => self.prepare_private(root, &gates, gate),
-            None => self.prepare_ungated(root),
+            Some(&gate) => self.prepare_private(root, &gates, gate, name),
+            None => self.prepare_ungated(root, name),
+        }
+    }
+
+    /// A tree of `root` in `shape`, at `name`'s path when given.
+    fn stage(
+        &self,
+        root: &Path,
+        shape: staging::Shape,
+        rewritten: &[String],
+        name: Option<&str>,
+    ) -> Result<staging::Staged, String> {
+        let area = self.area()?;
+        match name {
+            Some(name) => area.stage_as(root, shape, rewritten, name),
+            None => area.stage(root, shape, rewritten),
         }
     }
 
@@ -41,6 +67,7 @@ impl ArtifactPolicy {
         root: &Path,
         gates: &BTreeSet<Gate>,
         gate: Gate,
+        name: Option<&str>,
     ) -> Result<Prepared, ArtifactRefusal> {
         let unchecked = |why: String| ArtifactRefusal::Unchecked {
             root: root.to_path_buf(),
@@ -48,8 +75,7 @@ impl ArtifactPolicy {
             gate,
         };
         let staged = self
-            .area()
-            .and_then(|area| area.stage(root, staging::Shape::Private, &[]))
+            .stage(root, staging::Shape::Private, &[], name)
             .map_err(unchecked)?;
         let mut entries = walk::walk(&staged.root).map_err(|e| unchecked(e.0))?;
         let canonicalize = canonical::Canonicalize {
@@ -109,7 +135,11 @@ impl ArtifactPolicy {
     /// `root` itself, or a tree of links to it where a stateful model's idle limit must be
     /// raised; refused only when an execution environment would unpack outside its folder
     /// ([`environment`]).
-    fn prepare_ungated(&self, root: &Path) -> Result<Prepared, ArtifactRefusal> {
+    fn prepare_ungated(
+        &self,
+        root: &Path,
+        name: Option<&str>,
+    ) -> Result<Prepared, ArtifactRefusal> {
         let canonicalize = canonical::Canonicalize {
             gated: false,
             idle_limit: self.idle_limit,
@@ -167,8 +197,7 @@ impl ArtifactPolicy {
         };
         let names: Vec<String> = rewritten.iter().map(|(name, _)| name.clone()).collect();
         let staged = self
-            .area()
-            .and_then(|area| area.stage(root, staging::Shape::Linked, &names))
+            .stage(root, staging::Shape::Linked, &names, name)
             .map_err(unstaged)?;
         for (folder, text) in &rewritten {
             staged.write_config(folder, text).map_err(unstaged)?;

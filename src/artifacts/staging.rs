@@ -21,12 +21,18 @@
 //!
 //! A tree is removed when its [`Staged`] is dropped (the model unloaded, the load failed), on a
 //! thread of its own; the trees of a process that died are removed by the next one to start.
+//!
+//! A multi-model load's tree is made at one path per model name ([`StagingArea::stage_as`]):
+//! the core keeps a record of every repository path it is given (about 9 KB each), so a tree at
+//! a new path for every load grew the serving process by that much per load and unload, and a
+//! soak of loads with the same few names at the same paths stays flat. A name's earlier tree
+//! still waiting for its removal is moved aside first (its removal follows it there).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::walk::{MAX_DEPTH, MAX_ENTRIES};
 
@@ -50,6 +56,8 @@ pub enum Shape {
 pub struct StagingArea {
     folder: PathBuf,
     next: AtomicU64,
+    /// Where each name's latest tree is now, while its [`Staged`] (or its removal) lives.
+    named: Mutex<BTreeMap<String, Weak<Mutex<PathBuf>>>>,
 }
 
 /// One private tree; removed when dropped.
@@ -59,6 +67,8 @@ pub struct Staged {
     pub root: PathBuf,
     /// The artifact's folder it stands for.
     pub original: PathBuf,
+    /// Where the tree is now: its root, until a later tree of its name moved it aside.
+    location: Arc<Mutex<PathBuf>>,
 }
 
 impl StagingArea {
@@ -102,6 +112,7 @@ impl StagingArea {
         Ok(StagingArea {
             folder,
             next: AtomicU64::new(0),
+            named: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -111,7 +122,7 @@ impl StagingArea {
     }
 
     /// Makes a tree of `original` (a folder) in `shape`; for [`Shape::Linked`], `rewritten`
-    /// names the model folders made anew.
+    /// names the model folders made anew. The tree has a path of its own.
     pub fn stage(
         &self,
         original: &Path,
@@ -119,8 +130,66 @@ impl StagingArea {
         rewritten: &[String],
     ) -> Result<Staged, String> {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
+        self.make(
+            original,
+            shape,
+            rewritten,
+            self.folder.join(number.to_string()),
+        )
+    }
+
+    /// [`StagingArea::stage`] at the one path of `name` (a model's name): the earlier tree of
+    /// the name, if it is still there, is moved aside first. Call it only while no other load
+    /// of `name` runs (the registry reserves the name first).
+    pub fn stage_as(
+        &self,
+        original: &Path,
+        shape: Shape,
+        rewritten: &[String],
+        name: &str,
+    ) -> Result<Staged, String> {
+        let root = self.folder.join(format!(
+            "name-{}",
+            &crate::plugins::digest::sha256_hex(name.as_bytes())[..32]
+        ));
+        let mut named = self.named.lock().unwrap_or_else(|p| p.into_inner());
+        match named.get(name).and_then(Weak::upgrade) {
+            Some(earlier) => {
+                let mut location = earlier.lock().unwrap_or_else(|p| p.into_inner());
+                if *location == root {
+                    let number = self.next.fetch_add(1, Ordering::Relaxed);
+                    let aside = self.folder.join(format!("aside-{number}"));
+                    match std::fs::rename(&root, &aside) {
+                        Ok(()) => *location = aside,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(format!(
+                                "cannot move the earlier tree {} aside: {e}",
+                                root.display()
+                            ));
+                        }
+                    }
+                }
+            }
+            // Left by a removal that failed: nothing else refers to it.
+            None if root.exists() => remove_tree(&root),
+            None => {}
+        }
+        let staged = self.make(original, shape, rewritten, root)?;
+        named.insert(name.to_owned(), Arc::downgrade(&staged.location));
+        Ok(staged)
+    }
+
+    fn make(
+        &self,
+        original: &Path,
+        shape: Shape,
+        rewritten: &[String],
+        root: PathBuf,
+    ) -> Result<Staged, String> {
         let staged = Staged {
-            root: self.folder.join(number.to_string()),
+            location: Arc::new(Mutex::new(root.clone())),
+            root,
             original: original.to_path_buf(),
         };
         let made = match shape {
@@ -157,7 +226,9 @@ impl Staged {
     /// Removes the tree now, on this thread (at the end of serving, when no thread would be
     /// left to finish a removal).
     pub fn remove_now(mut self) {
-        remove_tree(&std::mem::take(&mut self.root));
+        self.root = PathBuf::new();
+        let location = self.location.lock().unwrap_or_else(|p| p.into_inner());
+        remove_tree(&location);
     }
 
     /// Makes every folder of the tree read-only.
@@ -169,14 +240,18 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        let root = std::mem::take(&mut self.root);
-        if root.as_os_str().is_empty() {
+        if std::mem::take(&mut self.root).as_os_str().is_empty() {
             return;
         }
-        // Removing a tree of many files is file system work: never on a serving thread.
+        // Removing a tree of many files is file system work: never on a serving thread. The
+        // location is held while it is removed, so a later tree of the name waits for it.
+        let location = Arc::clone(&self.location);
         let spawned = std::thread::Builder::new()
             .name("trident-unstage".into())
-            .spawn(move || remove_tree(&root));
+            .spawn(move || {
+                let location = location.lock().unwrap_or_else(|p| p.into_inner());
+                remove_tree(&location);
+            });
         if let Err(error) = spawned {
             tracing::warn!(%error, "cannot remove an artifact's private tree");
         }
@@ -443,6 +518,53 @@ mod tests {
                 .unwrap()
                 .is_symlink()
         );
+    }
+
+    /// A name's trees are made at one path (the core keeps a record of every path it is
+    /// given); an earlier tree still alive is moved aside, and its removal never touches the
+    /// later one.
+    #[test]
+    fn a_names_trees_share_one_path_and_never_remove_each_other() {
+        let (artifact, staging) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write(artifact.path(), "m/config.pbtxt", "backend: \"python\"");
+        let area = StagingArea::for_process(staging.path()).unwrap();
+        let first = area
+            .stage_as(artifact.path(), Shape::Private, &[], "tenant-a")
+            .unwrap();
+        first.seal().unwrap();
+        let root = first.root.clone();
+        // The next load of the name while the first tree still lives (its model's last
+        // request still holds it).
+        let second = area
+            .stage_as(artifact.path(), Shape::Private, &[], "tenant-a")
+            .unwrap();
+        assert_eq!(second.root, root, "one path per name");
+        let other = area
+            .stage_as(artifact.path(), Shape::Private, &[], "tenant-b")
+            .unwrap();
+        assert_ne!(other.root, root);
+        drop(first);
+        drop(other);
+        let waited = std::time::Instant::now();
+        while std::fs::read_dir(area.folder()).unwrap().count() > 1 {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            root.join("m/config.pbtxt").is_file(),
+            "the later tree is whole"
+        );
+        drop(second);
+        let waited = std::time::Instant::now();
+        while root.exists() {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // And again, after the name's trees are all gone.
+        let third = area
+            .stage_as(artifact.path(), Shape::Private, &[], "tenant-a")
+            .unwrap();
+        assert_eq!(third.root, root);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! A multi-model load from start to end (and an unload, which ends the model's sessions first), for `POST /models` and for the models a restarted
-//! serving process loads again: the artifact resolved once, off the serving threads (the url
-//! checked, its model found); the plugins it brings read from that same folder; the registry's
-//! load run to the end in a task of its own (a client that leaves does not cut it short, which
-//! would leave the name reserved and the repository registered); and what a load that outlasts
-//! the load time-out becomes. The HTTP side (`http::models`) only parses the body, counts the
+//! serving process loads again: the name reserved, then in one load slot and within the load
+//! time-out, the artifact resolved once, off the serving threads (the url checked, its model
+//! found, its private tree made); the plugins it brings read from that same folder (compiled,
+//! initialised, their cases run); the core's load, run to the end in a task of its own (a
+//! client that leaves does not cut it short, which would leave the name reserved and the
+//! repository registered); and what a load that outlasts the load time-out becomes. The HTTP side (`http::models`) only parses the body, counts the
 //! outcome and maps it to a status.
 
 use std::path::Path;
@@ -71,9 +72,30 @@ enum Checking {
     Container(Arc<PluginHost>),
 }
 
-/// Loads `plan` with `registry` into `engine`: resolves the artifact, reads its plugins under
-/// `container.policy`, and runs the load, bounded by `timeout` as `on_timeout` says. The
-/// adapters that will serve the model then check it (`plugins::model_check`).
+/// Where a load stands, for its time-out: before the core has it, a load can be dropped; once
+/// the core has started it, it cannot be (its end is awaited or undone).
+#[derive(Debug, Default)]
+struct Handoff {
+    /// The core's load has started.
+    in_core: bool,
+    /// The caller stopped waiting before it did: it must not start.
+    abandoned: bool,
+}
+
+impl Handoff {
+    fn lock(handoff: &std::sync::Mutex<Handoff>) -> std::sync::MutexGuard<'_, Handoff> {
+        handoff.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Loads `plan` with `registry` into `engine`, all of it bounded by `timeout` and run holding
+/// one of the registry's load slots: the name reserved first (a 409 at once), then the
+/// artifact resolved (checked, and its private tree made), its plugins read under
+/// `container.policy` (compiled, initialised, their golden cases run), and the core's load.
+/// Past `timeout` a load still before the core is dropped where it stands (for
+/// [`OnTimeout::Undo`]; a step already running, one plugin's compile, ends on its own and is
+/// thrown away), and one in the core becomes what `on_timeout` says. The adapters that will
+/// serve the model then check it (`plugins::model_check`).
 pub async fn load<E: Engine>(
     registry: &Arc<ModelRegistry>,
     engine: &E,
@@ -83,49 +105,73 @@ pub async fn load<E: Engine>(
     timeout: Duration,
     on_timeout: OnTimeout,
 ) -> Result<(), LoadFailure> {
-    let artifact = resolve(registry, &plan.url, timeout)
-        .await
-        .map_err(LoadFailure::Refused)?;
-    let plugins = plugins(&artifact, &container.policy)
-        .await
-        .map_err(LoadFailure::Refused)?;
-    let LoadPlan { name, target, .. } = plan;
-    let target_name = target.clone();
-    let checking = match (&plugins, &container.host) {
-        (Some(own), _) => Some(Checking::Artifact(Arc::clone(own))),
-        (None, Some(host)) => Some(Checking::Container(Arc::clone(host))),
-        (None, None) => None,
-    };
+    let LoadPlan { name, url, target } = plan;
+    let served = served_as(&name, target.as_deref());
+    let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
     let mut loading = {
-        let (registry, engine, name) = (Arc::clone(registry), engine.clone(), name.clone());
-        let sessions = sessions.cloned();
+        let (registry, engine, sessions) =
+            (Arc::clone(registry), engine.clone(), sessions.cloned());
+        let (name, served, policy) = (name.clone(), served.clone(), container.policy.clone());
+        let handoff = Arc::clone(&handoff);
         tokio::spawn(async move {
+            let reservation = registry.reserve(&name, &served)?;
+            let _turn = registry.load_turn().await?;
+            let artifact = resolve(&registry, &url, &name, timeout).await?;
+            let plugins = plugins(&artifact, &policy).await?;
+            {
+                let mut stands = Handoff::lock(&handoff);
+                if stands.abandoned {
+                    return Err(MmeError::Internal("the load was abandoned".into()));
+                }
+                stands.in_core = true;
+            }
             registry
-                .load(
+                .load_reserved(
                     &engine,
                     sessions.as_deref(),
-                    &name,
+                    reservation,
                     &artifact,
-                    target.as_deref(),
-                    plugins,
+                    plugins.clone(),
                 )
-                .await
+                .await?;
+            Ok(plugins)
         })
     };
     match tokio::time::timeout(timeout, &mut loading).await {
-        Ok(Ok(loaded)) => {
-            loaded.map_err(LoadFailure::Refused)?;
-            let served = served_as(&name, target_name.as_deref());
+        Ok(Ok(Ok(own))) => {
+            let checking = match (own, &container.host) {
+                (Some(own), _) => Some(Checking::Artifact(own)),
+                (None, Some(host)) => Some(Checking::Container(Arc::clone(host))),
+                (None, None) => None,
+            };
             check_with_plugins(registry, engine, sessions, &name, &served, checking).await
         }
+        Ok(Ok(Err(refused))) => Err(LoadFailure::Refused(refused)),
         Ok(Err(failed)) => Err(LoadFailure::Refused(MmeError::Internal(format!(
             "the load task failed: {failed}"
         )))),
         Err(_) => {
+            let in_core = {
+                let mut stands = Handoff::lock(&handoff);
+                if !stands.in_core && on_timeout == OnTimeout::Undo {
+                    stands.abandoned = true;
+                }
+                stands.in_core
+            };
+            if !in_core && on_timeout == OnTimeout::Undo {
+                // Before the core: dropped where it stands, its name and slot with it.
+                loading.abort();
+                tracing::warn!(
+                    model = name,
+                    "a load still checking its artifact or loading its plugins outlasted its \
+                     time-out and was dropped"
+                );
+                return Err(LoadFailure::TimedOut { name, timeout });
+            }
             if on_timeout == OnTimeout::Undo {
                 // A model hanging in its initialisation would never let the core finish the
                 // load (nor free its load thread): its processes are ended, so the load fails.
-                let ended = engine.end_abandoned_load(&served_as(&name, target_name.as_deref()));
+                let ended = engine.end_abandoned_load(&served);
                 if ended > 0 {
                     tracing::warn!(
                         model = name,
@@ -200,16 +246,16 @@ pub async fn unload<E: Engine>(
 /// After a load timed out: counts it abandoned until its task ends ([`ModelRegistry::cannot_load`]),
 /// and for [`OnTimeout::Undo`] unloads the model if the load succeeded after all, so the
 /// endpoint ends as the client was told (not loaded).
-fn finish_abandoned<E: Engine>(
+fn finish_abandoned<E: Engine, T: Send + 'static>(
     registry: Arc<ModelRegistry>,
     engine: E,
     name: String,
-    loading: tokio::task::JoinHandle<Result<(), MmeError>>,
+    loading: tokio::task::JoinHandle<Result<T, MmeError>>,
     on_timeout: OnTimeout,
 ) {
     registry.load_abandoned();
     tokio::spawn(async move {
-        let loaded = matches!(loading.await, Ok(Ok(())));
+        let loaded = matches!(loading.await, Ok(Ok(_)));
         registry.abandoned_load_ended();
         if !loaded || on_timeout == OnTimeout::KeepLoading {
             return;
@@ -226,19 +272,22 @@ fn finish_abandoned<E: Engine>(
     });
 }
 
-/// The artifact at `url`, resolved (checked, and its private tree made where one is) on the
-/// blocking pool within the load time-out, and never less than the file deadline: a hung file
-/// system costs this load an error, not the endpoint.
+/// The artifact at `url` for the model `name`, resolved (checked, and its private tree made
+/// where one is) on the blocking pool within the load time-out, and never less than the file
+/// deadline: a hung file system costs this load an error, not the endpoint.
 async fn resolve(
     registry: &Arc<ModelRegistry>,
     url: &str,
+    name: &str,
     timeout: Duration,
 ) -> Result<Artifact, MmeError> {
-    let (owned, owned_url) = (Arc::clone(registry), url.to_owned());
+    let (owned, owned_url, owned_name) = (Arc::clone(registry), url.to_owned(), name.to_owned());
     let within = timeout.max(crate::files::READ_DEADLINE);
-    crate::files::off_thread_within(Path::new(url), within, move || owned.resolve(&owned_url))
-        .await
-        .map_err(|e| MmeError::BadRequest(e.to_string()))?
+    crate::files::off_thread_within(Path::new(url), within, move || {
+        owned.resolve_as(&owned_url, &owned_name)
+    })
+    .await
+    .map_err(|e| MmeError::BadRequest(e.to_string()))?
 }
 
 /// The plugins `artifact` brings, loaded under the container's `policy`: a 400 naming the

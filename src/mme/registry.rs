@@ -283,15 +283,26 @@ impl ModelRegistry {
     /// model found in the folder, once (the plugins read from it and the repository registered
     /// are the same folder). It reads the file system: call it off the serving threads.
     pub fn resolve(&self, url: &str) -> Result<Artifact, MmeError> {
+        self.resolve_named(url, None)
+    }
+
+    /// [`ModelRegistry::resolve`] for a load of `name`, which holds its reservation: a private
+    /// tree is made at the name's one path ([`crate::artifacts::staging`]).
+    pub fn resolve_as(&self, url: &str, name: &str) -> Result<Artifact, MmeError> {
+        self.resolve_named(url, Some(name))
+    }
+
+    fn resolve_named(&self, url: &str, name: Option<&str>) -> Result<Artifact, MmeError> {
         let checked = validate(url, &self.models_root).map_err(|e| MmeError::BadRequest(e.0))?;
         let layout = find_model(&checked.path).map_err(|e| MmeError::BadRequest(e.0))?;
-        let prepared = self
-            .artifacts
-            .prepare(&layout.repository)
-            .map_err(|refusal| {
-                tracing::warn!(url, %refusal, "model artifact refused");
-                MmeError::BadRequest(refusal.to_string())
-            })?;
+        let prepared = match name {
+            Some(name) => self.artifacts.prepare_as(&layout.repository, name),
+            None => self.artifacts.prepare(&layout.repository),
+        }
+        .map_err(|refusal| {
+            tracing::warn!(url, %refusal, "model artifact refused");
+            MmeError::BadRequest(refusal.to_string())
+        })?;
         Ok(Artifact {
             url: url.to_owned(),
             layout,
@@ -299,9 +310,56 @@ impl ModelRegistry {
         })
     }
 
+    /// Reserves `name` for a load served by the engine as `target`: a 409 when the name is
+    /// loaded, loading or unloading, or the target is another name's. The name stays reserved
+    /// until the reservation is completed ([`ModelRegistry::load_reserved`]) or dropped (a
+    /// refused, failed or abandoned load), so everything slow a load does runs under it.
+    pub fn reserve(&self, name: &str, target: &str) -> Result<Reservation<'_>, MmeError> {
+        let mut slots = self.slots();
+        match slots.get(name) {
+            Some(Slot::Ready(_)) => {
+                return Err(MmeError::Conflict(format!(
+                    "Model {name} is already loaded."
+                )));
+            }
+            Some(Slot::Loading { .. } | Slot::Unloading(_)) => {
+                return Err(MmeError::Conflict(format!(
+                    "Model {name} is being loaded or unloaded; retry when that is done."
+                )));
+            }
+            None => {}
+        }
+        if slots.values().any(|slot| slot.target() == target) {
+            return Err(MmeError::Conflict(format!(
+                "Model {target} is already loaded under another name."
+            )));
+        }
+        slots.insert(
+            name.to_owned(),
+            Slot::Loading {
+                target: target.to_owned(),
+            },
+        );
+        Ok(Reservation {
+            registry: self,
+            name: name.to_owned(),
+            target: target.to_owned(),
+            completed: false,
+        })
+    }
+
+    /// Waits for one of the [`MAX_LOADS_IN_FLIGHT`] load slots: the whole of a load (the
+    /// artifact's check and copy, its plugins, the core's load) runs holding one.
+    pub async fn load_turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, MmeError> {
+        self.in_flight
+            .acquire()
+            .await
+            .map_err(|closed| MmeError::Internal(format!("no load can start: {closed}")))
+    }
+
     /// Loads `artifact` as `name`, served by the engine as `target` (or `name`), with the
-    /// plugins it brought; before it serves, `sessions` learn of it (an earlier load's sessions
-    /// of the name end; its idle limit is aligned).
+    /// plugins it brought: reserves the name, waits for a load slot and loads it
+    /// ([`ModelRegistry::load_reserved`]).
     pub async fn load<E: Engine>(
         &self,
         engine: &E,
@@ -311,72 +369,52 @@ impl ModelRegistry {
         target: Option<&str>,
         plugins: Option<Arc<PluginHost>>,
     ) -> Result<(), MmeError> {
-        let target = served_as(name, target);
-        {
-            let mut slots = self.slots();
-            match slots.get(name) {
-                Some(Slot::Ready(_)) => {
-                    return Err(MmeError::Conflict(format!(
-                        "Model {name} is already loaded."
-                    )));
-                }
-                Some(Slot::Loading { .. } | Slot::Unloading(_)) => {
-                    return Err(MmeError::Conflict(format!(
-                        "Model {name} is being loaded or unloaded; retry when that is done."
-                    )));
-                }
-                None => {}
-            }
-            if slots.values().any(|slot| slot.target() == target) {
-                return Err(MmeError::Conflict(format!(
-                    "Model {target} is already loaded under another name."
-                )));
-            }
-            slots.insert(
-                name.to_owned(),
-                Slot::Loading {
-                    target: target.clone(),
-                },
-            );
-        }
+        let reservation = self.reserve(name, &served_as(name, target))?;
+        let _turn = self.load_turn().await?;
+        self.load_reserved(engine, sessions, reservation, artifact, plugins)
+            .await
+    }
+
+    /// Has the engine load `artifact` for `reservation`, with the plugins it brought; before
+    /// it serves, `sessions` learn of it (an earlier load's sessions of the name end; its idle
+    /// limit is aligned). Call it holding a load slot ([`ModelRegistry::load_turn`]).
+    pub async fn load_reserved<E: Engine>(
+        &self,
+        engine: &E,
+        sessions: Option<&Sessions<E>>,
+        mut reservation: Reservation<'_>,
+        artifact: &Artifact,
+        plugins: Option<Arc<PluginHost>>,
+    ) -> Result<(), MmeError> {
+        let target = reservation.target.clone();
         let core_layout = Layout {
             repository: artifact.prepared.repository.clone(),
             folder: artifact.layout.folder.clone(),
         };
-        let outcome = match self.in_flight.acquire().await {
-            Ok(_turn) => self.load_reserved(engine, &core_layout, &target).await,
-            Err(closed) => Err(MmeError::Internal(format!("no load can start: {closed}"))),
-        };
-        if let (Ok(_), Some(sessions)) = (&outcome, sessions) {
+        self.load_into_core(engine, &core_layout, &target).await?;
+        if let Some(sessions) = sessions {
             sessions
                 .model_loaded(&target, &artifact.model_folder())
                 .await;
         }
         let mut slots = self.slots();
-        match outcome {
-            Ok(()) => {
-                slots.insert(
-                    name.to_owned(),
-                    Slot::Ready(LoadedModel {
-                        name: name.to_owned(),
-                        target,
-                        url: artifact.url.clone(),
-                        repository: artifact.layout.repository.clone(),
-                        prepared: artifact.prepared.clone(),
-                        plugins,
-                    }),
-                );
-                self.write_journal(&slots);
-                Ok(())
-            }
-            Err(error) => {
-                slots.remove(name);
-                Err(error)
-            }
-        }
+        slots.insert(
+            reservation.name.clone(),
+            Slot::Ready(LoadedModel {
+                name: reservation.name.clone(),
+                target,
+                url: artifact.url.clone(),
+                repository: artifact.layout.repository.clone(),
+                prepared: artifact.prepared.clone(),
+                plugins,
+            }),
+        );
+        reservation.completed = true;
+        self.write_journal(&slots);
+        Ok(())
     }
 
-    async fn load_reserved<E: Engine>(
+    async fn load_into_core<E: Engine>(
         &self,
         engine: &E,
         layout: &Layout,
@@ -464,6 +502,37 @@ impl ModelRegistry {
                 }
                 Some(_) => tokio::time::sleep(self.unload.poll).await,
             }
+        }
+    }
+}
+
+/// A name reserved for a load ([`ModelRegistry::reserve`]); dropped before it is completed,
+/// the name is free again.
+pub struct Reservation<'a> {
+    registry: &'a ModelRegistry,
+    name: String,
+    target: String,
+    completed: bool,
+}
+
+impl std::fmt::Debug for Reservation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("name", &self.name)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.completed {
+            return;
+        }
+        let mut slots = self.registry.slots();
+        if matches!(slots.get(&self.name), Some(Slot::Loading { target }) if *target == self.target)
+        {
+            slots.remove(&self.name);
         }
     }
 }

@@ -15,6 +15,7 @@
 //! allowed = true
 //! memory_limit_mb = 64                # ceilings its plugins' limits may not exceed
 //! time_limit_ms = 100
+//! init_time_limit_ms = 5000           # and on its initialisation at the model's load
 //! concurrency = 1                     # calls of one model's plugins at once (default: half
 //!                                     # the cores, at least 1; at most 16)
 //!
@@ -182,6 +183,11 @@ pub struct ModelPluginRules {
     /// The longest time limit a model's plugin may ask for.
     #[serde(default = "default_time")]
     pub time_limit_ms: u64,
+    /// The longest initialisation (`init_time_limit_ms`, its `check-config` at the model's
+    /// load) a model's plugin may ask for: every plugin's initialisation and golden cases run
+    /// within the model's load time-out too.
+    #[serde(default = "default_init_time")]
+    pub init_time_limit_ms: u64,
     /// How many calls of one model's plugins may run at once, each model on its own
     /// ([`super::scheduler`]); by default half the cores, at least one, so that no one model's
     /// guests can hold every core ([`ModelPluginRules::calls_at_once`]).
@@ -212,6 +218,7 @@ impl Default for ModelPluginRules {
             allowed: true,
             memory_limit_mb: DEFAULT_MEMORY_LIMIT_MB,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
+            init_time_limit_ms: DEFAULT_INIT_TIME_LIMIT_MS,
             concurrency: None,
         }
     }
@@ -389,6 +396,12 @@ impl Manifest {
         {
             return Err(format!(
                 "[model_plugins] concurrency = {calls}: give 1 to {most} calls at once"
+            ));
+        }
+        let init = self.model_plugins.init_time_limit_ms;
+        if !(1..=MAX_INIT_TIME_LIMIT_MS).contains(&init) {
+            return Err(format!(
+                "[model_plugins] init_time_limit_ms = {init}: give 1 to {MAX_INIT_TIME_LIMIT_MS}"
             ));
         }
         for (name, spec) in &self.plugins {

@@ -133,6 +133,9 @@ fn read_manifest(model_dir: &Path, policy: &ModelPluginPolicy) -> Result<Option<
         if !given(name, "time_limit_ms") {
             spec.time_limit_ms = spec.time_limit_ms.min(rules.time_limit_ms);
         }
+        if !given(name, "init_time_limit_ms") {
+            spec.init_time_limit_ms = spec.init_time_limit_ms.min(rules.init_time_limit_ms);
+        }
     }
     check(&manifest, model_dir, rules).map_err(fail)?;
     manifest.require_signatures = policy.require_signatures;
@@ -186,6 +189,13 @@ fn check(manifest: &Manifest, model_dir: &Path, rules: &ModelPluginRules) -> Res
             return Err(format!(
                 "plugin '{name}': time_limit_ms = {} is above this endpoint's {}",
                 spec.time_limit_ms, rules.time_limit_ms
+            ));
+        }
+        if spec.init_time_limit_ms > rules.init_time_limit_ms {
+            return Err(format!(
+                "plugin '{name}': init_time_limit_ms = {} is above this endpoint's {} \
+                 ([model_plugins] init_time_limit_ms)",
+                spec.init_time_limit_ms, rules.init_time_limit_ms
             ));
         }
     }

@@ -92,7 +92,6 @@ pub async fn run<T: Send + 'static>(
     let queued = Queued {
         job: Arc::clone(&job),
         run: Box::new(move || {
-            let _permit = permit;
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(budget)))
                 .map_err(|panic| {
                     panic
@@ -101,6 +100,8 @@ pub async fn run<T: Send + 'static>(
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "a panic".to_owned())
                 });
+            // The work has ended: its permit goes back before the answer does.
+            drop(permit);
             // The caller may have stopped waiting: then nobody takes the answer.
             let _ = answer.send(outcome);
         }),
