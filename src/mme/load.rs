@@ -105,38 +105,12 @@ pub async fn load<E: Engine>(
     timeout: Duration,
     on_timeout: OnTimeout,
 ) -> Result<(), LoadFailure> {
-    let LoadPlan { name, url, target } = plan;
-    let served = served_as(&name, target.as_deref());
+    let served = served_as(&plan.name, plan.target.as_deref());
     let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
-    let mut loading = {
-        let (registry, engine, sessions) =
-            (Arc::clone(registry), engine.clone(), sessions.cloned());
-        let (name, served, policy) = (name.clone(), served.clone(), container.policy.clone());
-        let handoff = Arc::clone(&handoff);
-        tokio::spawn(async move {
-            let reservation = registry.reserve(&name, &served)?;
-            let _turn = registry.load_turn().await?;
-            let artifact = resolve(&registry, &url, &name, timeout).await?;
-            let plugins = plugins(&artifact, &policy).await?;
-            {
-                let mut stands = Handoff::lock(&handoff);
-                if stands.abandoned {
-                    return Err(MmeError::Internal("the load was abandoned".into()));
-                }
-                stands.in_core = true;
-            }
-            registry
-                .load_reserved(
-                    &engine,
-                    sessions.as_deref(),
-                    reservation,
-                    &artifact,
-                    plugins.clone(),
-                )
-                .await?;
-            Ok(plugins)
-        })
-    };
+    let mut loading = start(
+        registry, engine, sessions, &plan, &served, container, timeout, &handoff,
+    );
+    let name = plan.name;
     match tokio::time::timeout(timeout, &mut loading).await {
         Ok(Ok(Ok(own))) => {
             let checking = match (own, &container.host) {
@@ -166,30 +140,90 @@ pub async fn load<E: Engine>(
                     "a load still checking its artifact or loading its plugins outlasted its \
                      time-out and was dropped"
                 );
-                return Err(LoadFailure::TimedOut { name, timeout });
+            } else {
+                abandon(registry, engine, &name, &served, loading, on_timeout);
             }
-            if on_timeout == OnTimeout::Undo {
-                // A model hanging in its initialisation would never let the core finish the
-                // load (nor free its load thread): its processes are ended, so the load fails.
-                let ended = engine.end_abandoned_load(&served);
-                if ended > 0 {
-                    tracing::warn!(
-                        model = name,
-                        processes = ended,
-                        "ended the backend processes of a load that outlasted its time-out"
-                    );
-                }
-            }
-            finish_abandoned(
-                Arc::clone(registry),
-                engine.clone(),
-                name.clone(),
-                loading,
-                on_timeout,
-            );
             Err(LoadFailure::TimedOut { name, timeout })
         }
     }
+}
+
+/// What a load's task answers: the plugins its artifact brought, loaded with it.
+type Loading = tokio::task::JoinHandle<Result<Option<Arc<PluginHost>>, MmeError>>;
+
+/// Starts the load of `plan` in a task of its own: reserve, wait for a slot, resolve, load the
+/// plugins, then the core's load unless the returned [`Handoff`] says the caller gave up first.
+fn start<E: Engine>(
+    registry: &Arc<ModelRegistry>,
+    engine: &E,
+    sessions: Option<&Arc<Sessions<E>>>,
+    plan: &LoadPlan,
+    container: &ContainerPlugins,
+    timeout: Duration,
+) -> (Loading, Arc<std::sync::Mutex<Handoff>>) {
+    let (registry, engine, sessions) = (Arc::clone(registry), engine.clone(), sessions.cloned());
+    let (name, url) = (plan.name.clone(), plan.url.clone());
+    let (served, policy) = (
+        served_as(&name, plan.target.as_deref()),
+        container.policy.clone(),
+    );
+    let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
+    let stands = Arc::clone(&handoff);
+    let loading = tokio::spawn(async move {
+        let reservation = registry.reserve(&name, &served)?;
+        let _turn = registry.load_turn().await?;
+        let artifact = resolve(&registry, &url, &name, timeout).await?;
+        let plugins = plugins(&artifact, &policy).await?;
+        {
+            let mut stands = Handoff::lock(&stands);
+            if stands.abandoned {
+                return Err(MmeError::Internal("the load was abandoned".into()));
+            }
+            stands.in_core = true;
+        }
+        registry
+            .load_reserved(
+                &engine,
+                sessions.as_deref(),
+                reservation,
+                &artifact,
+                plugins.clone(),
+            )
+            .await?;
+        Ok(plugins)
+    });
+    (loading, handoff)
+}
+
+/// A load that outlasted its time-out in the core (or, to be kept loading, anywhere): for
+/// [`OnTimeout::Undo`] its backend processes are ended, and either way its end is awaited.
+fn abandon<E: Engine>(
+    registry: &Arc<ModelRegistry>,
+    engine: &E,
+    name: &str,
+    served: &str,
+    loading: Loading,
+    on_timeout: OnTimeout,
+) {
+    if on_timeout == OnTimeout::Undo {
+        // A model hanging in its initialisation would never let the core finish the load
+        // (nor free its load thread): its processes are ended, so the load fails.
+        let ended = engine.end_abandoned_load(served);
+        if ended > 0 {
+            tracing::warn!(
+                model = name,
+                processes = ended,
+                "ended the backend processes of a load that outlasted its time-out"
+            );
+        }
+    }
+    finish_abandoned(
+        Arc::clone(registry),
+        engine.clone(),
+        name.to_owned(),
+        loading,
+        on_timeout,
+    );
 }
 
 /// The check of the model just loaded as `served` by the adapters that will serve it
