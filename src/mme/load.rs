@@ -106,10 +106,7 @@ pub async fn load<E: Engine>(
     on_timeout: OnTimeout,
 ) -> Result<(), LoadFailure> {
     let served = served_as(&plan.name, plan.target.as_deref());
-    let handoff = Arc::new(std::sync::Mutex::new(Handoff::default()));
-    let mut loading = start(
-        registry, engine, sessions, &plan, &served, container, timeout, &handoff,
-    );
+    let (mut loading, handoff) = start(registry, engine, sessions, &plan, container, timeout);
     let name = plan.name;
     match tokio::time::timeout(timeout, &mut loading).await {
         Ok(Ok(Ok(own))) => {
