@@ -24,7 +24,9 @@ use crate::artifacts::controls::{
     SECURITY_CONTROLS_ENV, UNTRUSTED_CHANNELS_ENV,
 };
 use crate::sessions::store::DEFAULT_STORE_BYTES;
-use crate::sessions::table::{DEFAULT_EXPIRATION_SECS, DEFAULT_MAX_SESSIONS};
+use crate::sessions::table::{
+    DEFAULT_EXPIRATION_SECS, DEFAULT_MAX_SESSIONS, DEFAULT_RECLAIM_IDLE_SECS,
+};
 
 /// The flags of `trident serve`; each falls back to its SageMaker environment variable.
 #[derive(Debug, Clone, Args)]
@@ -155,9 +157,13 @@ pub struct ServeArgs {
     /// Sessions open at once; one more is refused (429).
     #[arg(long, env = "TRIDENT_MAX_SESSIONS", default_value_t = DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
-    /// Bytes of keys and values one session's plugin store may hold.
+    /// Bytes one session's plugin store may hold: keys, values and 96 bytes an entry.
     #[arg(long, env = "TRIDENT_SESSION_STORE_BYTES", default_value_t = DEFAULT_STORE_BYTES)]
     pub session_store_bytes: usize,
+    /// Seconds a session must have been idle before its slot may go to a new session when none
+    /// is free (the least recently used such session is ended for it).
+    #[arg(long, env = "TRIDENT_SESSION_RECLAIM_IDLE_SECS", default_value_t = DEFAULT_RECLAIM_IDLE_SECS)]
+    pub session_reclaim_idle_secs: u64,
     /// Path Prometheus metrics are served at, on the main port (under the `health` restriction)
     /// and on the metrics listener: SageMaker scrapes `/metrics` unless the endpoint's
     /// configuration names another path.

@@ -94,10 +94,19 @@ impl ServeArgs {
                 "ERROR: TRIDENT_MAX_SESSIONS must be at least 1 when sessions are on".into(),
             ));
         }
+        if self.session_reclaim_idle_secs == 0 {
+            return Err(ConfigError(
+                "ERROR: TRIDENT_SESSION_RECLAIM_IDLE_SECS must be at least 1 (a session idle \
+                 that long may lose its slot to a new one; set it to the expiration or more \
+                 to keep sessions until they expire)"
+                    .into(),
+            ));
+        }
         Ok(Some(SessionSettings {
             expiration: Duration::from_secs(self.sessions_expiration),
             max_sessions: self.max_sessions,
             store_bytes: self.session_store_bytes,
+            reclaim_idle: Duration::from_secs(self.session_reclaim_idle_secs),
         }))
     }
 

@@ -261,6 +261,7 @@ fn session_refusals_are_4xx_and_the_router_answers_controls() {
         expiration: Duration::from_secs(60),
         max_sessions: 1,
         store_bytes: 1024,
+        reclaim_idle: Duration::from_secs(3600),
     });
     let server = serve(config);
     let header = "X-Amzn-SageMaker-Session-Id";

@@ -94,6 +94,11 @@ fn render_sessions(out: &mut String, sessions: SessionCounts) {
             "Stateful sessions that ended because their model no longer held their sequence.",
             sessions.lost,
         ),
+        (
+            "reclaimed",
+            "Stateful sessions idle past TRIDENT_SESSION_RECLAIM_IDLE_SECS ended to give their slot to a new session.",
+            sessions.reclaimed,
+        ),
     ] {
         let _ = writeln!(
             out,

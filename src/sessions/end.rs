@@ -131,7 +131,7 @@ mod tests {
             idle_limit: std::time::Duration::from_secs(60),
             slots: None,
         };
-        table.create("m", Some(batching)).unwrap().0
+        table.create("m", Some(batching)).unwrap().session
     }
 
     #[test]

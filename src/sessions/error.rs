@@ -55,8 +55,9 @@ impl SessionError {
         match self {
             SessionError::Invalid(message) | SessionError::Internal(message) => message.clone(),
             SessionError::Unknown(id) => format!(
-                "session '{id}' is not open: it was closed, it expired, or the endpoint \
-                 restarted; open a new one with X-Amzn-SageMaker-Session-Id: NEW_SESSION"
+                "session '{id}' is not open: it was closed, it expired, its slot went to a new \
+                 session after it had been idle, or the endpoint restarted; open a new one with \
+                 X-Amzn-SageMaker-Session-Id: NEW_SESSION"
             ),
             SessionError::WrongModel(id) => {
                 format!("session '{id}' was opened on another model")
@@ -68,7 +69,8 @@ impl SessionError {
             ),
             SessionError::Full { limit, retry_after } => format!(
                 "the endpoint holds its limit of {limit} open sessions; close one, or retry \
-                 in {} s, when the first expires",
+                 in {} s, when the first of them expires or has been idle long enough for its \
+                 slot to be reclaimed",
                 retry_after.as_secs()
             ),
             SessionError::NoSequenceSlot {
@@ -79,7 +81,8 @@ impl SessionError {
                 "model '{model}' holds {slots} sequences at once (its sequence batcher's \
                  slots: max_batch_size rows per instance, or oldest.max_candidate_sequences), \
                  and {slots} sessions are open on it; close one, or retry in {} s, when the \
-                 first expires",
+                 first of them expires or has been idle long enough for its slot to be \
+                 reclaimed",
                 retry_after.as_secs()
             ),
             SessionError::Model(error) => error.message.clone(),

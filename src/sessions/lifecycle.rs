@@ -49,13 +49,21 @@ impl<E: Engine> Sessions<E> {
             .sequence_batching(model)
             .map_err(SessionError::Model)?;
         let opened = self.table.create(model, batching)?;
+        if let Some(reclaimed) = opened.reclaimed {
+            tracing::info!(
+                model = reclaimed.session.model,
+                "an idle session ended to give its slot to a new one"
+            );
+            let engine = self.engine.clone();
+            tokio::spawn(async move { finish(&engine, reclaimed).await });
+        }
         tracing::info!(
             model,
             stateful = batching.is_some(),
-            expiration_secs = opened.0.expiration.as_secs_f64(),
+            expiration_secs = opened.session.expiration.as_secs_f64(),
             "session opened"
         );
-        Ok(opened)
+        Ok((opened.session, opened.expires))
     }
 
     /// Waits for the turn of a request in session `id` on `model`.
@@ -196,6 +204,7 @@ mod tests {
             expiration: Duration::from_secs(60),
             max_sessions: 200,
             store_bytes: 64,
+            reclaim_idle: Duration::from_secs(3600),
         }
     }
 

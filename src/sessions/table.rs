@@ -19,6 +19,9 @@ pub const DEFAULT_EXPIRATION_SECS: u64 = 1200;
 pub const MAX_EXPIRATION_SECS: u64 = 30 * 24 * 3600;
 /// Default for `TRIDENT_MAX_SESSIONS`.
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// Default for `TRIDENT_SESSION_RECLAIM_IDLE_SECS`: how long a session must have been idle
+/// before its slot may be given to a new session when none is free (5 minutes).
+pub const DEFAULT_RECLAIM_IDLE_SECS: u64 = 300;
 
 /// Session correlation ids are numbers from here on, given out in order. With sessions on, a
 /// request outside a session may not use them (`pipeline`), so no client reaches a session's
@@ -32,8 +35,11 @@ pub struct SessionSettings {
     pub expiration: Duration,
     /// Sessions open at once; one more is refused (429).
     pub max_sessions: usize,
-    /// Bytes of keys and values one session's plugin store may hold.
+    /// Bytes one session's plugin store may hold (keys, values and a charge per entry).
     pub store_bytes: usize,
+    /// How long a session must have been idle before its slot may go to a new session when
+    /// none is free: the least recently used such session is ended for it.
+    pub reclaim_idle: Duration,
 }
 
 impl Default for SessionSettings {
@@ -42,15 +48,26 @@ impl Default for SessionSettings {
             expiration: Duration::from_secs(DEFAULT_EXPIRATION_SECS),
             max_sessions: DEFAULT_MAX_SESSIONS,
             store_bytes: super::store::DEFAULT_STORE_BYTES,
+            reclaim_idle: Duration::from_secs(DEFAULT_RECLAIM_IDLE_SECS),
         }
     }
 }
 
-/// When the first of `sessions` expires if left idle from `now` (at least a second: a client
-/// told to retry sooner would find it still open).
-fn first_expiry<'a>(sessions: impl Iterator<Item = &'a Arc<Session>>, now: Instant) -> Duration {
+/// When the first of `sessions` frees its slot if left idle from `now`, expiring or becoming
+/// reclaimable after `reclaim_idle` (at least a second: a client told to retry sooner would
+/// find it still there).
+fn first_free<'a>(
+    sessions: impl Iterator<Item = &'a Arc<Session>>,
+    now: Instant,
+    reclaim_idle: Duration,
+) -> Duration {
     sessions
-        .map(|session| session.expiration.saturating_sub(session.idle_for(now)))
+        .map(|session| {
+            session
+                .expiration
+                .min(reclaim_idle)
+                .saturating_sub(session.idle_for(now))
+        })
         .min()
         .unwrap_or_default()
         .max(Duration::from_secs(1))
@@ -158,6 +175,7 @@ impl SessionTurn {
 
 /// A session out of the table, with its turn: no request of it runs any more, and the end of
 /// its sequence may be sent.
+#[derive(Debug)]
 pub struct Ended {
     /// The session.
     pub session: Arc<Session>,
@@ -182,6 +200,17 @@ impl Ended {
     }
 }
 
+/// A session just opened.
+#[derive(Debug)]
+pub struct Opened {
+    /// The session.
+    pub session: Arc<Session>,
+    /// When it expires if left idle.
+    pub expires: SystemTime,
+    /// The idle session whose slot it took, out of the table, for its END.
+    pub reclaimed: Option<Ended>,
+}
+
 /// Counts since the server started, and the sessions open now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionCounts {
@@ -195,6 +224,8 @@ pub struct SessionCounts {
     pub expired: u64,
     /// Sessions that ended because their model no longer held their state.
     pub lost: u64,
+    /// Idle sessions ended to give their slot to a new session.
+    pub reclaimed: u64,
     /// Bytes the open sessions' plugin stores hold.
     pub store_bytes: u64,
 }
@@ -211,6 +242,7 @@ pub struct SessionTable {
     closed: AtomicU64,
     expired: AtomicU64,
     lost: AtomicU64,
+    reclaimed: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -233,6 +265,7 @@ impl SessionTable {
             closed: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            reclaimed: AtomicU64::new(0),
         }
     }
 
@@ -246,35 +279,55 @@ impl SessionTable {
         Duration::from_millis(self.shortest_expiration_ms.load(Ordering::Relaxed))
     }
 
-    /// Opens a session on `model`, a sequence of it when it has a sequence batcher; returns it
-    /// and when it expires if left idle (the endpoint's expiration, or the model's idle limit
-    /// when that is shorter).
+    /// Opens a session on `model`, a sequence of it when it has a sequence batcher; returns it,
+    /// when it expires if left idle (the endpoint's expiration, or the model's idle limit when
+    /// that is shorter), and the session whose slot it took, if any, for its END.
+    ///
+    /// When no slot is free (the endpoint's `max_sessions`, or the model's sequence slots),
+    /// the least recently used of the sessions in the way that has been idle for
+    /// `reclaim_idle` is ended and its slot given to the new one: no client holds slots by
+    /// opening sessions and leaving them. With none idle that long, the 429 says when the
+    /// first will be.
     pub fn create(
         &self,
         model: &str,
         batching: Option<SequenceBatching>,
-    ) -> Result<(Arc<Session>, SystemTime), SessionError> {
+    ) -> Result<Opened, SessionError> {
         let id = random_id()?;
         let expiration = batching.map_or(self.settings.expiration, |b| {
             self.settings.expiration.min(b.idle_limit)
         });
-        let session = {
+        let (session, reclaimed) = {
             let mut open = lock(&self.open);
             let now = Instant::now();
+            let reclaim_idle = self.settings.reclaim_idle;
+            let mut reclaimed = None;
             if open.len() >= self.settings.max_sessions {
-                return Err(SessionError::Full {
-                    limit: self.settings.max_sessions,
-                    retry_after: first_expiry(open.values(), now),
-                });
+                reclaimed = self.reclaim(&mut open, now, |_| true);
+                if reclaimed.is_none() {
+                    return Err(SessionError::Full {
+                        limit: self.settings.max_sessions,
+                        retry_after: first_free(open.values(), now, reclaim_idle),
+                    });
+                }
             }
             if let Some(slots) = batching.and_then(|b| b.slots) {
-                let holding = || open.values().filter(|s| s.stateful && s.model == model);
-                if holding().count() >= slots {
-                    return Err(SessionError::NoSequenceSlot {
-                        model: model.to_owned(),
-                        slots,
-                        retry_after: first_expiry(holding(), now),
-                    });
+                let in_the_way = |s: &Session| s.stateful && s.model == model;
+                if open.values().filter(|s| in_the_way(s)).count() >= slots {
+                    match self.reclaim(&mut open, now, in_the_way) {
+                        Some(ended) => reclaimed = reclaimed.or(Some(ended)),
+                        None => {
+                            return Err(SessionError::NoSequenceSlot {
+                                model: model.to_owned(),
+                                slots,
+                                retry_after: first_free(
+                                    open.values().filter(|s| in_the_way(s)),
+                                    now,
+                                    reclaim_idle,
+                                ),
+                            });
+                        }
+                    }
                 }
             }
             let session = Arc::new(Session {
@@ -290,13 +343,42 @@ impl SessionTable {
                 store: Arc::new(SessionStore::new(id.clone(), self.settings.store_bytes)),
             });
             open.insert(id, Arc::clone(&session));
-            session
+            (session, reclaimed)
         };
         self.shortest_expiration_ms
             .fetch_min(millis(expiration), Ordering::Relaxed);
         self.created.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
-        Ok((session, now.checked_add(expiration).unwrap_or(now)))
+        Ok(Opened {
+            expires: now.checked_add(expiration).unwrap_or(now),
+            session,
+            reclaimed,
+        })
+    }
+
+    /// Takes out of `open` the least recently used session that `in_the_way` picks, has been
+    /// idle for the reclaim time and runs no request now; `None` when there is none.
+    fn reclaim(
+        &self,
+        open: &mut HashMap<String, Arc<Session>>,
+        now: Instant,
+        in_the_way: impl Fn(&Session) -> bool,
+    ) -> Option<Ended> {
+        let mut idle: Vec<&Arc<Session>> = open
+            .values()
+            .filter(|s| in_the_way(s) && s.idle_for(now) >= self.settings.reclaim_idle)
+            .collect();
+        idle.sort_by_key(|s| std::cmp::Reverse(s.idle_for(now)));
+        let (id, turn) = idle
+            .into_iter()
+            .find_map(|s| Some((s.id.clone(), Arc::clone(&s.turn).try_lock_owned().ok()?)))?;
+        let session = open.remove(&id)?;
+        session.ended.store(true, Ordering::Relaxed);
+        self.reclaimed.fetch_add(1, Ordering::Relaxed);
+        Some(Ended {
+            session,
+            _turn: turn,
+        })
     }
 
     fn find(&self, id: &str, model: &str) -> Result<Arc<Session>, SessionError> {
@@ -418,6 +500,7 @@ impl SessionTable {
             created: self.created.load(Ordering::Relaxed),
             closed: self.closed.load(Ordering::Relaxed),
             expired: self.expired.load(Ordering::Relaxed),
+            reclaimed: self.reclaimed.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
         }
     }
@@ -449,14 +532,15 @@ mod tests {
             expiration,
             max_sessions,
             store_bytes: 100,
+            reclaim_idle: Duration::from_secs(3600),
         }))
     }
 
     #[tokio::test]
     async fn sessions_are_sequences_of_their_model() {
         let sessions = table(Duration::from_secs(60), 4);
-        let (a, _) = sessions.create("m", STATEFUL).unwrap();
-        let (b, _) = sessions.create("m", None).unwrap();
+        let a = sessions.create("m", STATEFUL).unwrap().session;
+        let b = sessions.create("m", None).unwrap().session;
         assert_ne!(a.id, b.id);
         assert_eq!(a.id.len(), 32);
         assert_ne!(a.sequence_id(), b.sequence_id());
@@ -500,7 +584,7 @@ mod tests {
             idle_limit: Duration::from_secs(3600),
             slots: Some(2),
         });
-        let (first, _) = sessions.create("m", two).unwrap();
+        let first = sessions.create("m", two).unwrap().session;
         sessions.create("m", two).unwrap();
         let refused = sessions.create("m", two).unwrap_err();
         let SessionError::NoSequenceSlot {
@@ -529,8 +613,8 @@ mod tests {
     #[tokio::test]
     async fn the_bound_holds_and_idle_sessions_expire() {
         let sessions = table(Duration::from_millis(10), 2);
-        let (a, _) = sessions.create("m", STATEFUL).unwrap();
-        let (b, _) = sessions.create("m", STATEFUL).unwrap();
+        let a = sessions.create("m", STATEFUL).unwrap().session;
+        let b = sessions.create("m", STATEFUL).unwrap().session;
         assert!(matches!(
             sessions.create("m", STATEFUL).err(),
             Some(SessionError::Full { limit: 2, .. })
@@ -556,14 +640,15 @@ mod tests {
             idle_limit: Duration::from_secs(1),
             slots: None,
         });
-        let (a, expires) = sessions.create("m", short).unwrap();
+        let opened = sessions.create("m", short).unwrap();
+        let (a, expires) = (opened.session, opened.expires);
         assert_eq!(a.expiration, Duration::from_secs(1));
         let in_secs = expires
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         assert!(in_secs <= Duration::from_secs(1), "{in_secs:?}");
         assert_eq!(sessions.shortest_expiration(), Duration::from_secs(1));
-        let (b, _) = sessions.create("n", STATEFUL).unwrap();
+        let b = sessions.create("n", STATEFUL).unwrap().session;
         assert_eq!(b.expiration, Duration::from_secs(1200));
         let later = Instant::now() + Duration::from_secs(2);
         let ended = sessions.expire_idle(later);
@@ -574,7 +659,7 @@ mod tests {
     #[tokio::test]
     async fn a_lost_session_leaves_the_table() {
         let sessions = table(Duration::from_secs(60), 4);
-        let (a, _) = sessions.create("m", STATEFUL).unwrap();
+        let a = sessions.create("m", STATEFUL).unwrap().session;
         let turn = sessions.turn(&a.id, "m").await.unwrap();
         assert_eq!(turn.lost(), SessionError::Lost(a.id.clone()));
         drop(turn);
@@ -589,7 +674,7 @@ mod tests {
     #[tokio::test]
     async fn a_close_waits_for_the_running_request_and_refuses_the_queued_ones() {
         let sessions = table(Duration::from_secs(60), 4);
-        let (a, _) = sessions.create("m", STATEFUL).unwrap();
+        let a = sessions.create("m", STATEFUL).unwrap().session;
         let running = sessions.turn(&a.id, "m").await.unwrap();
         // A clone (a stream's) holds the turn too.
         let stream = running.clone();
@@ -614,5 +699,55 @@ mod tests {
             queued.await.unwrap(),
             Some(SessionError::Unknown(a.id.clone()))
         );
+    }
+
+    /// Sessions opened and left: once the least recently used of those in the way has been
+    /// idle for the reclaim time, a new session takes its slot (it is ended, for its END), and
+    /// until then the 429 says when that will be.
+    #[tokio::test]
+    async fn idle_sessions_give_their_slots_to_new_ones_least_recently_used_first() {
+        let sessions = Arc::new(SessionTable::new(SessionSettings {
+            expiration: Duration::from_secs(1200),
+            max_sessions: 3,
+            store_bytes: 100,
+            reclaim_idle: Duration::from_secs(1),
+        }));
+        let two = Some(SequenceBatching {
+            idle_limit: Duration::from_secs(3600),
+            slots: Some(2),
+        });
+        let first = sessions.create("m", two).unwrap().session;
+        let second = sessions.create("m", two).unwrap().session;
+        let refused = sessions.create("m", two).err().unwrap();
+        assert!(
+            matches!(&refused, SessionError::NoSequenceSlot { retry_after, .. } if *retry_after == Duration::from_secs(1)),
+            "{refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        // The first is busy (a request running): the second, though used later, is taken.
+        let busy = sessions.turn(&first.id, "m").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let third = sessions.create("m", two).unwrap();
+        let reclaimed = third.reclaimed.expect("a slot was reclaimed");
+        assert_eq!(reclaimed.session.id, second.id);
+        assert!(reclaimed.needs_end() || !reclaimed.session.started());
+        drop(reclaimed);
+        assert_eq!(
+            sessions.turn(&second.id, "m").await.err(),
+            Some(SessionError::Unknown(second.id.clone()))
+        );
+        drop(busy);
+        // The endpoint's own bound reclaims the same way.
+        sessions.create("n", None).unwrap();
+        let other = sessions.create("n", None);
+        assert!(
+            matches!(other, Err(SessionError::Full { .. })),
+            "{:?}",
+            other.err()
+        );
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let other = sessions.create("n", None).unwrap();
+        assert!(other.reclaimed.is_some());
+        assert_eq!(sessions.counts().reclaimed, 2);
     }
 }
