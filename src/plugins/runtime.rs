@@ -39,9 +39,12 @@ pub struct Runtime {
     pending_drops: Arc<PendingDrops>,
     /// How many instances this engine's streams may keep between calls.
     keep: Arc<KeepBudget>,
-    /// How many shadow calls may run at once: a quarter of the share, at least one
+    /// How many shadow tasks may run at once: a quarter of the share, at least one
     /// ([`super::shadow`]).
     shadows: Arc<tokio::sync::Semaphore>,
+    /// The share shadow candidates' calls run in, as large as the shadow budget: they never
+    /// take a slot of `share`.
+    shadow_share: Share,
     /// The seed plugins' initialisation draws its randomness from: the compile cache's, so
     /// that the initialised component is the same after a restart, else this engine's own.
     pub(super) snapshot_seed: [u8; 32],
@@ -240,6 +243,7 @@ impl Runtime {
             shadows: Arc::new(tokio::sync::Semaphore::new(
                 (pool.share(threads.guest_threads) / 4).max(1),
             )),
+            shadow_share: Share::new((pool.share(threads.guest_threads) / 4).max(1)),
             guests: threads.guests.clone(),
             shadow_thread: threads.shadows.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
@@ -278,7 +282,8 @@ impl Runtime {
 
     /// Runs one call of a plugin with `limits` (making its instance, calling, finishing)
     /// within this engine's share, off the serving thread once it outlasts an epoch tick
-    /// ([`scheduler`]).
+    /// ([`scheduler`]); a shadow candidate's call within the shadow share, on the shadow thread
+    /// ([`scheduler::as_shadow`]).
     ///
     /// A guest waiting in a host call runs no code for the epoch to stop, so the call is also
     /// stopped by the wall clock: at twice its time limit (the instance, then the call, each
@@ -289,7 +294,12 @@ impl Runtime {
         call: impl std::future::Future<Output = Result<T, CallFailure>> + Send + 'static,
     ) -> Result<T, CallFailure> {
         let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
-        match scheduler::run(&self.guests, &self.share, wall, call).await {
+        let (threads, share) = if scheduler::in_shadow() {
+            (&self.shadow_thread, &self.shadow_share)
+        } else {
+            (&self.guests, &self.share)
+        };
+        match scheduler::run(threads, share, wall, call).await {
             Ok(outcome) => outcome,
             Err(Stopped::WallClock) => Err(CallFailure::Deadline {
                 plugin: limits.plugin.to_string(),
@@ -305,23 +315,20 @@ impl Runtime {
         }
     }
 
-    /// Starts `shadow` on the shadow thread (the lowest CPU priority) when the shadow budget
-    /// has room and the engine's share has a free slot now; `false` (nothing started)
-    /// otherwise.
+    /// Starts `shadow` on the shadow thread (the lowest CPU priority), its calls in the shadow
+    /// share, when the shadow budget has room; `false` (nothing started) otherwise. Nothing
+    /// of the serving share is taken or waited for.
     pub fn spawn_shadow(
         &self,
         shadow: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> bool {
-        if self.share.full() {
-            return false;
-        }
         let Ok(permit) = Arc::clone(&self.shadows).try_acquire_owned() else {
             return false;
         };
-        self.shadow_thread.spawn(async move {
+        self.shadow_thread.spawn(scheduler::as_shadow(async move {
             shadow.await;
             drop(permit);
-        });
+        }));
         true
     }
 

@@ -18,6 +18,10 @@
 //! A guest waiting in a host call (a WASI clock, `sleep`) runs no code, so the epoch cannot
 //! stop it: every call is also bounded by the wall clock (the runtime gives twice its time
 //! limit, for making the instance and for the call, and a little more).
+//!
+//! A shadow candidate's calls ([`super::shadow`]) run [`as_shadow`]: in a share of their own
+//! and on the shadow thread (nice 19) from start to end, so a candidate costs the shadow budget
+//! and what CPU serving leaves, never a slot or a guest thread of the requests being served.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,6 +52,21 @@ impl Share {
     pub fn full(&self) -> bool {
         self.permits.available_permits() == 0
     }
+}
+
+tokio::task_local! {
+    /// Set for the calls a shadow's task makes.
+    static SHADOW: ();
+}
+
+/// Runs `shadow` (a shadow candidate's calls) marked as a shadow's: [`in_shadow`] holds inside.
+pub fn as_shadow<F: Future>(shadow: F) -> impl Future<Output = F::Output> {
+    SHADOW.scope((), shadow)
+}
+
+/// Whether the running task is a shadow's ([`as_shadow`]).
+pub fn in_shadow() -> bool {
+    SHADOW.try_with(|_| ()).is_ok()
 }
 
 /// Why a call was stopped from outside.
@@ -181,6 +200,14 @@ mod tests {
         .unwrap();
         assert_eq!(seen, ("test-guest".to_owned(), Some("request")));
         guests.shutdown_background();
+    }
+
+    #[tokio::test]
+    async fn a_shadows_task_is_marked_as_one_and_no_other_is() {
+        assert!(!super::in_shadow());
+        assert!(super::as_shadow(async { super::in_shadow() }).await);
+        let spawned = tokio::spawn(async { super::in_shadow() });
+        assert!(!spawned.await.unwrap(), "a task of its own is not the shadow's");
     }
 
     #[tokio::test]

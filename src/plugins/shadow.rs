@@ -23,13 +23,14 @@
 //!   or the candidate does not take the request's media type). The first
 //!   [`LOGGED_DIFFERENCES`] differences of each shadow are logged with where the answers differ;
 //!   the values themselves only with `log_values = true` (they are the client's data).
-//! - **Budget.** Shadow calls start on the shadow thread, one thread at the lowest CPU priority
-//!   (nice 19: it runs on what the serving and guest threads leave), never on a serving thread;
-//!   a call that outlasts its first epoch tick moves to the guest threads, as every call does.
-//!   At most a quarter of the engine's share run at once: a shadow that finds the shadow
-//!   budget spent (as when the shadow thread gets no CPU) or the engine's share full when its
-//!   request's answer is made is skipped, so under load they are dropped first. (One that
-//!   starts just as the share fills waits its turn in it, like any call.)
+//! - **Budget.** Shadow calls run on the shadow thread from start to end, one thread at the
+//!   lowest CPU priority (nice 19: it runs on what the serving and guest threads leave), in a
+//!   share of their own (a quarter of the engine's, at least one), never on a serving or guest
+//!   thread and never in a slot of the engine's share; their host primitives run there too.
+//!   A shadow that finds the shadow budget spent (as when the shadow thread gets no CPU) when
+//!   its request's answer is made is skipped, so under load they are dropped first. (Before,
+//!   a candidate held one of the engine's slots for its whole run: the serving adapter's wait
+//!   for a slot rose by half with 12 MP images at c=8.)
 //! - **Promote** a candidate by naming it in `request`/`response` and reloading; the shadow's
 //!   counts go with the plugins it compared.
 
