@@ -103,6 +103,24 @@ fn images(dir: &Path) -> serde_json::Map<String, Value> {
     made.as_object().unwrap().clone()
 }
 
+/// The heavy test images (`images.py heavy:`), by name, made in `dir`: 4000x3000
+/// progressive JPEGs of 99 and 16 scans.
+fn heavy_images(dir: &Path) -> serde_json::Map<String, Value> {
+    let made = python_client(
+        "images.py",
+        &format!("heavy:{}", dir.display()),
+        &Value::Null,
+    );
+    made.as_object().unwrap().clone()
+}
+
+/// A JSON body of `count` copies of `image`, base64.
+fn json_of(image: &[u8], count: usize) -> Vec<u8> {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(image);
+    json!({ "instances": vec![encoded; count] }).to_string().into_bytes()
+}
+
 /// What a Python pre-processing step answers for each of `paths`: `[[label, score], ...]`.
 fn expected(paths: &[&str]) -> Vec<Vec<(String, f64)>> {
     let labels = root().join(EXAMPLE).join("labels.txt");
@@ -413,6 +431,86 @@ fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, 
 /// does not fit the model's tensors stops the start, naming the plugin, the model and what
 /// differs, instead of failing every request; a reload that does not fit keeps the plugins that
 /// serve.
+/// The host's image work keeps its call's deadline and never holds a serving thread: 32
+/// progressive JPEGs of 99 scans (1.1 MB of JSON) are refused before a pixel is decoded,
+/// naming their scans; 96 images within the budget (10 MB of JSON, under a 16 MiB body
+/// limit), more work than the plugin's 1 s, are answered at the deadline, not when the work is
+/// done; and with eight clients sending them
+/// all the while, every `/ping` and a normal image are answered. (Before, the primitives ran
+/// on the serving thread outside every bound: a 504 after 4.4 s, and 9 of 30 pings lost.)
+#[test]
+fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
+    let made = tempfile::tempdir().unwrap();
+    let (images, heavy) = (images(made.path()), heavy_images(made.path()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_example(dir.path(), |manifest| {
+        manifest.replace(
+            "input = \"INPUT0\"",
+            "input = \"INPUT0\", max_images = \"96\"",
+        )
+    });
+    let body_limit = (16u64 << 20).to_string();
+    let (_running, addr) = serve_with(
+        &dir.path().join("models"),
+        &[
+            ("SAGEMAKER_TRITON_PLUGINS", path.as_os_str()),
+            ("TRIDENT_MAX_BODY_BYTES", body_limit.as_ref()),
+        ],
+    );
+    let scanned = json_of(&read(&heavy["progressive_99.jpg"]), 32);
+    let started = std::time::Instant::now();
+    let refused = post(addr, "application/json", &[], &scanned);
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.error().contains("4000x3000 in 99 scans"),
+        "{}",
+        refused.text()
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let within = json_of(&read(&heavy["progressive_16.jpg"]), 96);
+    let started = std::time::Instant::now();
+    let late = post(addr, "application/json", &[], &within);
+    let took = started.elapsed();
+    assert_eq!(late.status, 504, "{}", late.text());
+    assert!(
+        late.error().contains("exceeded its time limit of 1000 ms"),
+        "{}",
+        late.text()
+    );
+    // The answer comes at the deadline (1 s), whatever the work left (96 decodes of 12 MP).
+    assert!(took < std::time::Duration::from_millis(2500), "{took:?}");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let good = read(&images["warm.jpg"]);
+    std::thread::scope(|scope| {
+        for client in 0..8 {
+            let (stop, body) = (&stop, if client % 2 == 0 { &within } else { &scanned });
+            scope.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let answer = post(addr, "application/json", &[], body);
+                    assert!(matches!(answer.status, 400 | 504), "{}", answer.text());
+                }
+            });
+        }
+        let flood = std::time::Instant::now();
+        let mut pings = 0;
+        while flood.elapsed() < std::time::Duration::from_secs(6) {
+            let started = std::time::Instant::now();
+            let ping = common::http_client::get(addr, "/ping");
+            let took = started.elapsed();
+            assert_eq!(ping.status, 200, "{}", ping.text());
+            assert!(took < std::time::Duration::from_secs(2), "a /ping took {took:?}");
+            pings += 1;
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert!(pings >= 20, "{pings} pings");
+        let answer = post(addr, "image/jpeg", &[], &good);
+        assert_five_labels(&answer);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // And after the flood, at once.
+    assert_five_labels(&post(addr, "image/jpeg", &[], &good));
+}
+
 #[test]
 fn plugins_that_do_not_fit_the_model_refuse_the_start_and_the_reload() {
     for (change, says) in [

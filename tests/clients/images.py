@@ -4,11 +4,15 @@ Resize(256) / CenterCrop(224) / ToTensor / Normalize written out in NumPy, and t
 classifier's formula (backend/src/models/classifier.rs) with a softmax and the top five.
 
 Usage: images.py make:DIR      (stdin: null)  writes every image into DIR; prints {name: path}
+       images.py heavy:DIR     (stdin: null)  writes 4000x3000 progressive JPEGs of 99 and 16
+                                              scans (libjpeg-turbo's cjpeg, with a scan script)
+                                              into DIR; prints {name: path}
        images.py expect:LABELS (stdin: [path, ...])  prints, per image, [[label, score], ...]
 """
 
 import io
 import json
+import os
 import struct
 import sys
 import zlib
@@ -125,6 +129,47 @@ def make(folder):
     return paths
 
 
+def bands(count):
+    """The AC coefficients 1 to 63 in `count` (1 to 63) spectral bands."""
+    edges = [1 + (63 * i) // count for i in range(count + 1)]
+    return [(edges[i], edges[i + 1] - 1) for i in range(count)]
+
+
+def scan_script(scans):
+    """A cjpeg scan script of `scans` scans (4 to 190): the DC of every component, then each
+    component's AC coefficients in spectral bands, the luminance's the finest."""
+    rest = scans - 1
+    luma = min(63, rest - 2)
+    cb = (rest - luma) // 2
+    cr = rest - luma - cb
+    lines = ["0,1,2: 0-0, 0, 0;"]
+    for component, count in ((0, luma), (1, cb), (2, cr)):
+        lines += [f"{component}: {start}-{end}, 0, 0;" for start, end in bands(count)]
+    return "\n".join(lines) + "\n"
+
+
+def heavy(folder):
+    """4000x3000 progressive JPEGs: 99 scans (past any budget of pixels x scans at 12 MP) and
+    16 (within it, the most at that size)."""
+    import subprocess
+
+    x = np.linspace(0, 255, 4000, dtype=np.float32)[None, :]
+    y = np.linspace(0, 255, 3000, dtype=np.float32)[:, None]
+    rgb = np.stack([x + 0 * y, y + 0 * x, (x + y) / 2], axis=-1).astype(np.uint8)
+    ppm = f"{folder}/heavy.ppm"
+    Image.fromarray(rgb).save(ppm)
+    paths = {}
+    for scans in (99, 16):
+        script = f"{folder}/scans_{scans}.txt"
+        with open(script, "w") as out:
+            out.write(scan_script(scans))
+        path = f"{folder}/progressive_{scans}.jpg"
+        subprocess.run(["cjpeg", "-scans", script, "-outfile", path, ppm], check=True)
+        paths[f"progressive_{scans}.jpg"] = path
+    os.remove(ppm)
+    return paths
+
+
 def prototypes(classes=1000):
     k = np.arange(classes)
     rgb = np.stack([k % 10, k // 10 % 10, k // 100 % 10], axis=-1).astype(np.float32) * 28 + 2
@@ -158,6 +203,8 @@ def main():
     if mode == "make":
         sys.stdout.flush()
         print(json.dumps(make(argument)))
+    elif mode == "heavy":
+        print(json.dumps(heavy(argument)))
     else:
         labels = open(argument).read().splitlines()
         protos = prototypes(len(labels))
