@@ -118,7 +118,9 @@ fn heavy_images(dir: &Path) -> serde_json::Map<String, Value> {
 fn json_of(image: &[u8], count: usize) -> Vec<u8> {
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::STANDARD.encode(image);
-    json!({ "instances": vec![encoded; count] }).to_string().into_bytes()
+    json!({ "instances": vec![encoded; count] })
+        .to_string()
+        .into_bytes()
 }
 
 /// What a Python pre-processing step answers for each of `paths`: `[[label, score], ...]`.
@@ -498,7 +500,10 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
             let ping = common::http_client::get(addr, "/ping");
             let took = started.elapsed();
             assert_eq!(ping.status, 200, "{}", ping.text());
-            assert!(took < std::time::Duration::from_secs(2), "a /ping took {took:?}");
+            assert!(
+                took < std::time::Duration::from_secs(2),
+                "a /ping took {took:?}"
+            );
             pings += 1;
             std::thread::sleep(std::time::Duration::from_millis(200));
         }

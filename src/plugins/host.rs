@@ -32,6 +32,7 @@ pub struct PluginHost {
     plugins: BTreeMap<String, Arc<LoadedPlugin>>,
     routes: Routes,
     compiled: Compiled,
+    footprint: u64,
     model_policy: ModelPluginPolicy,
 }
 
@@ -72,6 +73,7 @@ impl PluginHost {
             runtime,
             plugins,
             compiled,
+            footprint,
         } = load_plugins(manifest, pool).await?;
         let routes = Routes::of(manifest, &plugins)?;
         Ok(PluginHost {
@@ -79,6 +81,7 @@ impl PluginHost {
             plugins,
             routes,
             compiled,
+            footprint,
             model_policy: ModelPluginPolicy::of(manifest),
         })
     }
@@ -107,6 +110,11 @@ impl PluginHost {
     /// How many of the plugins were read from the compile cache and how many compiled.
     pub fn compiled(&self) -> Compiled {
         self.compiled
+    }
+
+    /// What the plugins hold in the process, in bytes ([`super::loading::footprint`]).
+    pub fn footprint_bytes(&self) -> u64 {
+        self.footprint
     }
 
     /// Checks `model` (named `name`, its KServe v2 metadata) with every adapter routed to it

@@ -34,6 +34,46 @@ pub struct Loaded {
     pub plugins: BTreeMap<String, Arc<LoadedPlugin>>,
     /// How they came to be compiled.
     pub compiled: Compiled,
+    /// What they hold in the process, in bytes ([`footprint`]).
+    pub footprint: u64,
+}
+
+/// What a host's plugins hold in the process for as long as they are loaded, in bytes: each
+/// distinct compiled component's image (its machine code and the data it starts from), mapped
+/// once however many plugins share it. A Python plugin's is about 35 MiB (componentize-py's
+/// interpreter), a Rust one's well under 1 MiB. What their instances use comes and goes with
+/// calls, and is bounded apart: each call by its memory limit, the pages a memory slot keeps
+/// between calls by [`super::runtime::KEEP_RESIDENT`] for each of the engine's slots, given back
+/// when it has been idle for [`super::threads::IDLE_RELEASE`].
+pub fn footprint(plugins: &BTreeMap<String, Arc<LoadedPlugin>>) -> u64 {
+    let mut images: Vec<(usize, usize)> = Vec::new();
+    for plugin in plugins.values() {
+        let range = plugin.pre.component().image_range();
+        let image = (range.start as usize, range.end as usize);
+        if !images.contains(&image) {
+            images.push(image);
+        }
+    }
+    images.iter().map(|(start, end)| (end - start) as u64).sum()
+}
+
+/// The plugins of a manifest already initialised and compiled at this load, by what makes
+/// them the same ([`same_as`]): a plugin named twice (or sixteen times) with the same bytes,
+/// configuration, assets and limits is initialised and compiled once, and its copies share
+/// the compiled code.
+type Prepared = Vec<(String, (InstancePre<PluginState>, bool))>;
+
+/// What makes two plugins of a manifest initialise to the same component: their bytes, their
+/// configuration, their assets and their memory and initialisation limits.
+fn same_as(spec: &PluginSpec, assets: &super::assets::Assets) -> String {
+    format!(
+        "{}|{:?}|{:?}|{}|{}",
+        spec.sha256.to_ascii_lowercase(),
+        spec.config_strings(),
+        assets.digests().collect::<Vec<_>>(),
+        spec.memory_limit_mb,
+        spec.init_time_limit_ms
+    )
 }
 
 /// Loads every plugin of `manifest` in an engine whose pool is sized for `pool`: digest,
@@ -55,8 +95,9 @@ pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, Loa
     let mut plugins = BTreeMap::new();
     let mut components = 0;
     let mut loaded = Ok(());
+    let mut prepared = Prepared::new();
     for (name, spec) in &manifest.plugins {
-        match load_one(&runtime, manifest, name, spec).await {
+        match load_one(&runtime, manifest, name, spec, &mut prepared).await {
             Ok((plugin, compiled)) => {
                 components += compiled;
                 plugins.insert(name.clone(), plugin);
@@ -86,15 +127,33 @@ pub async fn load_plugins(manifest: &Manifest, pool: Pool) -> Result<Loaded, Loa
         },
     };
     loaded?;
+    let footprint = footprint(&plugins);
     tracing::info!(
         from_cache = compiled.from_cache,
         compiled = compiled.compiled,
+        footprint_mib = footprint >> 20,
         "plugins compiled"
     );
+    if let Pool::Model { budget_bytes, .. } = pool
+        && footprint > budget_bytes
+    {
+        return Err(LoadError {
+            plugin: "*".into(),
+            message: format!(
+                "its {} plugins would hold {} MiB in the process (their compiled code, \
+                 identical components counted once), past this endpoint's {} MiB for one \
+                 model's plugins ([model_plugins] budget_mb)",
+                plugins.len(),
+                footprint.div_ceil(1 << 20),
+                budget_bytes >> 20
+            ),
+        });
+    }
     Ok(Loaded {
         runtime,
         plugins,
         compiled,
+        footprint,
     })
 }
 
@@ -187,6 +246,7 @@ async fn load_one(
     manifest: &Manifest,
     name: &str,
     spec: &PluginSpec,
+    prepared: &mut Prepared,
 ) -> Result<(Arc<LoadedPlugin>, usize), String> {
     let bytes = verified_bytes(spec).await?;
     let assets = super::assets::read(&manifest.folder, &spec.assets, manifest.secure_mode).await?;
@@ -211,9 +271,20 @@ async fn load_one(
         spec.memory_limit_mb,
         spec.time_limit_ms,
     );
-    let (pre, init_each) = initialized(runtime, name, &limits, spec, bytes).await?;
-    // The plugin as built, and its initialised state's component where it has one.
-    let components = if init_each { 1 } else { 2 };
+    let same = same_as(spec, &limits.assets);
+    let earlier = prepared
+        .iter()
+        .find(|(key, _)| *key == same)
+        .map(|(_, done)| done.clone());
+    let (pre, init_each, components) = match earlier {
+        Some((pre, init_each)) => (pre, init_each, 0),
+        None => {
+            let (pre, init_each) = initialized(runtime, name, &limits, spec, bytes).await?;
+            prepared.push((same, (pre.clone(), init_each)));
+            // The plugin as built, and its initialised state's component where it has one.
+            (pre, init_each, if init_each { 1 } else { 2 })
+        }
+    };
     let plugin = LoadedPlugin {
         name: Arc::from(name),
         limits,

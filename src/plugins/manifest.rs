@@ -16,6 +16,7 @@
 //! memory_limit_mb = 64                # ceilings its plugins' limits may not exceed
 //! time_limit_ms = 100
 //! init_time_limit_ms = 5000           # and on its initialisation at the model's load
+//! budget_mb = 512                     # what one model's plugins may hold in the process
 //! concurrency = 1                     # calls of one model's plugins at once (default: half
 //!                                     # the cores, at least 1; at most 16)
 //!
@@ -169,6 +170,14 @@ fn default_init_time() -> u64 {
     DEFAULT_INIT_TIME_LIMIT_MS
 }
 
+/// Default for `[model_plugins] budget_mb`: room for fourteen distinct Python plugins (35 MiB
+/// of compiled interpreter each) or hundreds of Rust ones.
+pub const DEFAULT_MODEL_PLUGIN_BUDGET_MB: u64 = 512;
+
+fn default_budget() -> u64 {
+    DEFAULT_MODEL_PLUGIN_BUDGET_MB
+}
+
 /// The container's rules for the plugins a model artifact brings on a multi-model endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -188,6 +197,11 @@ pub struct ModelPluginRules {
     /// within the model's load time-out too.
     #[serde(default = "default_init_time")]
     pub init_time_limit_ms: u64,
+    /// The most one model's plugins may hold in the process, in MiB: their compiled code,
+    /// identical components counted once ([`super::loading::footprint`]). A load past it is
+    /// refused, naming both.
+    #[serde(default = "default_budget")]
+    pub budget_mb: u64,
     /// How many calls of one model's plugins may run at once, each model on its own
     /// ([`super::scheduler`]); by default half the cores, at least one, so that no one model's
     /// guests can hold every core ([`ModelPluginRules::calls_at_once`]).
@@ -219,6 +233,7 @@ impl Default for ModelPluginRules {
             memory_limit_mb: DEFAULT_MEMORY_LIMIT_MB,
             time_limit_ms: DEFAULT_TIME_LIMIT_MS,
             init_time_limit_ms: DEFAULT_INIT_TIME_LIMIT_MS,
+            budget_mb: DEFAULT_MODEL_PLUGIN_BUDGET_MB,
             concurrency: None,
         }
     }
@@ -397,6 +412,9 @@ impl Manifest {
             return Err(format!(
                 "[model_plugins] concurrency = {calls}: give 1 to {most} calls at once"
             ));
+        }
+        if self.model_plugins.budget_mb == 0 {
+            return Err("[model_plugins] budget_mb = 0: give at least 1 MiB".into());
         }
         let init = self.model_plugins.init_time_limit_ms;
         if !(1..=MAX_INIT_TIME_LIMIT_MS).contains(&init) {

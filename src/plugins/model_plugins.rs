@@ -85,8 +85,11 @@ pub async fn load(
     let Some(manifest) = manifest else {
         return Ok(None);
     };
-    let concurrency = policy.rules.calls_at_once();
-    PluginHost::load_in(&manifest, Pool::Model { concurrency })
+    let pool = Pool::Model {
+        concurrency: policy.rules.calls_at_once(),
+        budget_bytes: policy.rules.budget_mb.saturating_mul(1 << 20),
+    };
+    PluginHost::load_in(&manifest, pool)
         .await
         .map(Some)
         .map_err(|e| fail(e.to_string()))

@@ -33,14 +33,25 @@ pub struct LoadedPlugin {
 }
 
 /// A plugin that cannot be loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("plugin '{plugin}': {message}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadError {
-    /// The plugin's name in the manifest; `*` when the WebAssembly runtime could not start.
+    /// The plugin's name in the manifest; `*` when what failed is no one plugin's (the
+    /// WebAssembly runtime could not start, the plugins together are past their budget).
     pub plugin: String,
     /// Why it cannot be loaded.
     pub message: String,
 }
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.plugin.as_str() {
+            "*" => f.write_str(&self.message),
+            plugin => write!(f, "plugin '{plugin}': {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
 
 /// `message` as `plugin`'s load error unless it `exported` what its role calls.
 pub fn refuse_unless(

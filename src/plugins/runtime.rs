@@ -64,7 +64,7 @@ const WALL_SLACK: Duration = Duration::from_secs(1);
 /// instance faults its pages in again: a Python guest (componentize-py) touches 6-8 MiB of heap
 /// per call, and with 2 MiB kept its call took 219 page faults and ~600 µs; with 8 MiB, none and
 /// ~60 µs (`cargo bench --bench plugin_cost -- small keep=MIB`).
-const KEEP_RESIDENT: usize = 8 << 20;
+pub(super) const KEEP_RESIDENT: usize = 8 << 20;
 
 /// The same without the dirty-page scan (swap in use, [`threads::Threads::swap_in_use`]): then
 /// every reset rewrites the whole resident part, so it is kept small.
@@ -93,6 +93,10 @@ pub enum Pool {
         /// How many calls of the model's plugins run at once (clamped to 1 to
         /// [`MAX_MODEL_CONCURRENCY`]).
         concurrency: usize,
+        /// The most the model's plugins may hold in the process, in bytes
+        /// ([`super::loading::footprint`]; `[model_plugins] budget_mb`): past it, the load is
+        /// refused.
+        budget_bytes: u64,
     },
 }
 
@@ -126,7 +130,7 @@ impl Pool {
     fn share(self, guest_threads: usize) -> usize {
         match self {
             Pool::Container => guest_threads,
-            Pool::Model { concurrency } => concurrency.clamp(1, MAX_MODEL_CONCURRENCY),
+            Pool::Model { concurrency, .. } => concurrency.clamp(1, MAX_MODEL_CONCURRENCY),
         }
     }
 }
@@ -369,7 +373,11 @@ mod tests {
         let container = Runtime::new(64 << 20, None, Pool::Container).unwrap();
         let models: Vec<Runtime> = (0..200)
             .map(|index| {
-                Runtime::new(64 << 20, None, Pool::Model { concurrency: 1 })
+                let pool = Pool::Model {
+                    concurrency: 1,
+                    budget_bytes: u64::MAX,
+                };
+                Runtime::new(64 << 20, None, pool)
                     .unwrap_or_else(|e| panic!("model engine {index}: {e}"))
             })
             .collect();

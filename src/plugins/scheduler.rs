@@ -207,7 +207,10 @@ mod tests {
         assert!(!super::in_shadow());
         assert!(super::as_shadow(async { super::in_shadow() }).await);
         let spawned = tokio::spawn(async { super::in_shadow() });
-        assert!(!spawned.await.unwrap(), "a task of its own is not the shadow's");
+        assert!(
+            !spawned.await.unwrap(),
+            "a task of its own is not the shadow's"
+        );
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ use super::store::CallFailure;
 use super::store::{CallStore, Limits, PluginState};
 
 /// How many fresh instances each hook keeps ready.
-const READY: usize = 2;
+pub(super) const READY: usize = 2;
 
 /// A pre-instantiated component that makes instances of one world.
 pub trait Prepare: Clone + Send + Sync + 'static {

@@ -308,7 +308,7 @@ fn start() -> Fixture {
     list.push((
         "mme_plugins",
         format!(
-            "require_signatures = true\ntrusted_keys = [\"{public}\"]\n[model_plugins]\nmemory_limit_mb = 32\ntime_limit_ms = 200\n"
+            "require_signatures = true\ntrusted_keys = [\"{public}\"]\n[model_plugins]\nmemory_limit_mb = 32\ntime_limit_ms = 200\nbudget_mb = 2\n"
         ),
     ));
     for (name, text) in list {
