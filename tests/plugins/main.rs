@@ -311,6 +311,12 @@ fn start() -> Fixture {
             "require_signatures = true\ntrusted_keys = [\"{public}\"]\n[model_plugins]\nmemory_limit_mb = 32\ntime_limit_ms = 200\nbudget_mb = 2\n"
         ),
     ));
+    list.push((
+        "mme_slow",
+        format!(
+            "require_signatures = true\ntrusted_keys = [\"{public}\"]\n[model_plugins]\ninit_time_limit_ms = 2000\n"
+        ),
+    ));
     for (name, text) in list {
         let path = manifest_dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
@@ -320,6 +326,10 @@ fn start() -> Fixture {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let deployment = if name == "oom_mme" || name == "mme_plugins" {
             configs::multi_model(models_root.path())
+        } else if name == "mme_slow" {
+            configs::with(configs::multi_model(models_root.path()), |config| {
+                config.core.model_load_timeout = model_plugins::SLOW_LOAD_TIMEOUT;
+            })
         } else {
             configs::single_model_in(examples_dir(), "affine")
         };

@@ -13,7 +13,11 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_model_cannot_use_another_models_plugin_files,
     a_model_unloaded_while_its_plugin_loops_leaves_the_endpoint_serving,
     a_models_plugins_are_held_to_its_budget_and_copies_compiled_once,
+    a_load_is_bounded_whole_by_its_time_out,
 ];
+
+/// The load time-out of the `mme_slow` server.
+pub(super) const SLOW_LOAD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The secret key the `mme_plugins` server's container manifest trusts (its public half).
 pub(super) const SIGNING_SECRET: &str =
@@ -635,4 +639,75 @@ fn a_models_plugins_are_held_to_its_budget_and_copies_compiled_once(
     let listed = get(f.at("mme_plugins"), "/models/configured");
     ensure!(listed.status == 404, "configured: {}", listed.status);
     unload(f, "copies")
+}
+
+/// The whole of a load is within the load time-out (3 s on `mme_slow`), its plugins' slow
+/// initialisation included: three plugins each busy 1.5 s in `check-config` (within their
+/// 2 s `init_time_limit_ms`) are answered 504 at the time-out, the load dropped where it stood
+/// and its name free again at once; meanwhile `/ping` answers. (Before, plugins loaded before
+/// the time-out started and outside it: such a load answered 200 after 4.5 s, and after 181 s
+/// with three plugins spinning 50 s.)
+fn a_load_is_bounded_whole_by_its_time_out(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("mme_slow");
+    let mut manifest = String::new();
+    for index in 0..3 {
+        manifest.push_str(&entry(
+            &format!("slow{index}"),
+            "hostile",
+            &format!(
+                "config = {{ mode = \"spin-config\", spin_ms = \"1500\", copy = \"{index}\" }}\n"
+            ),
+        ));
+    }
+    manifest.push_str("[models.\"*\"]\nrequest = \"slow0\"\n");
+    let slow = artifact(f, "slow_init", &["hostile"], true, Some(&manifest))?;
+    let load_at = |name: &str, url: &str| {
+        let body = json!({"model_name": name, "url": url}).to_string();
+        request(at, "POST", "/models", &[], body.as_bytes())
+    };
+    let pinged = std::thread::scope(|scope| {
+        let loading = scope.spawn(|| {
+            let started = Instant::now();
+            (load_at("slow", &slow), started.elapsed())
+        });
+        let mut pings = Vec::new();
+        while !loading.is_finished() {
+            let started = Instant::now();
+            pings.push((get(at, "/ping").status, started.elapsed()));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (answer, took) = loading.join().expect("load thread");
+        (answer, took, pings)
+    });
+    let (answer, took, pings) = pinged;
+    ensure!(
+        answer.status == 504 && answer.error().contains("did not load within 3 s"),
+        "{} {} after {took:?}",
+        answer.status,
+        answer.text()
+    );
+    ensure!(
+        took < SLOW_LOAD_TIMEOUT + Duration::from_millis(1500),
+        "answered after {took:?}, the time-out is {SLOW_LOAD_TIMEOUT:?}"
+    );
+    ensure!(
+        pings
+            .iter()
+            .all(|(status, took)| *status == 200 && *took < Duration::from_secs(1)),
+        "pings during the load: {pings:?}"
+    );
+    // The name is free at once: a load of it now is the model's own, not a 409.
+    let plain = artifact(f, "slow_plain", &[], false, None)?;
+    let loaded = load_at("slow", &plain);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let listed = get(at, "/models/slow");
+    ensure!(
+        listed.status == 200 && listed.text().contains("slow_plain"),
+        "{} {}",
+        listed.status,
+        listed.text()
+    );
+    let unloaded = request(at, "DELETE", "/models/slow", &[], b"");
+    ensure!(unloaded.status == 200, "{}", unloaded.text());
+    Ok(())
 }

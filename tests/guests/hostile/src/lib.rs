@@ -283,6 +283,19 @@ impl Lifecycle for Plugin {
                 println!("check-config prints");
                 Ok(())
             }
+            Some("spin-config") => {
+                // Busy for `spin_ms` of its initialisation, then accepts: a slow but honest
+                // check-config.
+                let spin = config("spin_ms")
+                    .and_then(|ms| ms.parse().ok())
+                    .unwrap_or(0);
+                let started = std::time::Instant::now();
+                let mut turns = 0u64;
+                while started.elapsed() < std::time::Duration::from_millis(spin) {
+                    turns = std::hint::black_box(turns + 1);
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
