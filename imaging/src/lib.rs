@@ -89,6 +89,13 @@ pub fn tensor_from_body_within(
             images.len()
         )));
     }
+    if let Some(most) = limits.max_batch.filter(|most| images.len() > *most) {
+        return Err(Error::BadRequest(format!(
+            "the body holds {} images, and the model takes at most {most} a request (its \
+             max_batch_size)",
+            images.len()
+        )));
+    }
     let (width, height) = preprocess.size;
     let per_image = tensor::bytes_per_image(preprocess);
     let mut data = Vec::with_capacity(per_image * images.len());

@@ -66,6 +66,10 @@ pub struct Limits {
     pub max_image_bytes: u64,
     /// Images in one request.
     pub max_images: usize,
+    /// The most images the model takes in one request (its `max_batch_size`), when it batches
+    /// and the caller knows it: a body of more is refused before any is decoded. Not a
+    /// setting: the host fills it in from the model.
+    pub max_batch: Option<usize>,
 }
 
 /// The largest tensor side a configuration may ask for.
@@ -77,6 +81,7 @@ impl Default for Limits {
             max_pixels: 12_000_000,
             max_image_bytes: 16 << 20,
             max_images: 32,
+            max_batch: None,
         }
     }
 }

@@ -159,6 +159,12 @@ impl Engine for FakeEngine {
         Ok(self.model(model)?.decoupled)
     }
 
+    fn max_batch_size(&self, model: &str) -> Result<u64, EngineError> {
+        Ok(self.model_config(model)?["max_batch_size"]
+            .as_u64()
+            .unwrap_or(0))
+    }
+
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {
         Ok(self.model(model)?.metadata)
     }

@@ -158,6 +158,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn health(&self, check: HealthCheck) -> Result<(), String>;
     /// Whether the model may send any number of responses per request.
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError>;
+    /// The model's `max_batch_size`: the most rows one request may carry when it is above 0
+    /// (0: the model does not batch).
+    fn max_batch_size(&self, model: &str) -> Result<u64, EngineError>;
     /// The model's metadata (inputs and outputs with datatypes and shapes).
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError>;
     /// The model's configuration, in Triton's JSON form (with what the core filled in).

@@ -197,7 +197,17 @@ impl<E: Engine> Pipeline<'_, E> {
                 .map_err(Failure::Decode);
         };
         let started = Instant::now();
-        let invocation = self.plugin_invocation(request, plugin);
+        // The model's batch bound, so the host's primitives refuse a larger batch before
+        // decoding it (an unknown model answers for itself at the engine).
+        let max_batch = self
+            .engine
+            .max_batch_size(request.model)
+            .ok()
+            .filter(|most| *most > 0)
+            .and_then(|most| usize::try_from(most).ok());
+        let invocation = self
+            .plugin_invocation(request, plugin)
+            .with_max_batch(max_batch);
         let adapted = plugins.adapt_request(plugin, &invocation).await;
         self.observe(plugin, "request", variant(codecs), &adapted, started);
         let adapted = plugin_result(plugin, adapted)?;

@@ -91,6 +91,9 @@ pub struct StreamPosition {
 pub struct PluginInvocation {
     pub(super) wit: Arc<WitInvocation>,
     pub(super) session: Option<Arc<SessionStore>>,
+    /// The most rows the target model takes in one request (its `max_batch_size`), when it
+    /// batches: the host's image and text primitives refuse a body of more before decoding it.
+    pub(super) max_batch: Option<usize>,
 }
 
 impl PluginInvocation {
@@ -117,7 +120,15 @@ impl PluginInvocation {
                 body,
             )),
             session,
+            max_batch: None,
         }
+    }
+
+    /// The invocation, for a model that takes at most `max_batch` rows a request (its
+    /// `max_batch_size`; `None`: it does not batch, or it is not known).
+    pub fn with_max_batch(mut self, max_batch: Option<usize>) -> PluginInvocation {
+        self.max_batch = max_batch;
+        self
     }
 }
 

@@ -145,11 +145,15 @@ impl PluginHost {
         plugin: &Arc<LoadedPlugin>,
         invocation: &PluginInvocation,
     ) -> HookResult<AdaptedRequest> {
-        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
+        let (session, max_batch) = (invocation.session.clone(), invocation.max_batch);
+        let invocation = Arc::clone(&invocation.wit);
         let adapted = self
             .call(
                 plugin,
-                call::Kept::session(session),
+                call::Kept {
+                    max_batch,
+                    ..call::Kept::session(session)
+                },
                 Hook::Request,
                 |hooks| hooks.request.as_ref(),
                 move |instance, store| {

@@ -19,6 +19,7 @@ const BYTES_PER_PIXEL: u64 = 8;
 /// `memory_limit_bytes`; `None` once `out_of_time` says so (asked between images).
 pub(super) fn to_tensor(
     memory_limit_bytes: u64,
+    max_batch: Option<usize>,
     name: String,
     content_type: Option<&str>,
     body: &[u8],
@@ -46,6 +47,7 @@ pub(super) fn to_tensor(
         .max_pixels
         .min(memory_limit_bytes / BYTES_PER_PIXEL)
         .max(1);
+    limits.max_batch = max_batch;
     let tensor = trident_imaging::tensor_from_body_within(
         content_type,
         body,
@@ -80,10 +82,11 @@ impl images::Host for PluginState {
         body: Vec<u8>,
         settings: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<Tensor, PluginError>> {
-        let memory_limit_bytes = self.memory_limit_bytes();
+        let (memory_limit_bytes, max_batch) = (self.memory_limit_bytes(), self.max_batch);
         self.primitive(move |budget| {
             to_tensor(
                 memory_limit_bytes,
+                max_batch,
                 name,
                 content_type.as_deref(),
                 &body,
@@ -112,6 +115,7 @@ mod tests {
         let setting = |key: &str, value: &str| vec![(key.to_owned(), value.to_owned())];
         let error = to_tensor(
             64 << 20,
+            None,
             "x".into(),
             None,
             &png,
@@ -121,6 +125,7 @@ mod tests {
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
         let tensor = to_tensor(
             64 << 20,
+            None,
             "x".into(),
             None,
             &png,
@@ -131,10 +136,27 @@ mod tests {
         .unwrap();
         assert_eq!(tensor.shape, vec![1, 3, 8, 8]);
         // 10,000 pixels need 80,000 bytes of the host: a 64 KiB guest may not ask for them.
-        let error = to_tensor(64 << 10, "x".into(), None, &png, &[], &|| false).unwrap_err();
+        let error = to_tensor(64 << 10, None, "x".into(), None, &png, &[], &|| false).unwrap_err();
         assert!(matches!(error, PluginError::BadRequest(m) if m.contains("8192 pixels")));
         // Out of time before the first image: no answer.
-        let stopped = to_tensor(64 << 20, "x".into(), None, &png, &[], &|| true);
+        let stopped = to_tensor(64 << 20, None, "x".into(), None, &png, &[], &|| true);
         assert!(matches!(stopped, Ok(None)), "{stopped:?}");
+        // More images than the model's max_batch_size: refused before any is decoded.
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &png);
+        let body = serde_json::json!(vec![encoded; 3]).to_string();
+        let error = to_tensor(
+            64 << 20,
+            Some(2),
+            "x".into(),
+            Some("application/json"),
+            body.as_bytes(),
+            &[],
+            &|| panic!("nothing is decoded"),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, PluginError::BadRequest(m) if m.contains("3 images, and the model takes at most 2 a request (its max_batch_size)")),
+            "{error:?}"
+        );
     }
 }

@@ -84,6 +84,9 @@ pub struct PluginState {
     text: TextCache,
     /// The engine's permits for host primitives ([`super::primitives`]).
     primitives: PrimitiveShare,
+    /// The most rows the request's model takes (its `max_batch_size`), set for a request
+    /// adapter's call: the primitives refuse a body of more images or texts before decoding.
+    pub(super) max_batch: Option<usize>,
 }
 
 impl PluginState {
@@ -325,6 +328,7 @@ impl CallStore {
             stream: None,
             text: limits.text.clone(),
             primitives: limits.primitives.clone(),
+            max_batch: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -456,12 +460,15 @@ impl super::bindings::text::Host for PluginState {
         settings: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<Vec<Tensor>, PluginError>> {
         let (cache, assets) = (self.text.clone(), self.assets.clone());
-        let memory_limit_bytes = self.memory_limit_bytes();
+        let (memory_limit_bytes, max_batch) = (self.memory_limit_bytes(), self.max_batch);
         self.primitive(move |budget| {
             super::text::tokenize(
                 &cache,
                 &assets,
-                memory_limit_bytes,
+                super::text::Bounds {
+                    memory_limit_bytes,
+                    max_batch,
+                },
                 &tokenizer,
                 &texts,
                 &settings,

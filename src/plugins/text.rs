@@ -119,9 +119,18 @@ fn plugin_error(error: trident_text::Error) -> PluginError {
     }
 }
 
-/// The tensors of the `text` interface's `tokenize`, for a plugin with `assets`, its `cache`, and a
-/// memory limit of `memory_limit_bytes`; `None` once `out_of_time` says so (asked between
-/// texts).
+/// What bounds a `tokenize` call beside its settings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    /// The calling plugin's memory limit.
+    pub(super) memory_limit_bytes: u64,
+    /// The most rows the request's model takes (its `max_batch_size`), when known.
+    pub(super) max_batch: Option<usize>,
+}
+
+/// The tensors of the `text` interface's `tokenize`, for a plugin with `assets`, its `cache`,
+/// within `bounds`; `None` once `out_of_time` says so (asked between texts). A batch of more
+/// texts than the model takes is refused before any is tokenized.
 ///
 /// The texts are held to the plugin's own `max_text_bytes` first (so a refusal names the
 /// setting the plugin's author chose), then to the host's ceiling, a sixty-fourth of the
@@ -129,7 +138,7 @@ fn plugin_error(error: trident_text::Error) -> PluginError {
 pub(super) fn tokenize(
     cache: &TextCache,
     assets: &Assets,
-    memory_limit_bytes: u64,
+    bounds: Bounds,
     asset: &str,
     texts: &[String],
     settings: &[(String, String)],
@@ -155,6 +164,7 @@ pub(super) fn tokenize(
         .collect();
     let limits = trident_text::Limits::from_config(|key| map.get(key).map(|v| (*v).to_owned()))
         .map_err(|e| internal("tokenize", e))?;
+    let memory_limit_bytes = bounds.memory_limit_bytes;
     let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();
     let ceiling = memory_limit_bytes / BYTES_PER_TEXT_BYTE;
     if bytes > limits.max_text_bytes as u64 {
@@ -174,6 +184,14 @@ pub(super) fn tokenize(
     }
     let tokenizer =
         cache.tokenizer("tokenize", assets, memory_limit_bytes, asset, Some(&sorted))?;
+    if let Some(most) = bounds.max_batch.filter(|most| {
+        tokenizer.settings().batch && texts.len() > *most && texts.len() <= limits.max_texts
+    }) {
+        return Err(PluginError::BadRequest(format!(
+            "{} texts, and the model takes at most {most} a request (its max_batch_size)",
+            texts.len()
+        )));
+    }
     let Some(encoded) =
         trident_text::encode::encode_within(&tokenizer, texts, &limits, out_of_time)
             .map_err(plugin_error)?
@@ -231,6 +249,13 @@ mod tests {
         Assets::from_bytes([("tok".to_owned(), file.to_string().into_bytes())])
     }
 
+    fn bounds(memory_limit_bytes: u64) -> Bounds {
+        Bounds {
+            memory_limit_bytes,
+            max_batch: None,
+        }
+    }
+
     fn setting(key: &str, value: &str) -> Vec<(String, String)> {
         vec![(key.to_owned(), value.to_owned())]
     }
@@ -242,7 +267,7 @@ mod tests {
         let tensors = tokenize(
             &cache,
             &assets,
-            64 << 20,
+            bounds(64 << 20),
             "tok",
             &texts,
             &setting("max_length", "3"),
@@ -276,14 +301,22 @@ mod tests {
         let error = tokenize(
             &cache,
             &assets,
-            64 << 20,
+            bounds(64 << 20),
             "tok",
             &texts,
             &setting("colour", "red"),
             &|| false,
         );
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("'colour'")));
-        let error = tokenize(&cache, &assets, 64 << 20, "other", &texts, &[], &|| false);
+        let error = tokenize(
+            &cache,
+            &assets,
+            bounds(64 << 20),
+            "other",
+            &texts,
+            &[],
+            &|| false,
+        );
         assert!(matches!(error, Err(PluginError::Internal(m)) if m.contains("no asset 'other'")));
         // A 1 KiB guest may not have the host parse a file of more than 128 bytes.
         let error = detokenize(&cache, &assets, 1 << 10, "tok", &[2], true);
@@ -293,7 +326,7 @@ mod tests {
         let error = tokenize(
             &cache,
             &assets,
-            64 << 10,
+            bounds(64 << 10),
             "tok",
             &["a".repeat(1025)],
             &[],
@@ -306,7 +339,7 @@ mod tests {
         let error = tokenize(
             &cache,
             &assets,
-            64 << 20,
+            bounds(64 << 20),
             "tok",
             &long,
             &setting("max_text_bytes", "10"),
@@ -315,13 +348,47 @@ mod tests {
         assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 10 bytes")));
         // Past both, the plugin's own setting is named, not the host's ceiling.
         let huge = ["a".repeat(6 << 20)];
-        let error = tokenize(&cache, &assets, 64 << 20, "tok", &huge, &[], &|| false);
+        let error = tokenize(
+            &cache,
+            &assets,
+            bounds(64 << 20),
+            "tok",
+            &huge,
+            &[],
+            &|| false,
+        );
         assert!(
             matches!(&error, Err(PluginError::BadRequest(m)) if m.contains("262144 bytes of text per request (max_text_bytes)")),
             "{error:?}"
         );
         // Out of time before the first text: no answer.
-        let stopped = tokenize(&cache, &assets, 64 << 20, "tok", &texts, &[], &|| true);
+        // More texts than the model's max_batch_size: refused before any is tokenized.
+        let batch = vec!["hello".to_owned(); 3];
+        let error = tokenize(
+            &cache,
+            &assets,
+            Bounds {
+                memory_limit_bytes: 64 << 20,
+                max_batch: Some(2),
+            },
+            "tok",
+            &batch,
+            &setting("batch", "true"),
+            &|| panic!("nothing is tokenized"),
+        );
+        assert!(
+            matches!(&error, Err(PluginError::BadRequest(m)) if m.contains("3 texts, and the model takes at most 2 a request (its max_batch_size)")),
+            "{error:?}"
+        );
+        let stopped = tokenize(
+            &cache,
+            &assets,
+            bounds(64 << 20),
+            "tok",
+            &texts,
+            &[],
+            &|| true,
+        );
         assert!(matches!(stopped, Ok(None)), "{stopped:?}");
     }
 }

@@ -4,7 +4,7 @@ Resize(256) / CenterCrop(224) / ToTensor / Normalize written out in NumPy, and t
 classifier's formula (backend/src/models/classifier.rs) with a softmax and the top five.
 
 Usage: images.py make:DIR      (stdin: null)  writes every image into DIR; prints {name: path}
-       images.py heavy:DIR     (stdin: null)  writes 4000x3000 progressive JPEGs of 99 and 16
+       images.py heavy:DIR     (stdin: null)  writes 4000x3000 progressive JPEGs of 99 and 64
                                               scans (libjpeg-turbo's cjpeg, with a scan script)
                                               into DIR; prints {name: path}
        images.py expect:LABELS (stdin: [path, ...])  prints, per image, [[label, score], ...]
@@ -149,8 +149,8 @@ def scan_script(scans):
 
 
 def heavy(folder):
-    """4000x3000 progressive JPEGs: 99 scans (past any budget of pixels x scans at 12 MP) and
-    16 (within it, the most at that size)."""
+    """4000x3000 progressive JPEGs: 99 scans and 64 (past and at the budget of pixels x scans
+    of an endpoint taking 48 MP images: 16 x 48 MP)."""
     import subprocess
 
     x = np.linspace(0, 255, 4000, dtype=np.float32)[None, :]
@@ -159,7 +159,7 @@ def heavy(folder):
     ppm = f"{folder}/heavy.ppm"
     Image.fromarray(rgb).save(ppm)
     paths = {}
-    for scans in (99, 16):
+    for scans in (99, 64):
         script = f"{folder}/scans_{scans}.txt"
         with open(script, "w") as out:
             out.write(scan_script(scans))

@@ -24,6 +24,8 @@ struct ModelFacts {
     outputs: usize,
     /// Its first dimension is the batch (`max_batch_size` above 0).
     batched: bool,
+    /// Its `max_batch_size` (0: it does not batch).
+    max_batch_size: u64,
 }
 
 /// The Triton core behind the engine interface. Cheap to clone.
@@ -93,6 +95,7 @@ impl TritonEngine {
             inputs: count("input"),
             outputs: count("output"),
             batched: config["max_batch_size"].as_u64().unwrap_or(0) > 0,
+            max_batch_size: config["max_batch_size"].as_u64().unwrap_or(0),
         };
         self.facts
             .write()
@@ -173,6 +176,10 @@ impl Engine for TritonEngine {
 
     fn is_decoupled(&self, model: &str) -> Result<bool, EngineError> {
         self.facts(model).map(|facts| facts.decoupled)
+    }
+
+    fn max_batch_size(&self, model: &str) -> Result<u64, EngineError> {
+        self.facts(model).map(|facts| facts.max_batch_size)
     }
 
     fn model_metadata(&self, model: &str) -> Result<serde_json::Value, EngineError> {

@@ -27,6 +27,8 @@ pub(super) struct Kept {
     pub(super) session: Option<Arc<SessionStore>>,
     pub(super) stream: Option<Arc<StreamState>>,
     pub(super) instance: Option<Arc<KeptInstance>>,
+    /// The target model's `max_batch_size`, for the host's primitives.
+    pub(super) max_batch: Option<usize>,
 }
 
 impl Kept {
@@ -85,6 +87,7 @@ impl PluginHost {
             let data = store.store.data_mut();
             data.session = kept.session;
             data.stream = kept.stream;
+            data.max_batch = kept.max_batch;
             let instance = match instance {
                 Ok(instance) => instance,
                 Err(error) => {

@@ -106,6 +106,7 @@ impl PluginHost {
                     session,
                     stream: Some(Arc::clone(state)),
                     instance: instance.map(Arc::clone),
+                    max_batch: None,
                 },
                 crate::plugins::accounting::Hook::Stream,
                 |hooks| hooks.stream.as_ref(),
