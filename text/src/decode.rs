@@ -10,10 +10,14 @@
 //! so the texts of all steps together are the text of the whole sequence. A step whose text ends
 //! in an incomplete character sends nothing and waits for the ids that complete it.
 //!
-//! Bounds: the state is the context (the ids of the last text sent: one step's ids, or at most
-//! [`MAX_PENDING`] + 1) and the pending ids. Past [`MAX_PENDING`] pending ids (a model that
-//! emits only skipped special tokens, or bytes that never form a character), what they make is
-//! sent as it stands and they become the context. A step costs the decoding of its window.
+//! Bounds: the state is the context (the last at most [`MAX_CONTEXT`] ids of the text sent
+//! last) and the pending ids. Past [`MAX_PENDING`] pending ids (a model that emits only skipped
+//! special tokens, or bytes that never form a character), what they make is sent as it stands
+//! and they become the context. A step of many ids (an event of 16,384) is decoded whole, and
+//! only its last ids are kept as the next step's context: what a decoder does between tokens
+//! reaches back a few tokens (a space, a piece joined, a character's four bytes), never sixteen.
+//! So the state is at most 33 ids whatever the steps, and a step costs the decoding of its
+//! window.
 
 use serde_json::{Map, Value};
 
@@ -21,6 +25,9 @@ use crate::{Error, Tokenizer};
 
 /// Ids a stream may hold back before it sends what they make as it stands.
 pub const MAX_PENDING: usize = 16;
+
+/// The most ids of the text sent last that a stream keeps as the next step's context.
+pub const MAX_CONTEXT: usize = 16;
 
 /// The text of `ids`; `skip_special`: without the special tokens. An id the tokenizer does not
 /// have is a 400 naming it.
@@ -73,11 +80,25 @@ impl StreamDecoder {
         self.ids.extend_from_slice(new);
         let prefix = decode(tokenizer, &self.ids[..self.context], skip_special)?;
         let text = decode(tokenizer, &self.ids, skip_special)?;
-        let complete = text.len() > prefix.len() && !text.ends_with('\u{FFFD}');
-        if complete || self.ids.len() - self.context > MAX_PENDING {
-            return Ok(self.send(&prefix, &text));
+        let complete = |text: &str| text.len() > prefix.len() && !text.ends_with('\u{FFFD}');
+        if complete(&text) {
+            return Ok(self.send(&prefix, &text, self.ids.len()));
         }
-        Ok(String::new())
+        let pending = self.ids.len() - self.context;
+        if pending <= MAX_PENDING {
+            return Ok(String::new());
+        }
+        // Past the bound: what all but the last few ids make is sent when that is whole (an
+        // event of many ids ending mid-character keeps only that character's ids back), else
+        // everything as it stands.
+        for back in 1..=MAX_PENDING.min(pending - 1) {
+            let end = self.ids.len() - back;
+            let shorter = decode(tokenizer, &self.ids[..end], skip_special)?;
+            if complete(&shorter) {
+                return Ok(self.send(&prefix, &shorter, end));
+            }
+        }
+        Ok(self.send(&prefix, &text, self.ids.len()))
     }
 
     /// The text the pending ids make at the end of the stream, as it stands.
@@ -87,12 +108,13 @@ impl StreamDecoder {
         }
         let prefix = decode(tokenizer, &self.ids[..self.context], skip_special)?;
         let text = decode(tokenizer, &self.ids, skip_special)?;
-        Ok(self.send(&prefix, &text))
+        Ok(self.send(&prefix, &text, self.ids.len()))
     }
 
-    /// What `text` adds after `prefix`, the pending ids made the context. A decoder that
-    /// rewrote the context's text (rare) gets what follows the text the two share.
-    fn send(&mut self, prefix: &str, text: &str) -> String {
+    /// What `text` (the text of the ids up to `end`) adds after `prefix`, the ids up to `end`
+    /// made the context (its last [`MAX_CONTEXT`] at most) and those after it pending. A
+    /// decoder that rewrote the context's text (rare) gets what follows the text the two share.
+    fn send(&mut self, prefix: &str, text: &str, end: usize) -> String {
         let shared = if text.starts_with(prefix) {
             prefix.len()
         } else {
@@ -106,8 +128,9 @@ impl StreamDecoder {
             }
             shared
         };
-        self.ids.drain(..self.context);
-        self.context = self.ids.len();
+        let keep = end.saturating_sub(MAX_CONTEXT).max(self.context);
+        self.ids.drain(..keep);
+        self.context = end - keep;
         text[shared..].to_owned()
     }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::decode::{MAX_PENDING, StreamDecoder, decode, output_ids};
+use crate::decode::{MAX_CONTEXT, MAX_PENDING, StreamDecoder, decode, output_ids};
 use crate::encode::{encode, tensor_bytes};
 use crate::settings::{Datatype, Padding};
 use crate::{Encode, Error, Limits, Tokenizer};
@@ -248,6 +248,36 @@ fn a_stream_holds_back_a_bounded_number_of_ids() {
     assert!(matches!(error, Error::BadRequest(m) if m.contains(&format!("id {}", end + 1))));
     assert_eq!(StreamDecoder::from_bytes(&[1, 0, 0]), None);
     assert_eq!(StreamDecoder::from_bytes(&[9, 0, 0, 0, 1, 0, 0, 0]), None);
+}
+
+/// A step of many ids (an event of 16,384) is sent whole and keeps only its last ids as the
+/// next step's context: the state stays a few dozen ids (it was every id of the event, which
+/// passed a stream state's 64 KiB and ended the stream), and the steps after it still add up
+/// to the whole text.
+#[test]
+fn a_step_of_many_ids_keeps_a_bounded_context() {
+    let gpt = byte_level(&settings(1 << 20, Padding::Longest, false));
+    let text = "hello wörld 👋🏽 終わり ".repeat(700);
+    let ids = gpt.inner().encode(text.as_str(), false).unwrap().get_ids().to_vec();
+    assert!(ids.len() > 16_384, "{} ids", ids.len());
+    let (event, rest) = ids.split_at(16_384);
+    let mut stream = StreamDecoder::new();
+    let mut streamed = stream.step(&gpt, event, false).unwrap();
+    assert!(stream.to_bytes().len() <= 4 * (MAX_CONTEXT + MAX_PENDING + 2));
+    for chunk in rest.chunks(3) {
+        let mut kept = StreamDecoder::from_bytes(&stream.to_bytes()).unwrap();
+        streamed += &kept.step(&gpt, chunk, false).unwrap();
+        stream = kept;
+        assert!(stream.to_bytes().len() <= 4 * (MAX_CONTEXT + MAX_PENDING + 2));
+    }
+    streamed += &stream.finish(&gpt, false).unwrap();
+    let differs = streamed.bytes().zip(text.bytes()).position(|(a, b)| a != b);
+    assert!(
+        streamed == text,
+        "{} bytes streamed, {} whole; first difference at {differs:?}",
+        streamed.len(),
+        text.len()
+    );
 }
 
 #[test]
