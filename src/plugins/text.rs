@@ -346,6 +346,15 @@ mod tests {
             &|| false,
         );
         assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("at most 10 bytes")));
+    }
+
+    /// A text past both the plugin's `max_text_bytes` and the host's ceiling names the
+    /// plugin's setting; a batch past the model's `max_batch_size` is refused before any text
+    /// is tokenized; a call out of time before its first text has no answer.
+    #[test]
+    fn the_plugins_setting_and_the_models_batch_bound_are_named() {
+        let (cache, assets) = (TextCache::default(), assets());
+        let texts = ["hello".to_owned()];
         // Past both, the plugin's own setting is named, not the host's ceiling.
         let huge = ["a".repeat(6 << 20)];
         let error = tokenize(

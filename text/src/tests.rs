@@ -258,7 +258,12 @@ fn a_stream_holds_back_a_bounded_number_of_ids() {
 fn a_step_of_many_ids_keeps_a_bounded_context() {
     let gpt = byte_level(&settings(1 << 20, Padding::Longest, false));
     let text = "hello wörld 👋🏽 終わり ".repeat(700);
-    let ids = gpt.inner().encode(text.as_str(), false).unwrap().get_ids().to_vec();
+    let ids = gpt
+        .inner()
+        .encode(text.as_str(), false)
+        .unwrap()
+        .get_ids()
+        .to_vec();
     assert!(ids.len() > 16_384, "{} ids", ids.len());
     let (event, rest) = ids.split_at(16_384);
     let mut stream = StreamDecoder::new();
