@@ -343,6 +343,29 @@ fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, 
             415,
             "not a JPEG or PNG",
         ),
+        // Sent as what they are: the plugin takes every image type, so the client reads what
+        // the endpoint takes (they went the plain v2 way, a JSON parse error).
+        (
+            "animation.gif as image/gif",
+            read(&images["animation.gif"]),
+            "image/gif",
+            415,
+            "not image/gif",
+        ),
+        (
+            "a WebP as image/webp",
+            b"RIFF\0\0\0\0WEBPVP8 ".to_vec(),
+            "image/webp",
+            415,
+            "not image/webp",
+        ),
+        (
+            "warm.jpg as image/jpg",
+            read(&images["warm.jpg"]),
+            "image/jpg",
+            200,
+            "label",
+        ),
         ("empty", Vec::new(), "image/png", 400, "empty"),
         // A type the image plugin does not take goes the plain KServe v2 way (the manifest's
         // content_types), which refuses it as JSON.

@@ -770,6 +770,13 @@ fn sessions_on_an_ensemble_run_in_its_stateful_steps_sequence(f: &Fixture) -> Re
             response.status,
             response.text()
         );
+        // The ensemble echoes its steps' correlation id: the session's, as the unsigned
+        // number it is (it read as a negative one).
+        let echoed = &response.json()["parameters"]["sequence_id"];
+        ensure!(
+            echoed.is_null() || echoed.as_u64().is_some_and(|id| id >= 1 << 63),
+            "sequence_id echoed as {echoed}"
+        );
         Ok(response.json()["outputs"][0]["data"][0]
             .as_i64()
             .unwrap_or(-1))

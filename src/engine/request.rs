@@ -28,6 +28,9 @@ pub enum ParameterValue {
     String(String),
     /// A signed 64-bit integer (`TRITONSERVER_PARAMETER_INT`).
     Int(i64),
+    /// An unsigned 64-bit integer: a response's `sequence_id` (a correlation id, which Triton
+    /// passes as an `INT` parameter; a session's, from 2^63 up, would read as negative).
+    UInt(u64),
     /// A boolean (`TRITONSERVER_PARAMETER_BOOL`).
     Bool(bool),
     /// A double-precision float (`TRITONSERVER_PARAMETER_DOUBLE`).

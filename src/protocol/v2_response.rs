@@ -111,6 +111,7 @@ pub fn write_parameter_value(out: &mut Vec<u8>, value: &ParameterValue) {
     match value {
         ParameterValue::String(s) => write_json_string(out, s),
         ParameterValue::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        ParameterValue::UInt(u) => out.extend_from_slice(itoa::Buffer::new().format(*u).as_bytes()),
         ParameterValue::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         ParameterValue::Double(d) => {
             serde_json::to_writer(&mut *out, d).expect("writing to a Vec cannot fail")

@@ -259,6 +259,19 @@ fn set_parameter(
         ParameterValue::Int(i) => unsafe {
             api.TRITONSERVER_InferenceRequestSetIntParameter(r, key.as_ptr(), *i)
         },
+        ParameterValue::UInt(u) => {
+            let i = i64::try_from(*u).map_err(|_| {
+                EngineError::new(
+                    ErrorCode::InvalidArg,
+                    format!(
+                        "parameter '{}': {u} is past the largest integer",
+                        key.to_string_lossy()
+                    ),
+                )
+            })?;
+            // SAFETY: see above.
+            unsafe { api.TRITONSERVER_InferenceRequestSetIntParameter(r, key.as_ptr(), i) }
+        }
         // SAFETY: see above.
         ParameterValue::Bool(b) => unsafe {
             api.TRITONSERVER_InferenceRequestSetBoolParameter(r, key.as_ptr(), *b)

@@ -140,6 +140,7 @@ unsafe fn read_parameters(
             // SAFETY: `name` is null or the NUL-terminated string Triton returned above, valid
             // while the response is; it is copied here.
             let name = unsafe { cstr_lossy(name) };
+            let value = correlation_as_unsigned(&name, value);
             set_parameter(&mut parameters, name, value);
         }
     }
@@ -255,6 +256,18 @@ unsafe fn take_output_bytes(base: *const u8, byte_size: usize, buffer_userp: *mu
     Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(base, byte_size) })
 }
 
+/// `value` of the parameter `name`, a `sequence_id` read as the unsigned correlation id it is:
+/// Triton passes an ensemble step's correlation id on as an `INT` parameter, and a session's
+/// (from 2^63 up) read as a signed one was echoed to its client as a negative number.
+fn correlation_as_unsigned(name: &str, value: ParameterValue) -> ParameterValue {
+    match value {
+        ParameterValue::Int(id) if name == "sequence_id" && id < 0 => {
+            ParameterValue::UInt(id.cast_unsigned())
+        }
+        value => value,
+    }
+}
+
 /// Sets `key` in `parameters`, keeping each key once: a later value replaces an earlier one in
 /// its place. An ensemble's response carries the parameters of its steps' responses merged as
 /// they come (`sequence_id`, `sequence_start` and `sequence_end` once per step); a JSON object
@@ -273,6 +286,23 @@ fn set_parameter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_correlation_id_reads_unsigned() {
+        let session = (1u64 << 63) + 7;
+        assert_eq!(
+            correlation_as_unsigned("sequence_id", ParameterValue::Int(session.cast_signed())),
+            ParameterValue::UInt(session)
+        );
+        assert_eq!(
+            correlation_as_unsigned("sequence_id", ParameterValue::Int(5)),
+            ParameterValue::Int(5)
+        );
+        assert_eq!(
+            correlation_as_unsigned("other", ParameterValue::Int(-5)),
+            ParameterValue::Int(-5)
+        );
+    }
 
     #[test]
     fn each_parameter_key_is_kept_once_with_its_last_value() {
