@@ -513,6 +513,21 @@ fn tokenizer_files_the_plugin_cannot_use_are_refused_at_load_naming_the_asset() 
     let bad_merges = json!({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}});
     let no_pad = json!({"model": {"type": "WordLevel", "vocab": {"a": 0, "<unk>": 1}, "unk_token": "<unk>"}});
     let empty = json!({"model": {"type": "WordLevel", "vocab": {}, "unk_token": "<unk>"}});
+    // BERT's tokenizer with a backtracking pre-tokenizer (150 s over 256 KB, which nothing could
+    // stop), and with a normalizer of 17 steps.
+    let with = |key: &str, value: Value| {
+        let mut file: Value = serde_json::from_slice(&bert).unwrap();
+        file[key] = value;
+        file.to_string().into_bytes()
+    };
+    let backtracking = with(
+        "pre_tokenizer",
+        json!({"type": "Split", "pattern": {"Regex": "((a+)+)\\2c"}, "behavior": "Isolated", "invert": false}),
+    );
+    let long = with(
+        "normalizer",
+        json!({"type": "Sequence", "normalizers": vec![json!({"type": "Lowercase"}); 17]}),
+    );
     // (what, tokenizer.json, settings changed in the manifest, what the refusal says)
     let pad = ("pad_token = \"[PAD]\"", "pad_token = \"[PAD]\"");
     let short = (
@@ -551,6 +566,18 @@ fn tokenizer_files_the_plugin_cannot_use_are_refused_at_load_naming_the_asset() 
             empty.to_string().into_bytes(),
             pad,
             "asset 'tokenizer'",
+        ),
+        (
+            "a backtracking pre-tokenizer",
+            backtracking,
+            pad,
+            "its pre_tokenizer matches the regular expression \"((a+)+)\\\\2c\", which repeats a repetition",
+        ),
+        (
+            "a normalizer of 17 steps",
+            long,
+            pad,
+            "its normalizer has 17 steps; a tokenizer may have at most 16 per stage",
         ),
         (
             "too short to truncate",
