@@ -38,6 +38,9 @@ const HISTORY_STORE_BYTES: usize = 512;
 const SHORT_EXPIRATION: Duration = Duration::from_secs(2);
 /// The idle expiration of deployments whose sessions must outlive a test's pauses.
 const LONG_EXPIRATION: Duration = Duration::from_secs(600);
+/// How long a session of the `reclaiming` deployment must be idle before its slot may go to a
+/// new one.
+const RECLAIM_IDLE: Duration = Duration::from_secs(2);
 
 struct Fixture {
     /// The servers and their core (`f.at(name)`, `f.engine`).
@@ -64,6 +67,7 @@ fn main() -> std::process::ExitCode {
         bad_session_requests_are_4xx_and_the_endpoint_serves,
         the_session_bound_holds,
         sessions_past_a_models_sequence_slots_are_refused_at_once,
+        sessions_left_open_give_their_slots_to_new_ones_once_idle,
         sessions_on_an_ensemble_run_in_its_stateful_steps_sequence,
         sessions_are_off_unless_enabled,
         multi_model_sessions_are_per_model_and_expire,
@@ -212,6 +216,18 @@ ensemble_scheduling { step [ { model_name: "sum_step", model_version: -1,
                     max_sessions: 100,
                     store_bytes: 1024,
                     reclaim_idle: Duration::from_secs(3600),
+                },
+            ),
+        ),
+        (
+            "reclaiming",
+            with_sessions(
+                configs::single_model_in(repository.clone(), "sequence_two_slots"),
+                SessionSettings {
+                    expiration: LONG_EXPIRATION,
+                    max_sessions: 100,
+                    store_bytes: 1024,
+                    reclaim_idle: RECLAIM_IDLE,
                 },
             ),
         ),
@@ -749,6 +765,76 @@ fn sessions_past_a_models_sequence_slots_are_refused_at_once(f: &Fixture) -> Res
         "the held session's sum"
     );
     for id in [&held[0], &third] {
+        close(at, "/invocations", id);
+    }
+    Ok(())
+}
+
+/// Sessions opened and never closed cannot hold a model's slots for their whole expiration
+/// (issue 55, case 7: 32 of them made every NEW_SESSION a 429 with `Retry-After: 1199`, for 20
+/// minutes, renewably): the 429 says when the first will be reclaimable (the 2 s idle time of
+/// this deployment), and once it is, a NEW_SESSION takes the slot of the one idle longest. Its
+/// sequence ends in the model (the new session's sum starts afresh in the slot), its client's
+/// next request is a 400 saying it is not open, and the session used meanwhile keeps its slot
+/// and its sum.
+fn sessions_left_open_give_their_slots_to_new_ones_once_idle(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("reclaiming");
+    let left = open(at, "/invocations")?;
+    ensure!(step(at, "/invocations", &left, 7)? == 7, "the left session");
+    let used = open(at, "/invocations")?;
+    ensure!(step(at, "/invocations", &used, 1)? == 1, "the used session");
+    let refused = post(
+        at,
+        "/invocations",
+        Some("NEW_SESSION"),
+        br#"{"requestType":"NEW_SESSION"}"#,
+    );
+    let retry: u64 = refused
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .ok_or("no Retry-After")?;
+    ensure!(
+        refused.status == 429 && retry <= RECLAIM_IDLE.as_secs() && retry >= 1,
+        "{} Retry-After {retry}: {}",
+        refused.status,
+        refused.text()
+    );
+    // The used session stays in use; the left one goes idle past the reclaim time.
+    let until = Instant::now() + RECLAIM_IDLE + Duration::from_millis(500);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(400));
+        ensure!(step(at, "/invocations", &used, 1)? > 1, "the used session");
+    }
+    let taken = open(at, "/invocations")?;
+    ensure!(
+        step(at, "/invocations", &taken, 5)? == 5,
+        "the new session's sum starts in the reclaimed slot"
+    );
+    let gone = post(
+        at,
+        "/invocations",
+        Some(&left),
+        add(1).to_string().as_bytes(),
+    );
+    ensure!(
+        gone.status == 400 && gone.error().contains("is not open"),
+        "{} {}",
+        gone.status,
+        gone.text()
+    );
+    let sum = step(at, "/invocations", &used, 1)?;
+    ensure!(sum > 2, "the used session kept its sum: {sum}");
+    let metrics = get(at, "/metrics").text();
+    ensure!(
+        metrics.contains("trident_sessions_reclaimed_total 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("sessions"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for id in [&used, &taken] {
         close(at, "/invocations", id);
     }
     Ok(())
