@@ -148,10 +148,9 @@ impl StagingArea {
         rewritten: &[String],
         name: &str,
     ) -> Result<Staged, String> {
-        let root = self.folder.join(format!(
-            "name-{}",
-            &crate::plugins::digest::sha256_hex(name.as_bytes())[..32]
-        ));
+        use sha2::Digest as _;
+        let digest = hex::encode(sha2::Sha256::digest(name.as_bytes()));
+        let root = self.folder.join(format!("name-{}", &digest[..32]));
         let mut named = self.named.lock().unwrap_or_else(|p| p.into_inner());
         match named.get(name).and_then(Weak::upgrade) {
             Some(earlier) => {
