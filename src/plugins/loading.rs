@@ -43,7 +43,7 @@ pub struct Loaded {
 /// once however many plugins share it. A Python plugin's is about 35 MiB (componentize-py's
 /// interpreter), a Rust one's well under 1 MiB. What their instances use comes and goes with
 /// calls, and is bounded apart: each call by its memory limit, the pages a memory slot keeps
-/// between calls by [`super::runtime::KEEP_RESIDENT`] for each of the engine's slots, given back
+/// between calls by 8 MiB for each of the engine's slots, given back
 /// when it has been idle for [`super::threads::IDLE_RELEASE`].
 pub fn footprint(plugins: &BTreeMap<String, Arc<LoadedPlugin>>) -> u64 {
     let mut images: Vec<(usize, usize)> = Vec::new();

@@ -3,7 +3,7 @@
 //! stop (it counts guest code only).
 //!
 //! - **Off the serving and guest threads.** Each primitive runs on a primitive thread of its
-//!   own (started as needed, gone after [`IDLE`] unused); the guest's call waits for it without
+//!   own (started as needed, gone after 10 s unused); the guest's call waits for it without
 //!   holding a thread, so neither a connection nor another plugin's call waits behind it.
 //! - **Within the call's deadline.** The guest's call is answered when its time limit ends
 //!   (504), whether or not the primitive has; the work checks the deadline between its steps

@@ -64,7 +64,7 @@ const WALL_SLACK: Duration = Duration::from_secs(1);
 /// instance faults its pages in again: a Python guest (componentize-py) touches 6-8 MiB of heap
 /// per call, and with 2 MiB kept its call took 219 page faults and ~600 µs; with 8 MiB, none and
 /// ~60 µs (`cargo bench --bench plugin_cost -- small keep=MIB`).
-pub(super) const KEEP_RESIDENT: usize = 8 << 20;
+const KEEP_RESIDENT: usize = 8 << 20;
 
 /// The same without the dirty-page scan (swap in use, [`threads::Threads::swap_in_use`]): then
 /// every reset rewrites the whole resident part, so it is kept small.
