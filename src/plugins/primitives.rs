@@ -15,8 +15,8 @@
 //!   of calls ([`PrimitiveShare`]); a primitive holds one until its work has ended, abandoned
 //!   or not. So a tenant whose tokenizer or images outlast their deadline runs out of its own
 //!   permits (its next calls wait, within their deadlines) and never another tenant's.
-//! - **A shadow's on the shadow thread.** A shadow candidate's primitives run where its calls
-//!   do, at nice 19 ([`run_here`]), never on a primitive thread at the serving priority.
+//! - **A shadow's in a share of its own.** A shadow candidate's primitives hold permits of its
+//!   engine's shadow budget ([`super::scheduler::as_shadow`]), never one a served call needs.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -122,13 +122,6 @@ pub async fn run<T: Send + 'static>(
         )),
         Err(_elapsed) => Err(Unanswered::Deadline),
     }
-}
-
-/// Runs `work` here, now, within `deadline` as far as its steps check it: for a shadow
-/// candidate's calls, which run on the shadow thread at the lowest priority already and must
-/// not take a primitive thread at the serving one ([`super::scheduler::as_shadow`]).
-pub fn run_here<T>(deadline: Instant, work: impl FnOnce(Budget) -> T) -> T {
-    work(Budget { deadline })
 }
 
 /// Abandons its job when dropped, unless taken.

@@ -45,6 +45,9 @@ pub struct Runtime {
     /// The share shadow candidates' calls run in, as large as the shadow budget: they never
     /// take a slot of `share`.
     shadow_share: Share,
+    /// The primitive permits of shadow candidates' calls, as many: they never take one of
+    /// `primitives`.
+    shadow_primitives: PrimitiveShare,
     /// The seed plugins' initialisation draws its randomness from: the compile cache's, so
     /// that the initialised component is the same after a restart, else this engine's own.
     pub(super) snapshot_seed: [u8; 32],
@@ -206,37 +209,7 @@ impl Runtime {
         engine_config.cache(cache.map(CompileCache::wasmtime));
         let engine = Engine::new(&engine_config)?;
         let activity = threads.tick(&engine);
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
-        super::bindings::session_store::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::stream_state::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::host_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::assets::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::images::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::text::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
-        super::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
-            &mut linker,
-            |state| state,
-        )?;
+        let linker = linker(&engine)?;
         Ok(Runtime {
             engine,
             linker,
@@ -248,6 +221,7 @@ impl Runtime {
                 (pool.share(threads.guest_threads) / 4).max(1),
             )),
             shadow_share: Share::new((pool.share(threads.guest_threads) / 4).max(1)),
+            shadow_primitives: PrimitiveShare::new((pool.share(threads.guest_threads) / 4).max(1)),
             guests: threads.guests.clone(),
             shadow_thread: threads.shadows.clone(),
             pending_drops: Arc::new(PendingDrops::new(instances as usize / 4)),
@@ -281,12 +255,13 @@ impl Runtime {
             pending_drops: Arc::clone(&self.pending_drops),
             keep: Arc::clone(&self.keep),
             primitives: self.primitives.clone(),
+            shadow_primitives: self.shadow_primitives.clone(),
         }
     }
 
     /// Runs one call of a plugin with `limits` (making its instance, calling, finishing)
     /// within this engine's share, off the serving thread once it outlasts an epoch tick
-    /// ([`scheduler`]); a shadow candidate's call within the shadow share, on the shadow thread
+    /// ([`scheduler`]); a shadow candidate's call within the shadow share instead
     /// ([`scheduler::as_shadow`]).
     ///
     /// A guest waiting in a host call runs no code for the epoch to stop, so the call is also
@@ -298,12 +273,12 @@ impl Runtime {
         call: impl std::future::Future<Output = Result<T, CallFailure>> + Send + 'static,
     ) -> Result<T, CallFailure> {
         let wall = Duration::from_millis(limits.time_limit_ms.saturating_mul(2)) + WALL_SLACK;
-        let (threads, share) = if scheduler::in_shadow() {
-            (&self.shadow_thread, &self.shadow_share)
+        let share = if scheduler::in_shadow() {
+            &self.shadow_share
         } else {
-            (&self.guests, &self.share)
+            &self.share
         };
-        match scheduler::run(threads, share, wall, call).await {
+        match scheduler::run(&self.guests, share, wall, call).await {
             Ok(outcome) => outcome,
             Err(Stopped::WallClock) => Err(CallFailure::Deadline {
                 plugin: limits.plugin.to_string(),
@@ -320,18 +295,22 @@ impl Runtime {
     }
 
     /// Starts `shadow` on the shadow thread (the lowest CPU priority), its calls in the shadow
-    /// share, when the shadow budget has room; `false` (nothing started) otherwise. Nothing
-    /// of the serving share is taken or waited for.
-    pub fn spawn_shadow(
+    /// share, when the shadow budget has room, and hands what it made to `then` once its slot
+    /// of the budget is given back (so whoever sees `then`'s effect finds the budget free);
+    /// `false` (nothing started) otherwise. Nothing of the serving share is taken or waited
+    /// for.
+    pub fn spawn_shadow<T: Send + 'static>(
         &self,
-        shadow: impl std::future::Future<Output = ()> + Send + 'static,
+        shadow: impl std::future::Future<Output = T> + Send + 'static,
+        then: impl FnOnce(T) + Send + 'static,
     ) -> bool {
         let Ok(permit) = Arc::clone(&self.shadows).try_acquire_owned() else {
             return false;
         };
         self.shadow_thread.spawn(scheduler::as_shadow(async move {
-            shadow.await;
+            let made = shadow.await;
             drop(permit);
+            then(made);
         }));
         true
     }
@@ -346,6 +325,43 @@ impl Runtime {
     pub fn linker(&self) -> &Linker<PluginState> {
         &self.linker
     }
+}
+
+/// The linker every plugin of `engine` is instantiated through: WASI without ambient
+/// capabilities, and trident's interfaces.
+fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    host::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+    super::bindings::session_store::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::stream_state::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::host_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::assets::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::images::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::text::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    super::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    Ok(linker)
 }
 
 /// Compiles a plugin's component for `engine` and links its imports, with the errors a load

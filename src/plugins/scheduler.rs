@@ -20,8 +20,10 @@
 //! limit, for making the instance and for the call, and a little more).
 //!
 //! A shadow candidate's calls ([`super::shadow`]) run [`as_shadow`]: in a share of their own
-//! and on the shadow thread (nice 19) from start to end, so a candidate costs the shadow budget
-//! and what CPU serving leaves, never a slot or a guest thread of the requests being served.
+//! (and their primitives in permits of their own), so a candidate costs the shadow budget,
+//! never a slot of the requests being served. It starts on the shadow thread (nice 19) and, past
+//! its first tick, finishes on the guest threads as any call does: run wholly at nice 19 on a
+//! busy machine, a candidate ran out of its time limit waiting for CPU and was counted failed.
 
 use std::future::Future;
 use std::pin::Pin;

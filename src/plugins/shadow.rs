@@ -23,14 +23,17 @@
 //!   or the candidate does not take the request's media type). The first
 //!   [`LOGGED_DIFFERENCES`] differences of each shadow are logged with where the answers differ;
 //!   the values themselves only with `log_values = true` (they are the client's data).
-//! - **Budget.** Shadow calls run on the shadow thread from start to end, one thread at the
-//!   lowest CPU priority (nice 19: it runs on what the serving and guest threads leave), in a
-//!   share of their own (a quarter of the engine's, at least one), never on a serving or guest
-//!   thread and never in a slot of the engine's share; their host primitives run there too.
-//!   A shadow that finds the shadow budget spent (as when the shadow thread gets no CPU) when
-//!   its request's answer is made is skipped, so under load they are dropped first. (Before,
-//!   a candidate held one of the engine's slots for its whole run: the serving adapter's wait
-//!   for a slot rose by half with 12 MP images at c=8.)
+//! - **Budget.** Shadow calls start on the shadow thread, one thread at the lowest CPU
+//!   priority (nice 19: it runs on what the serving and guest threads leave), never on a serving
+//!   thread; a call that outlasts its first epoch tick moves to the guest threads, as every call
+//!   does (run wholly at nice 19, a candidate on a busy machine ran out of its time limit waiting
+//!   for CPU and was counted failed). Shadow calls run in a share of their own (a quarter of the
+//!   engine's, at least one) and their primitives in permits of their own: they never take a
+//!   slot of the share the requests are served in. A shadow that finds the shadow budget spent
+//!   (as when the shadow thread gets no CPU) when its request's answer is made is skipped, so
+//!   under load they are dropped first. (Before, a candidate held one of the engine's slots for
+//!   its whole run: the serving adapter's wait for a slot rose by half with 12 MP images at c=8.)
+//!   A request's verdicts are counted once its shadows' slot of the budget is back.
 //! - **Promote** a candidate by naming it in `request`/`response` and reloading; the shadow's
 //!   counts go with the plugins it compared.
 

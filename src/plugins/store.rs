@@ -82,8 +82,10 @@ pub struct PluginState {
     pub(super) stream: Option<Arc<StreamState>>,
     /// The tokenizers the plugin's calls parsed (`text`).
     text: TextCache,
-    /// The engine's permits for host primitives ([`super::primitives`]).
+    /// The engine's permits for host primitives ([`super::primitives`]), and its shadow
+    /// candidates' ([`super::scheduler::as_shadow`]).
     primitives: PrimitiveShare,
+    shadow_primitives: PrimitiveShare,
     /// The most rows the request's model takes (its `max_batch_size`), set for a request
     /// adapter's call: the primitives refuse a body of more images or texts before decoding.
     pub(super) max_batch: Option<usize>,
@@ -264,6 +266,8 @@ pub struct Limits {
     pub keep: Arc<KeepBudget>,
     /// The engine's permits for host primitives ([`super::primitives`]).
     pub primitives: PrimitiveShare,
+    /// The permits of its shadow candidates' primitives.
+    pub shadow_primitives: PrimitiveShare,
 }
 
 /// One call's store and its captured output.
@@ -328,6 +332,7 @@ impl CallStore {
             stream: None,
             text: limits.text.clone(),
             primitives: limits.primitives.clone(),
+            shadow_primitives: limits.shadow_primitives.clone(),
             max_batch: None,
         };
         let mut store = Store::new(engine, state);
@@ -510,15 +515,15 @@ impl PluginState {
         work: impl FnOnce(super::primitives::Budget) -> Result<Option<T>, PluginError> + Send + 'static,
     ) -> impl std::future::Future<Output = wasmtime::Result<Result<T, PluginError>>> + Send + 'static
     {
-        use super::primitives::{Unanswered, run, run_here};
-        let (share, deadline) = (self.primitives.clone(), self.deadline);
+        use super::primitives::{Unanswered, run};
+        let share = if super::scheduler::in_shadow() {
+            self.shadow_primitives.clone()
+        } else {
+            self.primitives.clone()
+        };
+        let deadline = self.deadline;
         async move {
-            let answer = if super::scheduler::in_shadow() {
-                Ok(run_here(deadline, work))
-            } else {
-                run(&share, deadline, work).await
-            };
-            match answer {
+            match run(&share, deadline, work).await {
                 Ok(Ok(Some(value))) => Ok(Ok(value)),
                 Ok(Err(error)) => Ok(Err(error)),
                 Ok(Ok(None)) | Err(Unanswered::Deadline) => Err(DeadlineExceeded.into()),

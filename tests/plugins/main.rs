@@ -185,6 +185,17 @@ fn manifests() -> Vec<(&'static str, String)> {
         ),
         "accept = [\"text/csv\", \"application/json\", \"application/jsonlines\"]",
     );
+    // The same, as the shadow's response candidate: a time limit that a Python call on a CI
+    // machine running other suites keeps (the test counts verdicts, not speed; at 100 ms a
+    // starved candidate was counted failed now and then).
+    let out_python_candidate = plugin_at(
+        "out_python",
+        &common::plugins::python_guest(
+            "plugins/python/csv_json_response",
+            "response-adapter-plugin",
+        ),
+        "accept = [\"text/csv\", \"application/json\", \"application/jsonlines\"]\ntime_limit_ms = 2000",
+    );
     let hostile_js = plugin_at(
         "hostile_js",
         &common::plugins::js_guest("tests/guests/js/hostile", "request-adapter-plugin"),
@@ -274,7 +285,7 @@ fn manifests() -> Vec<(&'static str, String)> {
         (
             "shadow",
             format!(
-                "{csv}{out}{}{out_python}[models.affine]\nrequest = \"csv\"\nresponse = \"out\"\n\
+                "{csv}{out}{}{out_python_candidate}[models.affine]\nrequest = \"csv\"\nresponse = \"out\"\n\
                  shadow = {{ request = \"tenth\", response = \"out_python\", sample = 1.0 }}\n",
                 hostile("tenth", "content_types = [\"text/csv\"]")
             ),

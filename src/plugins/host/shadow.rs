@@ -1,5 +1,5 @@
 //! Starting a shadow's candidate after a request's answer is made ([`crate::plugins::shadow`]):
-//! on the guest threads, within the shadow budget, its verdict counted.
+//! on the shadow thread, within the shadow budget, its verdict counted.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,9 +38,9 @@ impl PluginHost {
         self.routes.shadows()
     }
 
-    /// Runs the candidates of one request's shadow `calls` on the guest threads, one after
-    /// the other, after the answer, and counts their verdicts; skipped (and counted so) when
-    /// the shadow budget or the engine's share has no room.
+    /// Runs the candidates of one request's shadow `calls` on the shadow thread, one after
+    /// the other, after the answer, and counts their verdicts once the shadow budget's slot is
+    /// back; skipped (and counted so) when the shadow budget has no room.
     pub fn shadow(self: &Arc<Self>, calls: Vec<ShadowCall>) {
         if calls.is_empty() {
             return;
@@ -51,23 +51,30 @@ impl PluginHost {
             .collect();
         let host = Arc::clone(self);
         let run = async move {
+            let mut verdicts = Vec::with_capacity(calls.len());
             for call in calls {
-                host.judge(call).await;
+                verdicts.extend(host.judge(call).await);
+            }
+            verdicts
+        };
+        // The verdicts are counted once the shadow's slot of the budget is back: a client that
+        // sees them counted finds the budget free for its next request's shadows.
+        let count = |verdicts: Vec<Judged>| {
+            for (shadow, hook, verdict, took) in verdicts {
+                shadow.count(hook, verdict, Some(took));
             }
         };
-        if !self.runtime.spawn_shadow(run) {
+        if !self.runtime.spawn_shadow(run, count) {
             for (shadow, hook) in skipped {
                 shadow.count(hook, Verdict::Skipped, None);
             }
         }
     }
 
-    /// Calls `call`'s candidate and counts its verdict.
-    async fn judge(&self, call: ShadowCall) {
+    /// Calls `call`'s candidate and judges its answer, for counting.
+    async fn judge(&self, call: ShadowCall) -> Option<Judged> {
         let hook = call.serving.hook();
-        let Some(candidate) = call.shadow.candidate(hook).cloned() else {
-            return;
-        };
+        let candidate = call.shadow.candidate(hook).cloned()?;
         let started = Instant::now();
         let id = call.inference_id.as_deref();
         let (verdict, took) = match call.serving {
@@ -85,9 +92,13 @@ impl PluginHost {
                 (call.shadow.judge_response(&serving, result, id), took)
             }
         };
-        call.shadow.count(hook, verdict, Some(took));
+        Some((call.shadow, hook, verdict, took))
     }
 }
+
+/// A candidate's verdict, to be counted: the shadow, the hook, the verdict and the candidate's
+/// time.
+type Judged = (Arc<Shadow>, ShadowHook, Verdict, std::time::Duration);
 
 impl Serving {
     /// The hook whose candidate it is compared with.
