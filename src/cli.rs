@@ -27,6 +27,16 @@ pub enum Command {
     /// Plugin keys, signatures and inspection.
     #[command(subcommand)]
     Plugin(crate::plugins::cli::PluginCommand),
+    /// Boxes this process for a python model, then runs the python backend's stub
+    /// (`scripts/install-triton`'s launcher script calls it; see `src/confine/`).
+    #[command(hide = true)]
+    ConfineStub {
+        /// The real stub.
+        stub: PathBuf,
+        /// The stub's arguments, unchanged.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Load the Triton core and report where it was found and its C API version.
     CheckTriton {
         /// A Triton installation (folder with lib/libtritonserver.so) or the library file itself.
@@ -44,11 +54,35 @@ impl Cli {
         match self.command {
             Command::Serve(args) => {
                 let config = args.resolve()?;
+                // Before the first thread: the environment the core's stubs will inherit.
+                let supervisor = match &config.process {
+                    ProcessRole::Supervised(supervision) => Some(supervision.supervisor),
+                    _ => None,
+                };
+                crate::confine::export_for_stubs(
+                    &crate::confine::launcher_binary(supervisor),
+                    config.artifacts.python_isolation,
+                    &crate::artifacts::staging::StagingArea::folder_under(
+                        &config.artifacts.staging_dir,
+                    ),
+                );
                 // The router's paths do not depend on the engine it runs on.
                 config.check_routes(crate::http::routes::Router::<TritonEngine>::is_reserved)?;
                 if let ProcessRole::Supervisor(limit) = config.process {
                     return crate::supervisor::run(&config, limit);
                 }
+                crate::confine::serving_process_undumpable();
+                tracing::info!(
+                    setting = %config.artifacts.python_isolation,
+                    kernel = %config.artifacts.landlock,
+                    "python models' processes: {}",
+                    match (config.artifacts.python_isolation, config.artifacts.landlock.abi()) {
+                        (crate::confine::PythonIsolation::Off, _) => "not confined",
+                        (_, Some(_)) => "each confined in a box of its own",
+                        (crate::confine::PythonIsolation::Required, None) => "refused (no Landlock)",
+                        (_, None) => "run without Landlock (seccomp and no capabilities only)",
+                    }
+                );
                 if let ProcessRole::Supervised(_) = config.process {
                     // Started through /proc/self/exe, the process would be named `exe` in `ps`
                     // and `top`; the name is a label only, so failing to set it is harmless.
@@ -67,6 +101,7 @@ impl Cli {
                     .block_on(crate::serve::run(config))?;
                 Ok(ExitCode::SUCCESS)
             }
+            Command::ConfineStub { stub, args } => Ok(crate::confine::stub::run(&stub, &args)),
             Command::Plugin(command) => command.run().map(|()| ExitCode::SUCCESS),
             Command::CheckTriton { triton_home } => {
                 let triton = triton::library::load(triton_home.as_deref())?;

@@ -149,6 +149,11 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             .map_err(|e| format!("plugin manifest: {e}"))?;
     }
     state.prepare_sessions().await;
+    let artifacts = &state.config.artifacts;
+    state.metrics.set_python_isolation(
+        artifacts.python_isolation.name(),
+        artifacts.landlock.abi().unwrap_or(0),
+    );
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
     }
@@ -285,6 +290,19 @@ async fn check_artifacts(
     let (policy, prepared) = tokio::task::spawn_blocking(move || {
         let mut policy = policy;
         policy.image = Arc::new(ImageBackends::in_folder(&backends));
+        policy.stub_launcher = crate::confine::launcher_installed(&backends);
+        if !policy.stub_launcher && policy.python_isolation != crate::confine::PythonIsolation::Off
+        {
+            tracing::warn!(
+                backends = %backends.display(),
+                "the python backend's stub is not trident's launcher: python models {}",
+                if policy.python_isolation == crate::confine::PythonIsolation::Required {
+                    "are refused"
+                } else {
+                    "run unconfined"
+                }
+            );
+        }
         policy.check_channels(models_root.as_deref());
         let prepared = repository
             .map(|repository| policy.prepare(&repository))

@@ -177,8 +177,8 @@ fn single_model_refusal(model: &str, forbidden: &Forbidden) {
     let ping = get(addr, "/ping");
     let body = ping.text();
     assert_eq!(ping.status, 400, "{body}");
-    // Error bodies show the repository as the redactor names it.
-    let named = format!("<model repository>/m/{}", forbidden.file);
+    // Error bodies name the file inside the artifact.
+    let named = format!("<artifact>/m/{}", forbidden.file);
     assert!(
         body.contains(&named) && body.contains(forbidden.control),
         "{body}"
@@ -367,6 +367,14 @@ fn load(addr: SocketAddr, name: &str, url: &Path) -> HttpResponse {
     request(addr, "POST", "/models", &[], body.as_bytes())
 }
 
+/// How a refusal names `file` of the artifact at `url`.
+fn inside(url: &Path, file: &Path) -> String {
+    Path::new("<artifact>")
+        .join(file.strip_prefix(url).unwrap())
+        .display()
+        .to_string()
+}
+
 fn listed(addr: SocketAddr) -> Vec<String> {
     let list = get(addr, "/models").json();
     list["models"]
@@ -477,7 +485,7 @@ fn multi_model_loads_of_forbidden_artifacts_are_refused_and_the_endpoint_serves(
         let text = response.text();
         assert_eq!(response.status, 400, "{name}: {text}");
         assert!(
-            text.contains(&file.display().to_string()) && text.contains(control),
+            text.contains(&inside(url, file)) && text.contains(control),
             "{name}: {text}"
         );
         // The endpoint serves on: nothing listed, and its health unchanged.
@@ -841,5 +849,303 @@ fn four_hung_loads_leave_a_fifth_working() {
     let after = root.path().join("after/model");
     common::copy_model("native_identity_fp32", &after, "m");
     assert_eq!(load(addr, "after", &after).status, 200);
+    assert_eq!(get(addr, "/ping").status, 200);
+}
+
+/// A shared library whose constructor writes `marker`, compiled with the system's C compiler.
+fn library_leaving(path: &Path, marker: &Path) {
+    let source = tempfile::Builder::new().suffix(".c").tempfile().unwrap();
+    std::fs::write(
+        source.path(),
+        format!(
+            "#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {{\n\
+             FILE* f = fopen(\"{}\", \"w\"); if (f) {{ fputs(\"ran\", f); fclose(f); }} }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(path)
+        .arg(source.path())
+        .status()
+        .expect("a C compiler (cc)");
+    assert!(built.success());
+}
+
+/// Issue 56's native-code routes of the core itself, on a multi-model endpoint at its default:
+/// a custom batching library beside a native model's configuration (the core `dlopen`s
+/// `batchstrategy.so` into the serving process), native code under another name, and a clean
+/// model naming another artifact's library in `TRITON_BATCH_STRATEGY_PATH` relative to the
+/// working folder. Each is refused naming what it is, the library's constructor never runs, and
+/// the endpoint serves; with the boundary off, the first one's constructor does run (what the
+/// refusal stops).
+#[test]
+fn native_code_the_core_would_load_by_name_or_parameter_is_refused() {
+    let markers = tempfile::tempdir().unwrap();
+    let (_running, addr, root) = serve_multi_model(&[]);
+    let strategy = root.path().join("strategy/model");
+    common::copy_model("native_identity_fp32", &strategy, "s");
+    library_leaving(
+        &strategy.join("s/batchstrategy.so"),
+        &markers.path().join("strategy"),
+    );
+    let renamed = root.path().join("renamed/model");
+    common::copy_model("native_identity_fp32", &renamed, "r");
+    library_leaving(
+        &renamed.join("r/1/weights.dat"),
+        &markers.path().join("renamed"),
+    );
+    // The other artifact's library, named relative to the working folder the core resolves
+    // against (and to `/`, the image's).
+    let planted = strategy.join("s/batchstrategy.so").canonicalize().unwrap();
+    let relative = planted.strip_prefix("/").unwrap().display().to_string();
+    let named = root.path().join("named/model");
+    edited(&named, "n", "native_identity_fp32", |config| {
+        config
+            + &format!(
+                "parameters {{ key: \"TRITON_BATCH_STRATEGY_PATH\" value: {{ string_value: \"{relative}\" }} }}\n"
+            )
+    });
+    let cwd_named = root.path().join("cwd/model");
+    edited(&cwd_named, "c", "native_identity_fp32", |config| {
+        config
+            + &format!(
+                "parameters {{ key: \"library\" value: {{ string_value: \"{relative}\" }} }}\n"
+            )
+    });
+    for (name, url, what) in [
+        ("strategy", &strategy, "custom batching library"),
+        ("renamed", &renamed, "ELF"),
+        ("named", &named, "TRITON_BATCH_STRATEGY_PATH"),
+        ("cwd", &cwd_named, "names what exists under /"),
+    ] {
+        let response = load(addr, name, url);
+        let text = response.text();
+        assert_eq!(response.status, 400, "{name}: {text}");
+        assert!(text.contains(what), "{name}: {text}");
+        assert!(
+            !text.contains(&root.path().display().to_string()),
+            "{name}: the refusal names the models root: {text}"
+        );
+    }
+    assert!(!markers.path().join("strategy").exists());
+    assert!(!markers.path().join("renamed").exists());
+    let clean = root.path().join("clean/model");
+    common::copy_model("native_identity_fp32", &clean, "clean");
+    assert_eq!(load(addr, "clean", &clean).status, 200);
+    assert_eq!(invoke_identity(addr, "/models/clean/invoke").status, 200);
+    assert_eq!(get(addr, "/ping").status, 200);
+
+    // Without the boundary the core loads the library into the serving process.
+    let allow = [("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    let (_allowed, allowed_addr) = serve_multi_model_in(root.path(), &allow);
+    let _ = load(allowed_addr, "strategy", &strategy);
+    assert!(
+        markers.path().join("strategy").exists(),
+        "the core did not load batchstrategy.so: the refusal above proves nothing"
+    );
+}
+
+/// A python model that doubles INPUT0 (FP32) into OUTPUT0, at `folder`.
+fn doubling_model(folder: &Path) {
+    write(
+        &folder.join("config.pbtxt"),
+        b"backend: \"python\"\nmax_batch_size: 0\n\
+          input [ { name: \"INPUT0\", data_type: TYPE_FP32, dims: [ -1, -1 ] } ]\n\
+          output [ { name: \"OUTPUT0\", data_type: TYPE_FP32, dims: [ -1, -1 ] } ]\n",
+    );
+    write(
+        &folder.join("1/model.py"),
+        b"import triton_python_backend_utils as pb_utils\n\
+          class TritonPythonModel:\n\
+          \x20   def execute(self, requests):\n\
+          \x20       return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor('OUTPUT0', \
+          pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy() * 2)]) for r in requests]\n",
+    );
+}
+
+/// An ensemble at `folder` of one step over `step` (INPUT0 → OUTPUT0 as IN → OUT).
+fn ensemble_over(folder: &Path, step: &str) {
+    write(
+        &folder.join("config.pbtxt"),
+        format!(
+            "platform: \"ensemble\"\nmax_batch_size: 0\n\
+             input [ {{ name: \"IN\", data_type: TYPE_FP32, dims: [ -1, -1 ] }} ]\n\
+             output [ {{ name: \"OUT\", data_type: TYPE_FP32, dims: [ -1, -1 ] }} ]\n\
+             ensemble_scheduling {{ step [ {{ model_name: \"{step}\", model_version: -1,\n\
+             input_map {{ key: \"INPUT0\" value: \"IN\" }} output_map {{ key: \"OUTPUT0\" value: \"OUT\" }} }} ] }}\n"
+        )
+        .as_bytes(),
+    );
+    std::fs::create_dir_all(folder.join("1")).unwrap();
+}
+
+fn ensemble_out(addr: SocketAddr, name: &str) -> Vec<f64> {
+    let body =
+        json!({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 2], "data": [1.5, -2]}]});
+    let response = post_json(addr, &format!("/models/{name}/invoke"), &body);
+    assert_eq!(response.status, 200, "{name}: {}", response.text());
+    response.json()["outputs"][0]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+/// Issue 56, case 4: the core resolves ensemble steps by global name, so every model folder of
+/// a multi-model artifact is served under a name private to its load. A victim's ensemble over
+/// its own `pre` runs its own `pre`, though another tenant loaded a model as `pre` first; an
+/// attacker's ensemble over a decoy folder named like the victim's model runs the decoy, never
+/// the victim's model; and neither private name shows in the list.
+#[test]
+fn ensemble_steps_resolve_only_within_their_own_load() {
+    let (_running, addr, root) = serve_multi_model(&[]);
+    // Another tenant, loaded first as `pre`: it doubles.
+    let squatter = root.path().join("squatter/model");
+    doubling_model(&squatter.join("pre"));
+    assert_eq!(load(addr, "pre", &squatter).status, 200);
+    // The victim: an ensemble over its own identity `pre`, and a plain model `secret`.
+    let victim = root.path().join("victim/model");
+    ensemble_over(&victim.join("ens"), "pre");
+    common::copy_model("native_identity_fp32", &victim, "pre");
+    let loaded = load(addr, "victim", &victim);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    assert_eq!(ensemble_out(addr, "victim"), [1.5, -2.0]);
+    let secret = root.path().join("secret/model");
+    common::copy_model("native_identity_fp32", &secret, "secret");
+    assert_eq!(load(addr, "secret", &secret).status, 200);
+    // The attacker: an ensemble over a decoy folder named like the victim's model.
+    let attacker = root.path().join("attacker/model");
+    ensemble_over(&attacker.join("ens"), "secret");
+    doubling_model(&attacker.join("secret"));
+    let loaded = load(addr, "attacker", &attacker);
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    assert_eq!(ensemble_out(addr, "attacker"), [3.0, -4.0]);
+    // The squatter still doubles; the victim's ensemble still runs its own step.
+    assert_eq!(invoke_identity(addr, "/models/secret/invoke").status, 200);
+    assert_eq!(ensemble_out(addr, "victim"), [1.5, -2.0]);
+    let mut names = listed(addr);
+    names.sort();
+    assert_eq!(names, ["attacker", "pre", "secret", "victim"]);
+    // Unloading the victim leaves the others serving.
+    let unloaded = request(addr, "DELETE", "/models/victim", &[], b"");
+    assert_eq!(unloaded.status, 200, "{}", unloaded.text());
+    assert_eq!(ensemble_out(addr, "attacker"), [3.0, -4.0]);
+    assert_eq!(get(addr, "/ping").status, 200);
+}
+
+/// Issue 56, case 8: layouts the core loads and serves that Secure Mode refused. Each is first
+/// served by the core with no gate (the native-code boundary off, no Secure Mode), then under all
+/// five controls: a warm-up sample of raw tensor bytes, the files `huggingface-cli download
+/// --local-dir` leaves, and a configuration with a vertical tab, a surrogate pair and `\400`.
+#[test]
+fn layouts_the_core_serves_load_under_secure_mode() {
+    let layouts = tempfile::tempdir().unwrap();
+    let warmup = layouts.path().join("warmup/model");
+    edited(&warmup, "w", "native_identity_fp32", |config| {
+        config
+            + "model_warmup [ { name: \"raw\" batch_size: 1 inputs { key: \"INPUT0\" value: { \
+               data_type: TYPE_FP32 dims: [ 1, 2 ] input_data_file: \"raw_in\" } } } ]\n"
+    });
+    let floats: Vec<u8> = [1.5f32, -2.0]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect();
+    write(&warmup.join("w/warmup/raw_in"), &floats);
+    let hub = layouts.path().join("hub/model");
+    common::copy_model("native_identity_fp32", &hub, "h");
+    write(
+        &hub.join("h/.cache/huggingface/download/1/model.onnx.metadata"),
+        b"0123abcd\n\"etag\"\n1733480000.0\n",
+    );
+    write(
+        &hub.join("h/.cache/huggingface/download/1/model.onnx.lock"),
+        b"",
+    );
+    write(&hub.join("h/.cache/huggingface/.gitignore"), b"*\n");
+    let escapes = layouts.path().join("escapes/model");
+    edited(&escapes, "e", "native_identity_fp32", |config| {
+        config.replace("max_batch_size: 0\n", "max_batch_size: 0\x0b\n")
+            + "parameters { key: \"note\" value: { string_value: \"\\ud83d\\ude00 \\400\" } }\n"
+    });
+    let cases = [("warmup", &warmup), ("hub", &hub), ("escapes", &escapes)];
+
+    let channel = tempfile::tempdir().unwrap();
+    let allow = vec![("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    for (how, env) in [
+        ("without a gate", allow),
+        ("under Secure Mode", secure_env(channel.path())),
+    ] {
+        let (_running, addr) = serve_multi_model_in(layouts.path(), &env);
+        for (name, url) in cases {
+            let loaded = load(addr, name, url);
+            assert_eq!(loaded.status, 200, "{name} {how}: {}", loaded.text());
+            let invoked = invoke_identity(addr, &format!("/models/{name}/invoke"));
+            assert_eq!(invoked.status, 200, "{name} {how}: {}", invoked.text());
+        }
+    }
+}
+
+/// Issue 56, case 5: an execution environment whose links are each inside on their own, where
+/// the native-code boundary lets environments through: a chain of links that ends above the
+/// folder, and a member written through a link. Each artifact is refused naming its archive and
+/// the link; a clean environment's refusal-free check is the unit tests'.
+#[test]
+fn environments_written_through_their_own_links_are_refused() {
+    let allow = [("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    let (_running, addr, root) = serve_multi_model(&allow);
+    let tar = |dir: &Path, args: &[&str]| {
+        let status = Command::new("tar")
+            .current_dir(dir)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "tar {args:?}");
+    };
+    let with_environment = |name: &str, build: &dyn Fn(&Path, &Path)| {
+        let url = root.path().join(name).join("model");
+        edited(&url, "p", "identity_fp32", |config| {
+            config
+                + "parameters { key: \"EXECUTION_ENV_PATH\" value: { string_value: \
+                   \"$$TRITON_MODEL_DIRECTORY/env.tar.gz\" } }\n"
+        });
+        let work = tempfile::tempdir().unwrap();
+        build(work.path(), &url.join("p/env.tar.gz"));
+        url
+    };
+    // d/s -> .. and d/t -> s/..: each inside when read alone; t ends above the folder.
+    let chain = with_environment("chain", &|work, archive| {
+        std::fs::create_dir(work.join("d")).unwrap();
+        std::os::unix::fs::symlink("..", work.join("d/s")).unwrap();
+        std::os::unix::fs::symlink("s/..", work.join("d/t")).unwrap();
+        tar(work, &["-czf", archive.to_str().unwrap(), "d"]);
+    });
+    // l -> real, then a member l/escape appended through it.
+    let through = with_environment("through", &|work, archive| {
+        std::fs::create_dir(work.join("real")).unwrap();
+        std::fs::write(work.join("real/escape"), b"x").unwrap();
+        std::os::unix::fs::symlink("real", work.join("l")).unwrap();
+        let plain = work.join("env.tar");
+        tar(work, &["-cf", plain.to_str().unwrap(), "l"]);
+        tar(work, &["-rf", plain.to_str().unwrap(), "l/escape"]);
+        let gz = Command::new("gzip")
+            .args(["-c"])
+            .arg(&plain)
+            .output()
+            .unwrap();
+        std::fs::write(archive, gz.stdout).unwrap();
+    });
+    for (name, url) in [("chain", &chain), ("through", &through)] {
+        let response = load(addr, name, url);
+        let text = response.text();
+        assert_eq!(response.status, 400, "{name}: {text}");
+        assert!(
+            text.contains("env.tar.gz") && text.contains("link"),
+            "{name}: {text}"
+        );
+    }
     assert_eq!(get(addr, "/ping").status, 200);
 }

@@ -4,11 +4,12 @@
 //!
 //! | kind | names | contents |
 //! |---|---|---|
-//! | text and metadata | `.txt .md .csv .tsv .yaml .yml .toml .pbtxt .jsonl .tiktoken .vocab .merges .sig`, no extension | no NUL byte, no `#!`, no binary signature, no protocol 0/1 pickle |
+//! | text and metadata | `.txt .md .csv .tsv .yaml .yml .toml .pbtxt .jsonl .tiktoken .vocab .merges .sig .xml .metadata .lock`, no extension | no NUL byte, no `#!`, no binary signature, no pickle ([`super::pickle`]) |
 //! | JSON | `.json` | text that starts with `{` or `[` |
 //! | ONNX, TensorFlow graphs, sentencepiece | `.onnx .pb .graphdef .model .pbtxt` | a protocol buffer's first field tag |
 //! | tensor data | `.safetensors` | a safetensors header (its length, then `{`) |
-//! | raw weights | `.data .onnx_data .index .plan .engine .data-*` (ONNX external data, TensorFlow variables, TensorRT plans) | no binary signature of code, pickles, archives or compression |
+//! | ONNX Runtime models | `.ort` | the FlatBuffer identifier `ORTM` |
+//! | raw weights | `.data .onnx_data .index .plan .engine .data-*` (ONNX external data, TensorFlow variables, TensorRT plans), and any file that something of the artifact names as tensor bytes ([`mark_raw_data`]) | no binary signature of code, pickles, archives or compression |
 //! | NumPy arrays | `.npy` | the NumPy magic (object arrays are the pickle control's) |
 //! | images | `.png .jpg .jpeg .gif .bmp .webp` | their magic numbers |
 //! | plugins | `.wasm` | the WebAssembly magic (plugins are held to the platform's keys too) |
@@ -18,6 +19,8 @@
 //! control they are let through here, as the operator chose. Everything else is refused:
 //! archives and compressed files (what they hold cannot be held to the controls), executables,
 //! unknown extensions, and any file whose first bytes say it is not what its name says.
+
+use std::path::{Path, PathBuf};
 
 use super::walk::Entry;
 
@@ -32,6 +35,8 @@ pub fn refusal(entry: &Entry) -> Option<String> {
     }
     let extension = extension(&entry.name);
     let kind = match extension {
+        // Tensor bytes a configuration or a model file names (`mark_raw_data`).
+        _ if entry.raw_data => Kind::Raw,
         None => Kind::Text,
         Some(extension) => match KINDS
             .iter()
@@ -59,6 +64,8 @@ enum Kind {
     Json,
     Protobuf,
     Safetensors,
+    /// ONNX Runtime's own format (a FlatBuffer whose identifier is `ORTM`).
+    Ort,
     Raw,
     Numpy,
     Png,
@@ -71,10 +78,13 @@ enum Kind {
 
 #[rustfmt::skip]
 const KINDS: &[(&[&str], Kind)] = &[
-    (&["txt", "md", "csv", "tsv", "yaml", "yml", "toml", "jsonl", "tiktoken", "vocab", "merges", "sig"], Kind::Text),
+    // `xml`: OpenVINO's IR; `metadata` and `lock`: what `huggingface-cli download --local-dir`
+    // leaves under `.cache/huggingface/`.
+    (&["txt", "md", "csv", "tsv", "yaml", "yml", "toml", "jsonl", "tiktoken", "vocab", "merges", "sig", "xml", "metadata", "lock"], Kind::Text),
     (&["json"], Kind::Json),
     (&["onnx", "pb", "graphdef", "model", "pbtxt"], Kind::Protobuf),
     (&["safetensors"], Kind::Safetensors),
+    (&["ort"], Kind::Ort),
     (&["data", "onnx_data", "index", "plan", "engine"], Kind::Raw),
     (&["npy"], Kind::Numpy),
     (&["png"], Kind::Png),
@@ -126,6 +136,8 @@ impl Kind {
                     _ => Err("has no safetensors header"),
                 }
             }
+            Kind::Ort if head.get(4..8) == Some(b"ORTM") => Ok(()),
+            Kind::Ort => Err("is not an ONNX Runtime model"),
             Kind::Raw => Ok(()),
             Kind::Numpy => starts(b"\x93NUMPY", "has no NumPy header"),
             Kind::Png => starts(b"\x89PNG\r\n\x1a\n", "is not a PNG image"),
@@ -156,36 +168,10 @@ fn text(head: &[u8]) -> Result<(), &'static str> {
     }
 }
 
-/// A pickle of protocol 0 or 1 by its first opcodes: a global (`c<module>\n<name>\n`, how a
-/// pickle names a function to call), or the start of a pickled dict, list or tuple.
+/// A pickle of any protocol, by the structure of its first bytes ([`super::pickle`]).
 pub fn is_text_pickle(head: &[u8]) -> bool {
-    let global = head.strip_prefix(b"c").is_some_and(|rest| {
-        let mut lines = rest.splitn(3, |&b| b == b'\n');
-        let module = lines.next().unwrap_or_default();
-        let name = lines.next().unwrap_or_default();
-        // What follows a global is another opcode: a mark, a call, a memo put, the end (a
-        // word list such as labels `cat\ndog\nbird` is not a pickle).
-        let next = lines.next().unwrap_or_default();
-        let opcode = match next {
-            [b'(' | b')' | b'R' | b'.' | b'N' | b'}' | b']', ..] => true,
-            [b'p', digit, ..] => digit.is_ascii_digit(),
-            [b'q', arg, ..] => *arg < 0x20,
-            _ => false,
-        };
-        opcode && is_dotted_identifier(module) && is_dotted_identifier(name)
-    });
-    let container = [&b"(dp0"[..], b"(lp0", b"(tp0", b"]q\x00", b"}q\x00", b"(cq"]
-        .iter()
-        .any(|start| head.starts_with(start));
-    global || container
-}
-
-fn is_dotted_identifier(word: &[u8]) -> bool {
-    !word.is_empty()
-        && word
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-        && !word[0].is_ascii_digit()
+    let whole = head.len() < super::walk::HEAD_BYTES as usize;
+    super::pickle::is_pickle(head, whole)
 }
 
 /// What a file's first bytes say it is, when that is code, a pickle, an archive or compressed.
@@ -217,7 +203,7 @@ pub fn signature(head: &[u8]) -> Option<&'static str> {
 }
 
 /// Kinds of file a control names: its row refuses them under it.
-fn is_controlled(name: &str) -> bool {
+pub fn is_controlled(name: &str) -> bool {
     const EXTENSIONS: &[&str] = &[
         "py", "pyc", "pyo", "pyw", "pyz", "bin", "pt", "pth", "ckpt", "pkl", "pickle", "joblib",
         "jinja", "jinja2", "j2", "so",
@@ -227,11 +213,64 @@ fn is_controlled(name: &str) -> bool {
         || extension(name).is_some_and(|e| EXTENSIONS.contains(&e))
 }
 
+/// Whether `name` has an extension, and it is one of a kind this list knows.
+pub fn names_a_kind(name: &str) -> bool {
+    extension(name).is_some_and(|e| KINDS.iter().any(|(extensions, _)| extensions.contains(&e)))
+}
+
 /// The part of `name` after its last dot, when it has one (not a leading dot).
 fn extension(name: &str) -> Option<&str> {
     match name.rsplit_once('.') {
         Some(("", _)) | None => None,
         Some((_, extension)) => Some(extension),
+    }
+}
+
+/// Marks the files of `entries` that hold raw tensor bytes by what names them: a warm-up
+/// sample's `input_data_file` and a sequence state's `initial_state` `data_file` (the core
+/// reads them from the model's `warmup/` and `initial_state/` folders), the files beside an
+/// ONNX model that no kind names (its external data: `onnx__MatMul_215`,
+/// `decoder.layers.0.weight`), and an OpenVINO IR's `.bin` beside its `.xml`.
+pub fn mark_raw_data(entries: &mut [Entry]) {
+    use std::collections::BTreeSet;
+    let mut named: BTreeSet<PathBuf> = BTreeSet::new();
+    for entry in entries.iter() {
+        let (Some(tree), Some(folder)) = (&entry.config_tree, entry.path.parent()) else {
+            continue;
+        };
+        let samples = tree
+            .messages("model_warmup")
+            .flat_map(|w| w.messages("inputs"))
+            .filter_map(|input| input.message("value"))
+            .flat_map(|value| value.texts("input_data_file"));
+        named.extend(samples.map(|file| folder.join("warmup").join(file)));
+        let states = tree
+            .messages("sequence_batching")
+            .flat_map(|b| b.messages("state"))
+            .flat_map(|state| state.messages("initial_state"))
+            .flat_map(|initial| initial.texts("data_file"));
+        named.extend(states.map(|file| folder.join("initial_state").join(file)));
+    }
+    let onnx_folders: BTreeSet<PathBuf> = entries
+        .iter()
+        .filter(|e| e.name.ends_with(".onnx"))
+        .filter_map(|e| e.path.parent().map(Path::to_path_buf))
+        .collect();
+    let ir_weights: BTreeSet<PathBuf> = entries
+        .iter()
+        .filter(|e| e.name.ends_with(".xml"))
+        .map(|e| e.path.with_extension("bin"))
+        .collect();
+    for entry in entries.iter_mut() {
+        let external = entry
+            .path
+            .parent()
+            .is_some_and(|folder| onnx_folders.contains(folder))
+            && !names_a_kind(&entry.name)
+            && !is_controlled(&entry.name);
+        if external || named.contains(&entry.path) || ir_weights.contains(&entry.path) {
+            entry.raw_data = true;
+        }
     }
 }
 

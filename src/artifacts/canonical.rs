@@ -23,6 +23,7 @@
 //! ([`crate::sessions`]'s idle module says why), so the core loads it once, already aligned.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use super::config_schema::{self, MODEL_CONFIG};
@@ -46,11 +47,24 @@ pub struct ModelFolder<'a> {
 
 /// What the canonical configuration is written for.
 #[derive(Debug, Clone, Copy)]
-pub struct Canonicalize {
+pub struct Canonicalize<'t> {
     /// Whether a gate is in force (the schema, the stated backend and the rest apply).
     pub gated: bool,
     /// The idle limit a stateful model is given when its configuration sets none.
     pub idle_limit: Option<Duration>,
+    /// The token of this load's private model names: an ensemble step over the artifact's
+    /// model `m` is written as [`private_name`]`(m, token)`, the name the core registers that
+    /// folder by ([`super::Prepared::names`]). `None`: names stay the folders' (a single-model
+    /// endpoint, whose one repository is one tenant's).
+    pub private_token: Option<&'t str>,
+}
+
+/// The name the core serves a step model `folder` of an artifact by, in the load whose token is
+/// `token`: `#` is not a character of any name a client can load a model by
+/// (`mme::load_request::check_addressable`), and the token is drawn per load, so no other
+/// tenant's model can be, or be reached as, another's step.
+pub fn private_name(folder: &str, token: &str) -> String {
+    format!("{folder}#{token}")
 }
 
 /// The backends of the platforms trident knows (and the platform to keep beside them).
@@ -83,7 +97,7 @@ pub fn names_a_backend(model_files: &BTreeSet<String>) -> bool {
         .any(|(file, _, _)| model_files.contains(*file))
 }
 
-impl Canonicalize {
+impl Canonicalize<'_> {
     /// The configuration to write for `folder`, from the one it has (`None`: none): `Ok(None)`
     /// when the folder's own file stands as it is (no gate, nothing to raise), else the
     /// configuration; `Err` lists why it is refused.
@@ -93,9 +107,11 @@ impl Canonicalize {
         folder: ModelFolder<'_>,
     ) -> Result<Option<Message>, Vec<String>> {
         if !self.gated {
-            return Ok(
-                config.and_then(|mut config| self.raise_idle_limit(&mut config).then_some(config))
-            );
+            return Ok(config.and_then(|mut config| {
+                let raised = self.raise_idle_limit(&mut config);
+                let renamed = self.rename_steps(&mut config, folder);
+                (raised || renamed).then_some(config)
+            }));
         }
         let mut config = config.unwrap_or_default();
         let mut problems = config_schema::check(&config, MODEL_CONFIG);
@@ -120,11 +136,34 @@ impl Canonicalize {
         problems.extend(paths_outside(&config));
         problems.extend(over_bounds(&config));
         self.raise_idle_limit(&mut config);
+        self.rename_steps(&mut config, folder);
         if problems.is_empty() {
             Ok(Some(config))
         } else {
             Err(problems)
         }
+    }
+
+    /// Writes every ensemble step over a model of the artifact with the load's private name for
+    /// it; returns whether any was.
+    fn rename_steps(&self, config: &mut Message, folder: ModelFolder<'_>) -> bool {
+        let Some(token) = self.private_token else {
+            return false;
+        };
+        let mut renamed = false;
+        let steps = config
+            .messages_mut("ensemble_scheduling")
+            .flat_map(|scheduling| scheduling.messages_mut("step"));
+        for step in steps {
+            let Some(name) = step.text("model_name").map(str::to_owned) else {
+                continue;
+            };
+            if folder.artifact_models.contains(&name) {
+                step.set("model_name", Value::Text(private_name(&name, token)));
+                renamed = true;
+            }
+        }
+        renamed
     }
 
     /// Raises a stateful model's idle limit when sessions are on and the configuration sets
@@ -224,14 +263,42 @@ fn paths_outside(config: &Message) -> Vec<String> {
             let value = value?;
             let outside =
                 value.starts_with('/') || value.split(['/', '\\']).any(|part| part == "..");
-            outside.then(|| {
-                format!(
+            if outside {
+                return Some(format!(
                     "sets parameter {:?} to {value:?}, a path outside the model's folder",
                     key.unwrap_or_default()
+                ));
+            }
+            resolves_outside(value).map(|base| {
+                format!(
+                    "sets parameter {:?} to {value:?}, which names what exists under {} on this \
+                     server (the core resolves a relative path against its working folder)",
+                    key.unwrap_or_default(),
+                    if base == Path::new("/") {
+                        "/"
+                    } else {
+                        "the working folder"
+                    }
                 )
             })
         })
         .collect()
+}
+
+/// The folder a relative parameter value names an existing file or folder in, as the core or
+/// a backend could resolve it: against the serving process's working folder, or `/` (the
+/// image's). A value that names nothing there can only be the model's own file (the tree the
+/// core reads has links only inside it).
+fn resolves_outside(value: &str) -> Option<std::path::PathBuf> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() || trimmed.parse::<f64>().is_ok() || value.contains('\0') {
+        return None;
+    }
+    let working = std::env::current_dir().ok();
+    [Some(std::path::PathBuf::from("/")), working]
+        .into_iter()
+        .flatten()
+        .find(|base| base.join(value).symlink_metadata().is_ok())
 }
 
 /// What asks for more than a shared endpoint gives one model: instances, warm-up runs.
@@ -249,7 +316,7 @@ fn over_bounds(config: &Message) -> Vec<String> {
     let warmups = config.messages("model_warmup").fold(0u64, |total, warmup| {
         total.saturating_add(number(warmup, "count"))
     });
-    let mut problems = Vec::new();
+    let mut problems = warmup_bytes(config);
     if instances > MAX_INSTANCES {
         problems.push(format!(
             "asks for {instances} instances in instance_group, more than {MAX_INSTANCES}"
@@ -259,6 +326,59 @@ fn over_bounds(config: &Message) -> Vec<String> {
         problems.push(format!(
             "asks for {warmups} warm-up runs in model_warmup, more than {MAX_WARMUP_RUNS}"
         ));
+    }
+    problems
+}
+
+/// The most bytes one warm-up input may describe (its dims' product × its type's size × the
+/// sample's batch size): the core makes it, zeros or random, for every instance, at load.
+pub const MAX_WARMUP_INPUT_BYTES: u64 = 64 << 20;
+
+/// The bytes of an element of a tensor of `data_type` (a `STRING` element counted as its
+/// 4-byte length).
+fn element_bytes(data_type: &str) -> u64 {
+    match data_type {
+        "TYPE_BOOL" | "TYPE_UINT8" | "TYPE_INT8" => 1,
+        "TYPE_UINT16" | "TYPE_INT16" | "TYPE_FP16" | "TYPE_BF16" => 2,
+        "TYPE_UINT64" | "TYPE_INT64" | "TYPE_FP64" => 8,
+        _ => 4,
+    }
+}
+
+/// The warm-up inputs of `config` larger than [`MAX_WARMUP_INPUT_BYTES`], or with dimensions
+/// that are not sizes.
+fn warmup_bytes(config: &Message) -> Vec<String> {
+    let word = |m: &Message, field: &str| match m.last(field) {
+        Some(Value::Word(word)) => Some(word.clone()),
+        _ => None,
+    };
+    let mut problems = Vec::new();
+    for warmup in config.messages("model_warmup") {
+        let batch = word(warmup, "batch_size").map_or(Some(1), |w| w.parse::<u64>().ok());
+        for input in warmup.messages("inputs") {
+            let name = input.text("key").unwrap_or_default();
+            let Some(value) = input.message("value") else {
+                continue;
+            };
+            let element = element_bytes(&word(value, "data_type").unwrap_or_default());
+            let bytes = value
+                .all("dims")
+                .try_fold(batch.unwrap_or(u64::MAX).max(1), |total, dim| match dim {
+                    Value::Word(w) => w.parse::<u64>().ok().map(|d| total.saturating_mul(d)),
+                    _ => None,
+                })
+                .map(|count| count.saturating_mul(element));
+            match bytes {
+                Some(bytes) if bytes <= MAX_WARMUP_INPUT_BYTES && batch.is_some() => {}
+                Some(bytes) => problems.push(format!(
+                    "has a warm-up input {name:?} of {bytes} bytes, more than \
+                     {MAX_WARMUP_INPUT_BYTES} (made for every instance at load)"
+                )),
+                None => problems.push(format!(
+                    "has a warm-up input {name:?} whose dims or batch size are not sizes"
+                )),
+            }
+        }
     }
     problems
 }
@@ -304,6 +424,7 @@ mod tests {
         let canonicalize = Canonicalize {
             gated,
             idle_limit: Some(Duration::from_secs(90)),
+            private_token: None,
         };
         canonicalize.config(text.map(|t| parse(t.as_bytes()).unwrap()), folder)
     }
@@ -375,6 +496,13 @@ mod tests {
             "backend: \"onnxruntime\" instance_group [ { count: 40 kind: KIND_CPU }, { count: 30 kind: KIND_CPU } ]",
             "backend: \"onnxruntime\" instance_group [ { count: 20 kind: KIND_GPU gpus: [0, 1, 2, 3] } ]",
             "backend: \"onnxruntime\" model_warmup [ { name: \"w\" count: 1000000 } ]",
+            "backend: \"onnxruntime\" model_warmup [ { name: \"w\" inputs { key: \"x\" value { data_type: TYPE_FP32 dims: [ 268435456 ] zero_data: true } } } ]",
+            "backend: \"onnxruntime\" model_warmup [ { name: \"w\" batch_size: 4 inputs { key: \"x\" value { data_type: TYPE_FP32 dims: [ 8589934592 ] random_data: true } } } ]",
+            "backend: \"onnxruntime\" model_warmup [ { name: \"w\" inputs { key: \"x\" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } } } ]",
+            // Relative, but naming what exists on the server (the core resolves it against its
+            // working folder, `/` in the image).
+            "backend: \"onnxruntime\" parameters { key: \"lib\" value { string_value: \"etc/passwd\" } }",
+            "backend: \"onnxruntime\" parameters { key: \"lib\" value { string_value: \"./usr/lib\" } }",
         ] {
             let refused = canonical(Some(text), &[], true).unwrap_err();
             assert_eq!(refused.len(), 1, "{text}: {refused:?}");
@@ -386,7 +514,8 @@ mod tests {
         let text = "backend: \"python\" \
             parameters { key: \"env\" value { string_value: \"$$TRITON_MODEL_DIRECTORY/env\" } } \
             parameters { key: \"url\" value { string_value: \"https://example.com/a\" } } \
-            instance_group [ { count: 8 kind: KIND_CPU } ] model_warmup [ { name: \"w\" count: 10 } ]";
+            instance_group [ { count: 8 kind: KIND_CPU } ] model_warmup [ { name: \"w\" count: 10 \
+            batch_size: 2 inputs { key: \"x\" value { data_type: TYPE_FP32 dims: [ 3, 224, 224 ] zero_data: true } } } ]";
         assert!(canonical(Some(text), &[], true).is_ok());
     }
 

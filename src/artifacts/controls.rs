@@ -75,6 +75,8 @@ pub enum Gate {
     AllowList,
     /// What no setting allows: an artifact reaching outside itself.
     Always,
+    /// `TRIDENT_PYTHON_ISOLATION=required` on a host whose kernel cannot confine python models.
+    PythonIsolation,
 }
 
 impl fmt::Display for Gate {
@@ -92,6 +94,11 @@ impl fmt::Display for Gate {
                 "{NATIVE_CODE_ENV}=refuse (the default on a multi-model endpoint)"
             ),
             Gate::Always => write!(f, "trident in every configuration"),
+            Gate::PythonIsolation => write!(
+                f,
+                "{}=required (the default under Secure Mode and on a multi-model endpoint)",
+                crate::confine::ISOLATION_ENV
+            ),
             Gate::AllowList => write!(
                 f,
                 "Secure Mode's allow-list of kinds of file ({SECURE_MODE_ENV}; SECURITY.md lists them)"

@@ -4,13 +4,14 @@
 //! write outside (over the image's own backend libraries, which the next load runs). This holds
 //! whatever the settings; where a gate is in force, execution environments are refused anyway.
 
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 /// How the python backend names the model's folder in `EXECUTION_ENV_PATH`.
 const MODEL_DIRECTORY: &str = "$$TRITON_MODEL_DIRECTORY";
 
 /// The most members read from one archive.
-const MAX_MEMBERS: usize = 1_000_000;
+const MAX_MEMBERS: usize = 200_000;
 
 /// The archive `EXECUTION_ENV_PATH` names for the model in `model_folder`, when it is one.
 pub fn archive_path(value: &str, model_folder: &Path) -> Option<PathBuf> {
@@ -22,14 +23,85 @@ pub fn archive_path(value: &str, model_folder: &Path) -> Option<PathBuf> {
 }
 
 /// Checks that every member of the gzip-compressed tar archive at `path` stays inside the
-/// folder it is unpacked in; the error names the first member that does not.
+/// folder it is unpacked in; the error names the first member that does not. Every gzip member
+/// is read (tar and libarchive unpack a second one too), and links are held to what the
+/// archive itself holds: no member is written through a symbolic link of the archive, and no
+/// link's target passes through one (a chain of links each inside on its own can end at `/`).
 pub fn check_archive(path: &Path) -> Result<(), String> {
+    let members = read_members(path)?;
+    let links: BTreeSet<&Path> = members
+        .iter()
+        .filter(|m| m.kind == LinkKind::Symbolic)
+        .map(|m| m.path.as_path())
+        .collect();
+    let through_link = |path: &Path| -> Option<PathBuf> {
+        path.ancestors()
+            .skip(1)
+            .find(|a| links.contains(a))
+            .map(Path::to_path_buf)
+    };
+    for member in &members {
+        if let Some(link) = through_link(&member.path) {
+            return Err(format!(
+                "has member {} that would be written through its link {}",
+                member.path.display(),
+                link.display()
+            ));
+        }
+        let Some(target) = &member.target else {
+            continue;
+        };
+        // A hard link names a member; a symbolic link is read from its own folder.
+        let base = match member.kind {
+            LinkKind::Hard => PathBuf::new(),
+            _ => member
+                .path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        };
+        let leaves = match resolve(&base, target, &links) {
+            None => true,
+            Some(resolved) => through_link(&resolved).is_some(),
+        };
+        if leaves {
+            return Err(format!(
+                "has link {} to {}, which leaves the folder it is unpacked in or passes through \
+                 another link",
+                member.path.display(),
+                target.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a link member is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkKind {
+    None,
+    Hard,
+    Symbolic,
+}
+
+/// One member of an archive: its path inside the folder, and a link's target.
+struct Member {
+    path: PathBuf,
+    kind: LinkKind,
+    target: Option<PathBuf>,
+}
+
+/// Every member of the archive at `path`, each path checked to stay inside the folder.
+fn read_members(path: &Path) -> Result<Vec<Member>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let members = archive
+    let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(file));
+    // Past an end-of-archive marker too: what follows is read by an unpacker that ignores it.
+    archive.set_ignore_zeros(true);
+    let entries = archive
         .entries()
         .map_err(|e| format!("is not a .tar.gz archive: {e}"))?;
-    for (index, member) in members.enumerate() {
+    let mut members = Vec::new();
+    for (index, member) in entries.enumerate() {
         if index == MAX_MEMBERS {
             return Err(format!("holds more than {MAX_MEMBERS} members"));
         }
@@ -44,31 +116,34 @@ pub fn check_archive(path: &Path) -> Result<(), String> {
                 name.display()
             ));
         };
-        if let Ok(Some(target)) = member.link_name() {
-            let kind = member.header().entry_type();
-            // A hard link names a member; a symbolic link is read from its own folder.
-            let base = if kind.is_hard_link() {
-                PathBuf::new()
-            } else {
-                inside.parent().map(Path::to_path_buf).unwrap_or_default()
-            };
-            if normalized(&base, &target).is_none() {
-                return Err(format!(
-                    "has link {} to {}, which leaves the folder it is unpacked in",
-                    name.display(),
-                    target.display()
-                ));
-            }
-        }
+        let entry_type = member.header().entry_type();
+        let kind = if entry_type.is_hard_link() {
+            LinkKind::Hard
+        } else if entry_type.is_symlink() {
+            LinkKind::Symbolic
+        } else {
+            LinkKind::None
+        };
+        let target = match member.link_name() {
+            Ok(target) => target.map(std::borrow::Cow::into_owned),
+            Err(e) => return Err(format!("has a link whose target cannot be read: {e}")),
+        };
+        members.push(Member {
+            path: inside,
+            kind,
+            target,
+        });
     }
-    Ok(())
+    Ok(members)
 }
 
-/// `path` read from `base` (both relative to the unpacking folder), its `.` and `..` resolved;
-/// `None` when it is absolute or climbs above the folder.
-fn normalized(base: &Path, path: &Path) -> Option<PathBuf> {
+/// `target` read from `base` as the kernel would follow it, where no folder on the way may be
+/// one of the archive's symbolic `links` (whose own target a lexical `..` would not see);
+/// `None` when it climbs above the folder or passes through a link.
+fn resolve(base: &Path, target: &Path, links: &BTreeSet<&Path>) -> Option<PathBuf> {
     let mut out = base.to_path_buf();
-    for component in path.components() {
+    let mut components = target.components().peekable();
+    while let Some(component) = components.next() {
         match component {
             Component::Normal(part) => out.push(part),
             Component::CurDir => {}
@@ -79,8 +154,17 @@ fn normalized(base: &Path, path: &Path) -> Option<PathBuf> {
             }
             Component::RootDir | Component::Prefix(_) => return None,
         }
+        if components.peek().is_some() && links.contains(out.as_path()) {
+            return None;
+        }
     }
     Some(out)
+}
+
+/// `path` read from `base` (both relative to the unpacking folder), its `.` and `..` resolved;
+/// `None` when it is absolute or climbs above the folder.
+fn normalized(base: &Path, path: &Path) -> Option<PathBuf> {
+    resolve(base, path, &BTreeSet::new())
 }
 
 #[cfg(test)]
@@ -159,6 +243,26 @@ mod tests {
             let refused = check_archive(file.path()).unwrap_err();
             assert!(refused.contains(named), "{refused}");
         }
+        // Links each inside on their own: one passes through another (which points up), and a
+        // member is written through a link.
+        for members in [
+            &[("d/s", Some(".."), false), ("d/t", Some("s/.."), false)][..],
+            &[("d/t", Some("s/.."), false), ("d/s", Some(".."), false)][..],
+            &[("l", Some("."), false), ("l/escape", None, false)][..],
+        ] {
+            let file = archive(members);
+            let refused = check_archive(file.path()).unwrap_err();
+            assert!(refused.contains("link"), "{members:?}: {refused}");
+        }
+        // A second gzip member, which tar unpacks too.
+        let first = archive(&[("bin/activate", None, false)]);
+        let second = archive(&[("/etc/cron.d/x", None, false)]);
+        let joined = tempfile::NamedTempFile::new().unwrap();
+        let mut bytes = std::fs::read(first.path()).unwrap();
+        bytes.extend(std::fs::read(second.path()).unwrap());
+        std::fs::write(joined.path(), bytes).unwrap();
+        let refused = check_archive(joined.path()).unwrap_err();
+        assert!(refused.contains("/etc/cron.d"), "{refused}");
         let not_gzip = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(not_gzip.path(), b"plain").unwrap();
         assert!(check_archive(not_gzip.path()).is_err());

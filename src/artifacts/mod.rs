@@ -29,6 +29,7 @@ pub mod config_schema;
 pub mod controls;
 pub mod environment;
 pub mod model_config;
+pub mod pickle;
 mod prepare;
 pub mod rules;
 pub mod staging;
@@ -48,31 +49,30 @@ pub use controls::{Control, Gate};
 pub struct ImageBackends {
     /// The backends' names (their folders' names).
     pub names: BTreeSet<String>,
-    /// The files in those folders (candidates for a configuration's `runtime`).
-    pub files: BTreeSet<String>,
+    /// The files in those folders, each with its backend (candidates for a configuration's
+    /// `runtime`).
+    pub files: BTreeSet<(String, String)>,
 }
 
 impl ImageBackends {
-    /// The backends installed in `folder` (`<triton home>/backends`); none when it cannot be
-    /// read.
+    /// The backends installed in `folder` (`<triton home>/backends`), read once at start; none
+    /// when it cannot be read.
     pub fn in_folder(folder: &Path) -> ImageBackends {
         let mut image = ImageBackends::default();
         for backend in std::fs::read_dir(folder).into_iter().flatten().flatten() {
             if !backend.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            image
-                .names
-                .insert(backend.file_name().to_string_lossy().into_owned());
+            let name = backend.file_name().to_string_lossy().into_owned();
             for file in std::fs::read_dir(backend.path())
                 .into_iter()
                 .flatten()
                 .flatten()
             {
-                image
-                    .files
-                    .insert(file.file_name().to_string_lossy().into_owned());
+                let file = file.file_name().to_string_lossy().into_owned();
+                image.files.insert((name.clone(), file));
             }
+            image.names.insert(name);
         }
         image
     }
@@ -82,9 +82,13 @@ impl ImageBackends {
         self.names.contains(name)
     }
 
-    /// Whether `runtime` names a file of one of the image's backends (a plain file name).
-    pub fn has_runtime(&self, runtime: &str) -> bool {
-        !runtime.contains('/') && self.files.contains(runtime)
+    /// Whether `runtime` names a file of `backend`'s own folder (a plain file name); with no
+    /// backend stated, of any backend's.
+    pub fn has_runtime(&self, backend: Option<&str>, runtime: &str) -> bool {
+        !runtime.contains('/')
+            && self.files.iter().any(|(owner, file)| {
+                file == runtime && backend.is_none_or(|backend| backend == owner)
+            })
     }
 }
 
@@ -126,6 +130,12 @@ pub struct ArtifactPolicy {
     pub idle_limit: Option<Duration>,
     /// The folder private trees are made in ([`staging`]).
     pub staging_dir: PathBuf,
+    /// How python models' processes are confined (`TRIDENT_PYTHON_ISOLATION`).
+    pub python_isolation: crate::confine::PythonIsolation,
+    /// What this host's kernel offers of Landlock (probed at start).
+    pub landlock: crate::confine::LandlockSupport,
+    /// Whether the image's python backend starts stubs through trident's launcher.
+    pub stub_launcher: bool,
     /// This process's staging area, made on first use.
     staging: Arc<OnceLock<Result<Arc<staging::StagingArea>, String>>>,
 }
@@ -139,6 +149,9 @@ impl Default for ArtifactPolicy {
             channels_refusal: None,
             idle_limit: None,
             staging_dir: std::env::temp_dir(),
+            python_isolation: crate::confine::PythonIsolation::BestEffort,
+            landlock: crate::confine::LandlockSupport::probe(),
+            stub_launcher: false,
             staging: Arc::default(),
         }
     }
@@ -151,6 +164,19 @@ pub struct Prepared {
     pub repository: PathBuf,
     /// The private tree, when there is one; removed once the last clone is dropped.
     pub staged: Option<Arc<staging::Staged>>,
+    /// The names the core serves the artifact's model folders by, but the one a load names
+    /// itself: each folder with its private name ([`canonical::private_name`]); empty where
+    /// the folders' own names stand (a single-model endpoint).
+    pub names: Vec<(String, String)>,
+}
+
+impl Prepared {
+    /// The core's name mapping for this artifact loaded with `folder` served as `model`.
+    pub fn name_mapping(&self, folder: &str, model: &str) -> Vec<(String, String)> {
+        let mut mapping = vec![(folder.to_owned(), model.to_owned())];
+        mapping.extend(self.names.iter().filter(|(f, _)| f != folder).cloned());
+        mapping
+    }
 }
 
 /// One forbidden file.
@@ -180,7 +206,7 @@ impl fmt::Display for Finding {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArtifactRefusal {
     /// Files that the rules forbid.
-    #[error("the model artifact at {} is refused: {}", root.display(), list(findings))]
+    #[error("the model artifact is refused: {}", list(root, findings))]
     Forbidden {
         /// The folder checked.
         root: PathBuf,
@@ -210,13 +236,28 @@ pub enum ArtifactRefusal {
 /// The most findings a refusal lists.
 pub const MAX_FINDINGS: usize = 8;
 
-fn list(findings: &[Finding]) -> String {
+/// The findings, each file named inside the artifact (`<artifact>/m/1/lib.so`): a refusal never
+/// tells one tenant where artifacts lie on the server.
+fn list(root: &Path, findings: &[Finding]) -> String {
     findings
         .iter()
-        .map(Finding::to_string)
+        .map(|finding| {
+            let path = match finding.path.strip_prefix(root) {
+                Ok(inside) => Path::new(ARTIFACT_LABEL).join(inside),
+                Err(_) => finding.path.clone(),
+            };
+            Finding {
+                path,
+                ..finding.clone()
+            }
+            .to_string()
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+/// What stands for the artifact's folder in a refusal.
+pub const ARTIFACT_LABEL: &str = "<artifact>";
 
 impl ArtifactPolicy {
     /// The gates in force, in the order rules name them.
@@ -287,11 +328,12 @@ fn check_folder(
     let Some(&first_gate) = gates.first() else {
         return Ok(());
     };
-    let entries = walk::walk(root).map_err(|error| ArtifactRefusal::Unchecked {
+    let mut entries = walk::walk(root).map_err(|error| ArtifactRefusal::Unchecked {
         root: root.to_path_buf(),
         why: error.0,
         gate: first_gate,
     })?;
+    allow_list::mark_raw_data(&mut entries);
     let findings = apply_rules(&entries, gates, image, excluded);
     if findings.is_empty() {
         Ok(())

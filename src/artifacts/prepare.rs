@@ -33,10 +33,22 @@ impl ArtifactPolicy {
             return Err(refusal.clone());
         }
         let gates = self.gates();
-        match gates.first() {
-            Some(&gate) => self.prepare_private(root, &gates, gate, name),
-            None => self.prepare_ungated(root, name),
+        // A multi-model load's step models go by names private to it.
+        let token = name.map(|_| hex::encode(rand::random::<[u8; 8]>()));
+        let mut prepared = match gates.first() {
+            Some(&gate) => self.prepare_private(root, &gates, gate, name, token.as_deref()),
+            None => self.prepare_ungated(root, name, token.as_deref()),
+        }?;
+        if let Some(token) = &token {
+            prepared.names = folders_in(&prepared.repository, true)
+                .into_iter()
+                .map(|folder| {
+                    let private = canonical::private_name(&folder, token);
+                    (folder, private)
+                })
+                .collect();
         }
+        Ok(prepared)
     }
 
     /// A tree of `root` in `shape`, at `name`'s path when given.
@@ -68,6 +80,7 @@ impl ArtifactPolicy {
         gates: &BTreeSet<Gate>,
         gate: Gate,
         name: Option<&str>,
+        token: Option<&str>,
     ) -> Result<Prepared, ArtifactRefusal> {
         let unchecked = |why: String| ArtifactRefusal::Unchecked {
             root: root.to_path_buf(),
@@ -81,6 +94,7 @@ impl ArtifactPolicy {
         let canonicalize = canonical::Canonicalize {
             gated: true,
             idle_limit: self.idle_limit,
+            private_token: token,
         };
         let mut problems = Vec::new();
         let folders = model_folders(&staged.root);
@@ -112,6 +126,8 @@ impl ArtifactPolicy {
             }
         }
         entries.extend(added);
+        super::allow_list::mark_raw_data(&mut entries);
+        problems.extend(self.unconfinable_python(&staged.root, &models));
         // The files first: they say most about what the artifact is.
         let mut findings = apply_rules(&entries, gates, &self.image, None);
         findings.extend(problems);
@@ -129,7 +145,29 @@ impl ArtifactPolicy {
         Ok(Prepared {
             repository: staged.root.clone(),
             staged: Some(Arc::new(staged)),
+            names: Vec::new(),
         })
+    }
+
+    /// The python models among `folders` of `root` when this host cannot confine them and the
+    /// setting requires it (`TRIDENT_PYTHON_ISOLATION`, [`crate::confine`]).
+    fn unconfinable_python(&self, root: &Path, folders: &BTreeSet<String>) -> Vec<Finding> {
+        let Some(why) = self
+            .python_isolation
+            .refusal(self.landlock, self.stub_launcher)
+        else {
+            return Vec::new();
+        };
+        folders
+            .iter()
+            .map(|folder| root.join(folder))
+            .filter(|folder| is_python_model(folder))
+            .map(|folder| Finding {
+                path: folder.join("config.pbtxt"),
+                what: format!("configures a python model, and {why}"),
+                gate: Gate::PythonIsolation,
+            })
+            .collect()
     }
 
     /// `root` itself, or a tree of links to it where a stateful model's idle limit must be
@@ -139,17 +177,20 @@ impl ArtifactPolicy {
         &self,
         root: &Path,
         name: Option<&str>,
+        token: Option<&str>,
     ) -> Result<Prepared, ArtifactRefusal> {
         let canonicalize = canonical::Canonicalize {
             gated: false,
             idle_limit: self.idle_limit,
+            private_token: token,
         };
+        let folders: BTreeSet<String> = model_folders(root).into_iter().collect();
         let mut rewritten = Vec::new();
         let mut findings = Vec::new();
         for folder in model_folders(root) {
             let path = root.join(&folder).join("config.pbtxt");
             // A configuration that cannot be read is the core's to refuse, as it would be.
-            let Ok(bytes) = crate::files::read_regular(&path, 16 << 20) else {
+            let Ok(bytes) = crate::files::read_regular(&path, walk::MAX_CONFIG_BYTES) else {
                 continue;
             };
             let Ok(config) = text_format::parse(&bytes) else {
@@ -173,12 +214,13 @@ impl ArtifactPolicy {
                 name: &folder,
                 model_files: &none,
                 file_names: &none,
-                artifact_models: &none,
+                artifact_models: &folders,
             };
             if let Ok(Some(config)) = canonicalize.config(Some(config), folder_facts) {
                 rewritten.push((folder, config.write()));
             }
         }
+        findings.extend(self.unconfinable_python(root, &folders));
         if !findings.is_empty() {
             return Err(ArtifactRefusal::Forbidden {
                 root: root.to_path_buf(),
@@ -189,6 +231,7 @@ impl ArtifactPolicy {
             return Ok(Prepared {
                 repository: root.to_path_buf(),
                 staged: None,
+                names: Vec::new(),
             });
         }
         let unstaged = |why: String| ArtifactRefusal::Unstaged {
@@ -203,21 +246,32 @@ impl ArtifactPolicy {
             staged.write_config(folder, text).map_err(unstaged)?;
         }
         tracing::info!(repository = %root.display(), models = ?names,
-            "stateful models load with their idle limit raised past the sessions' expiration");
+            "models load with configurations trident rewrote (an idle limit raised past the \
+             sessions' expiration, ensemble steps by their private names)");
         Ok(Prepared {
             repository: staged.root.clone(),
             staged: Some(Arc::new(staged)),
+            names: Vec::new(),
         })
     }
 }
 
 /// The folders directly in `root` (the models of a repository), by name.
 fn model_folders(root: &Path) -> Vec<String> {
+    folders_in(root, false)
+}
+
+/// The folders directly in `root`, by name; with `through_links`, links to folders too (a
+/// linked tree's folders that trident did not rewrite are links to the artifact's).
+fn folders_in(root: &Path, through_links: bool) -> Vec<String> {
     let mut folders: Vec<String> = std::fs::read_dir(root)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|item| item.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|item| match through_links {
+            true => item.path().is_dir(),
+            false => item.file_type().is_ok_and(|t| t.is_dir()),
+        })
         .filter_map(|item| item.file_name().into_string().ok())
         .collect();
     folders.sort();
@@ -289,4 +343,26 @@ fn canonical_config(
         }),
     }
     Ok(Some(config.write()))
+}
+
+/// Whether the model folder `folder` is a python model: its configuration names the python
+/// backend, or a version folder holds a `model.py` (from which the core would guess it).
+fn is_python_model(folder: &Path) -> bool {
+    let configured =
+        crate::files::read_regular(&folder.join("config.pbtxt"), walk::MAX_CONFIG_BYTES)
+            .ok()
+            .and_then(|bytes| text_format::parse(&bytes).ok())
+            .is_some_and(|config| {
+                model_config::ModelConfigFacts::of(&config)
+                    .backend
+                    .as_deref()
+                    == Some("python")
+            });
+    configured
+        || std::fs::read_dir(folder)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(1024)
+            .any(|version| version.path().join("model.py").exists())
 }

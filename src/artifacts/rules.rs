@@ -40,6 +40,9 @@ const NATIVE: &[Gate] = &[SCRIPTS, Gate::NativeCode];
 pub const RULES: &[Rule] = &[
     Rule { gates: ANY, what: "cannot be checked", finds: |e, _| e.unreadable.is_some() },
     Rule { gates: NATIVE, what: "is a backend library (the core would load it into the serving process)", finds: is_backend_library },
+    Rule { gates: ANY, what: "is a custom batching library (the core would load batchstrategy.so into the serving process)", finds: |e, _| e.name.starts_with("batchstrategy") },
+    Rule { gates: ANY, what: "sets TRITON_BATCH_STRATEGY_PATH (a custom batching library the core would load into the serving process)", finds: |e, _| config(e).is_some_and(|c| c.parameters.keys().any(|k| k.eq_ignore_ascii_case(BATCH_STRATEGY_PARAMETER))) },
+    Rule { gates: ANY, what: "is native code by its contents (an ELF file, whatever its name)", finds: |e, _| e.head.starts_with(b"\x7fELF") },
     Rule { gates: NATIVE, what: "names a backend that is not one of the image's", finds: foreign_backend },
     Rule { gates: NATIVE, what: "names a backend runtime that is not one of the image's", finds: foreign_runtime },
     Rule { gates: NATIVE, what: "names a custom operation library (op_library_filename)", finds: |e, _| config(e).is_some_and(|c| !c.op_libraries.is_empty()) },
@@ -48,13 +51,16 @@ pub const RULES: &[Rule] = &[
     Rule { gates: &[SCRIPTS], what: "configures a python backend model", finds: |e, _| backend(e) == Some("python") },
     Rule { gates: NATIVE, what: "is a python backend stub (the python backend would run it as the model's process)", finds: |e, _| e.name == "triton_python_backend_stub" },
     Rule { gates: NATIVE, what: "sets an execution environment (EXECUTION_ENV_PATH: an archive of native code the python backend unpacks and runs)", finds: |e, _| config(e).is_some_and(|c| c.parameters.contains_key("EXECUTION_ENV_PATH")) },
-    Rule { gates: &[PICKLE], what: "is a pickle-based file (.bin .pt .pth .ckpt .pkl .pickle .joblib)", finds: |e, _| has_extension(e, &["bin", "pt", "pth", "ckpt", "pkl", "pickle", "joblib"]) },
+    Rule { gates: &[PICKLE], what: "is a pickle-based file (.bin .pt .pth .ckpt .pkl .pickle .joblib)", finds: |e, _| !e.raw_data && has_extension(e, &["bin", "pt", "pth", "ckpt", "pkl", "pickle", "joblib"]) },
     Rule { gates: &[PICKLE], what: "holds a pickle (by its contents)", finds: holds_pickle },
     Rule { gates: &[PICKLE], what: "configures a TorchScript model (a zip archive of pickles)", finds: is_torchscript_config },
     Rule { gates: &[REQUIREMENTS], what: "is a requirements.txt", finds: |e, _| e.name == "requirements.txt" },
     Rule { gates: &[REMOTE_CODE], what: "sets trust_remote_code", finds: trusts_remote_code },
     Rule { gates: &[CHAT_TEMPLATE], what: "is or holds a Jinja chat template", finds: has_chat_template },
 ];
+
+/// The model parameter naming a custom batching library for the core to load.
+const BATCH_STRATEGY_PARAMETER: &str = "TRITON_BATCH_STRATEGY_PATH";
 
 fn config(entry: &Entry) -> Option<&super::model_config::ModelConfigFacts> {
     entry.config.as_ref()
@@ -93,7 +99,7 @@ fn foreign_backend(entry: &Entry, image: &ImageBackends) -> bool {
 fn foreign_runtime(entry: &Entry, image: &ImageBackends) -> bool {
     config(entry)
         .and_then(|c| c.runtime.as_deref())
-        .is_some_and(|runtime| !runtime.is_empty() && !image.has_runtime(runtime))
+        .is_some_and(|runtime| !runtime.is_empty() && !image.has_runtime(backend(entry), runtime))
 }
 
 fn is_torchscript_config(entry: &Entry, _: &ImageBackends) -> bool {
@@ -111,7 +117,9 @@ fn holds_pickle(entry: &Entry, _: &ImageBackends) -> bool {
         || super::allow_list::is_text_pickle(head);
     let zip_of_pickles = head.starts_with(b"PK\x03\x04")
         && first_zip_entry(head).is_some_and(|name| name.ends_with(b".pkl"));
-    let numpy_objects = head.starts_with(b"\x93NUMPY") && contains(head, b"'|O'");
+    let numpy_objects = head
+        .strip_prefix(b"\x93NUMPY")
+        .is_some_and(super::pickle::npy_holds_objects);
     pickle_opcode || zip_of_pickles || numpy_objects
 }
 
@@ -119,10 +127,6 @@ fn holds_pickle(entry: &Entry, _: &ImageBackends) -> bool {
 fn first_zip_entry(head: &[u8]) -> Option<&[u8]> {
     let length = usize::from(u16::from_le_bytes([*head.get(26)?, *head.get(27)?]));
     head.get(30..30 + length)
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Whether a Python consumer would take `value` as true: any string but the empty one (so

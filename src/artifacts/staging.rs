@@ -307,10 +307,28 @@ fn mirror(
     Ok(())
 }
 
-/// Hard-links `source` at `target`, or copies it (read-only) where no link can be made.
+/// Files whose allocated blocks are fewer than their length says are copied only up to this
+/// length: a copy is dense, so a sparse file of 100 GiB (a few blocks on the models' file
+/// system) would fill the staging folder's.
+pub const MAX_SPARSE_COPY_BYTES: u64 = 64 << 20;
+
+/// Hard-links `source` at `target`, or copies it (read-only) where no link can be made; a
+/// sparse file past [`MAX_SPARSE_COPY_BYTES`] is refused rather than copied.
 fn link_or_copy(source: &Path, target: &Path) -> Result<(), String> {
     if std::fs::hard_link(source, target).is_ok() {
         return Ok(());
+    }
+    let meta =
+        std::fs::metadata(source).map_err(|e| format!("cannot read {}: {e}", source.display()))?;
+    let allocated = std::os::unix::fs::MetadataExt::blocks(&meta).saturating_mul(512);
+    if meta.len() > MAX_SPARSE_COPY_BYTES && allocated < meta.len() / 2 {
+        return Err(format!(
+            "{} is a sparse file ({} bytes in {allocated} allocated), which would be copied whole \
+             into the staging folder (another file system): set TRIDENT_ARTIFACT_STAGING_DIR on \
+             the models' file system, where files are linked, not copied",
+            source.display(),
+            meta.len()
+        ));
     }
     std::fs::copy(source, target)
         .and_then(|_| std::fs::set_permissions(target, std::fs::Permissions::from_mode(0o444)))
@@ -580,5 +598,28 @@ mod tests {
         assert!(!stale.exists());
         assert!(unrelated.exists());
         assert!(area.folder().exists());
+    }
+
+    #[test]
+    fn a_sparse_file_is_not_copied_dense_onto_another_file_system() {
+        use std::os::unix::fs::MetadataExt;
+        let source = tempfile::tempdir().unwrap();
+        let Ok(other) = tempfile::tempdir_in("/dev/shm") else {
+            return;
+        };
+        let source_dev = std::fs::metadata(source.path()).unwrap().dev();
+        if std::fs::metadata(other.path()).unwrap().dev() == source_dev {
+            return;
+        }
+        let sparse = source.path().join("sparse.bin");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(MAX_SPARSE_COPY_BYTES * 4)
+            .unwrap();
+        let refused = link_or_copy(&sparse, &other.path().join("sparse.bin")).unwrap_err();
+        assert!(refused.contains("sparse"), "{refused}");
+        let small = source.path().join("small.bin");
+        std::fs::write(&small, b"weights").unwrap();
+        link_or_copy(&small, &other.path().join("small.bin")).unwrap();
     }
 }

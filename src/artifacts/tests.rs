@@ -11,12 +11,15 @@ fn write(root: &Path, relative: &str, bytes: &[u8]) {
 
 fn image() -> Arc<ImageBackends> {
     Arc::new(ImageBackends {
-        names: ["onnxruntime", "python", "pytorch", "trident"]
+        names: ["onnxruntime", "openvino", "python", "pytorch", "trident"]
             .map(String::from)
             .into(),
-        files: ["libtriton_onnxruntime.so", "libtriton_trident.so"]
-            .map(String::from)
-            .into(),
+        files: [
+            ("onnxruntime", "libtriton_onnxruntime.so"),
+            ("trident", "libtriton_trident.so"),
+        ]
+        .map(|(backend, file)| (backend.to_owned(), file.to_owned()))
+        .into(),
     })
 }
 
@@ -114,6 +117,12 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
         (ChatTemplate, "m/processor_config.json", b"{\"chat_template\": \"{{ x }}\"}"),
         (PickleFiles, "m/1/weights.dat", b"cos\nsystem\n(S'touch /tmp/x'\ntR."),
         (PickleFiles, "m/1/old.data", b"\x80\x01}q\x00."),
+        // Issue 56: pickles the first-bytes checks missed.
+        (PickleFiles, "m/1/zero.data", b"\x80\x00cos\nsystem\n(S'id'\ntR."),
+        (PickleFiles, "m/labels.txt", b"cos\nsystem\nS'touch /tmp/x'\n\x85R."),
+        (PickleFiles, "m/1/inst.onnx", b"(ios\nsystem\nS'id'\no."),
+        (PickleFiles, "m/1/bare.npy", b"\x93NUMPY\x01\x00\x2a\x00{'descr': 'O', 'shape': (2,), }          \n"),
+        (PickleFiles, "m/1/quoted.npy", b"\x93NUMPY\x01\x00\x2a\x00{\"descr\": \"|O\", 'shape': (2,), }        \n"),
         (TrustRemoteCode, "v/config.pbtxt", b"backend: \"onnxruntime\"\nparameters [{ key: \"trust_remote_code\" value { string_value: \"True\" } }]"),
         (ChatTemplate, "m/tokenizer_config.json", b"{\"chat_template\": \"{{ messages }}\"}"),
         (ChatTemplate, "m/templates/chat.jinja", b"{{ x }}"),
@@ -126,7 +135,11 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
             "{path}"
         );
         // Under the other controls no row refuses it; Secure Mode's allow-list still refuses
-        // what is not a kind of file it knows (native code under another name).
+        // what is not a kind of file it knows (native code under another name). Native code by
+        // its contents is refused under every gate (the next test).
+        if bytes.starts_with(b"\x7fELF") {
+            continue;
+        }
         let others: Vec<Control> = ALL.iter().copied().filter(|c| c != control).collect();
         let other = refusal_of(&secure(&others), &[(path, bytes)]);
         assert!(
@@ -142,6 +155,15 @@ fn each_control_refuses_its_own_files_and_only_under_itself() {
 fn the_native_boundary_refuses_what_the_core_would_load_and_lets_python_models_be() {
     let refused: &[(&str, &[u8])] = &[
         ("evil/libtriton_evil.so", b"\x7fELF"),
+        // Native code by its contents, whatever its name or place (a python model's vendored
+        // extension included), and the core's custom batching routes.
+        ("p/1/vendored/_speedups.so", b"\x7fELF"),
+        ("m/1/weights.dat", b"\x7fELF\x02\x01"),
+        ("m/batchstrategy.so", b"not even ELF"),
+        (
+            "b/config.pbtxt",
+            b"backend: \"onnxruntime\"\nparameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"x/lib.so\" } }",
+        ),
         ("p/triton_python_backend_stub", b"#!/bin/sh\ntouch /tmp/marker\n"),
         (
             "e/config.pbtxt",
@@ -155,6 +177,11 @@ fn the_native_boundary_refuses_what_the_core_would_load_and_lets_python_models_b
         (
             "o/config.pbtxt",
             b"backend: \"onnxruntime\"\nmodel_operations { op_library_filename: \"ops.so\" }",
+        ),
+        // Another backend's file as this one's runtime.
+        (
+            "x/config.pbtxt",
+            b"backend: \"python\"\nruntime: \"libtriton_trident.so\"",
         ),
     ];
     for (path, bytes) in refused {
@@ -177,12 +204,19 @@ fn the_native_boundary_refuses_what_the_core_would_load_and_lets_python_models_b
     let allowed: &[(&str, &[u8])] = &[
         ("p/config.pbtxt", b"backend: \"python\""),
         ("p/1/model.py", b"import numpy"),
-        ("p/1/vendored/_speedups.so", b"\x7fELF"),
         (
             "r/config.pbtxt",
             b"backend: \"onnxruntime\"\nruntime: \"libtriton_onnxruntime.so\"",
         ),
     ];
+    for control in ALL {
+        let elf: &[(&str, &[u8])] = &[("m/1/weights.dat", b"\x7fELF\x02\x01")];
+        assert_eq!(
+            refusal_of(&secure(&[*control]), elf),
+            Some(("m/1/weights.dat".to_owned(), Gate::Secure(*control))),
+            "ELF under {control:?}"
+        );
+    }
     for (path, bytes) in allowed {
         assert_eq!(
             refusal_of(&native_boundary(), &[(path, bytes)]),
@@ -359,4 +393,86 @@ fn a_channel_holding_the_models_root_is_checked_but_for_it() {
     policy.check_channels(Some(&models_root));
     let text = policy.check(&good).unwrap_err().to_string();
     assert!(text.contains("data.pkl"), "{text}");
+}
+
+#[test]
+fn the_checks_own_reading_is_bounded() {
+    // A configuration past 1 MiB, and one of a million one-letter fields within it: refused as
+    // unreadable, before a tree of it is built.
+    let mut huge = b"backend: \"onnxruntime\"\n".to_vec();
+    huge.extend(std::iter::repeat_n(b"a:1\n".as_slice(), 300_000).flatten());
+    let found = refusal_of(&native_boundary(), &[("m/config.pbtxt", &huge)]);
+    assert_eq!(
+        found.map(|(path, _)| path),
+        Some("m/config.pbtxt".to_owned())
+    );
+    let mut many = b"backend: \"onnxruntime\"\n".to_vec();
+    many.extend(std::iter::repeat_n(b"a:1 ".as_slice(), 250_000).flatten());
+    assert!(many.len() < 1 << 20);
+    let found = refusal_of(&native_boundary(), &[("m/config.pbtxt", &many)]);
+    assert_eq!(
+        found.map(|(path, _)| path),
+        Some("m/config.pbtxt".to_owned())
+    );
+    // A large JSON file: only the keys the rules read are kept, and they are still found.
+    let mut json = String::from("{");
+    for i in 0..100_000 {
+        json.push_str(&format!("\"k{i}\": [1, 2, {{\"x\": \"y\"}}], "));
+    }
+    json.push_str("\"trust_remote_code\": true}");
+    let found = refusal_of(
+        &secure(&[Control::TrustRemoteCode]),
+        &[("m/config.json", json.as_bytes())],
+    );
+    assert_eq!(
+        found.map(|(path, _)| path),
+        Some("m/config.json".to_owned())
+    );
+}
+
+/// Issue 56, case 8: layouts the core loads and serves that the allow-list refused.
+#[test]
+fn layouts_the_core_serves_pass_every_control() {
+    let weights: &[u8] = b"\x9a\x99\x19\x3f\x00\x00\x80\x3f\x01\x02\x03\x04";
+    let warmup = b"backend: \"onnxruntime\"\nmodel_warmup [ { name: \"w\" batch_size: 1 inputs { key: \"x\" value { data_type: TYPE_FP32 dims: [ 3 ] input_data_file: \"raw_in\" } } } ]\n";
+    let layouts: &[&[(&str, &[u8])]] = &[
+        // A warm-up sample of raw tensor bytes.
+        &[("m/config.pbtxt", warmup), ("m/warmup/raw_in", weights)],
+        // An ONNX export with one external-data file per tensor.
+        &[
+            ("m/1/onnx__MatMul_215", weights),
+            ("m/1/decoder.layers.0.weight", weights),
+        ],
+        // ONNX Runtime's own format.
+        &[("m/1/model.ort", b"\x14\x00\x00\x00ORTM\x00\x00")],
+        // A folder made by `huggingface-cli download --local-dir`.
+        &[
+            (
+                "m/.cache/huggingface/download/model.onnx.metadata",
+                b"abc\n123\n",
+            ),
+            ("m/.cache/huggingface/download/model.onnx.lock", b""),
+            ("m/.cache/huggingface/.gitignore", b"*\n"),
+        ],
+        // An OpenVINO IR.
+        &[
+            ("o/config.pbtxt", b"backend: \"openvino\"\n"),
+            (
+                "o/1/model.xml",
+                b"<?xml version=\"1.0\"?>\n<net name=\"m\"></net>\n",
+            ),
+            ("o/1/model.bin", weights),
+        ],
+    ];
+    for files in layouts {
+        assert_eq!(refusal_of(&secure(ALL), files), None, "{files:?}");
+    }
+    // Named as data, a pickle or native code is still refused by its contents.
+    let pickle: &[(&str, &[u8])] = &[
+        ("m/config.pbtxt", warmup),
+        ("m/warmup/raw_in", b"\x80\x04\x95"),
+    ];
+    assert!(refusal_of(&secure(ALL), pickle).is_some());
+    let elf: &[(&str, &[u8])] = &[("m/1/onnx__MatMul_215", b"\x7fELF\x02")];
+    assert!(refusal_of(&secure(ALL), elf).is_some());
 }

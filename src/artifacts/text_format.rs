@@ -15,6 +15,10 @@ use std::fmt::Write as _;
 
 /// The deepest nesting read (protobuf's text parser stops at 100 too).
 pub const MAX_NESTING: usize = 100;
+/// The most tokens a configuration may hold: a real one has a few thousand; past this the
+/// check's own memory (a few tens of bytes a token) would no longer be a small multiple of the
+/// file's bytes.
+pub const MAX_TOKENS: usize = 200_000;
 
 /// A message: its fields in the order written (a repeated field appears once per value).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,6 +104,20 @@ impl Message {
             .rev()
             .find(|f| f.name == name)
             .and_then(|f| match &mut f.value {
+                Value::Message(message) => Some(message),
+                _ => None,
+            })
+    }
+
+    /// The message values of every field named `name`, to change.
+    pub fn messages_mut<'a>(
+        &'a mut self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a mut Message> + 'a {
+        self.fields
+            .iter_mut()
+            .filter(move |f| f.name == name)
+            .filter_map(|f| match &mut f.value {
                 Value::Message(message) => Some(message),
                 _ => None,
             })
@@ -344,10 +362,17 @@ fn tokenize(bytes: &[u8]) -> Result<Vec<(Token, usize)>, ParseError> {
     let mut line = 1;
     let mut at = 0;
     while let Some(&byte) = bytes.get(at) {
+        if tokens.len() > MAX_TOKENS {
+            return Err(ParseError {
+                line,
+                why: format!("it holds more than {MAX_TOKENS} tokens"),
+            });
+        }
         if byte == b'\n' {
             line += 1;
             at += 1;
-        } else if byte.is_ascii_whitespace() {
+        } else if byte.is_ascii_whitespace() || byte == 0x0b {
+            // protobuf's tokenizer takes a vertical tab for space too.
             at += 1;
         } else if byte == b'#' {
             while bytes.get(at).is_some_and(|&b| b != b'\n') {
@@ -434,7 +459,8 @@ fn escape(bytes: &[u8], at: usize, escaped: u8, out: &mut Vec<u8>) -> Result<usi
         }
         b'0'..=b'7' => {
             let (value, end) = digits(bytes, at, 8, 2, u32::from(escaped - b'0'));
-            out.push(u8::try_from(value).map_err(|_| "an octal escape is out of range")?);
+            // protobuf keeps the low eight bits (`\400` is a NUL byte), as a `char` cast does.
+            out.push((value & 0xff) as u8);
             Ok(end)
         }
         b'u' | b'U' => {
@@ -446,6 +472,7 @@ fn escape(bytes: &[u8], at: usize, escaped: u8, out: &mut Vec<u8>) -> Result<usi
                     escaped as char
                 ));
             }
+            let (value, end) = surrogate_pair(bytes, value, end);
             let c = char::from_u32(value).ok_or("a \\u escape is not a character")?;
             let mut buffer = [0; 4];
             out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
@@ -453,6 +480,19 @@ fn escape(bytes: &[u8], at: usize, escaped: u8, out: &mut Vec<u8>) -> Result<usi
         }
         other => Err(format!("unknown escape \\{}", other as char)),
     }
+}
+
+/// A UTF-16 high surrogate `value` followed (at `at`) by a `\\u` low surrogate, joined into
+/// one code point as protobuf's tokenizer joins them; anything else as it is.
+fn surrogate_pair(bytes: &[u8], value: u32, at: usize) -> (u32, usize) {
+    if !(0xd800..0xdc00).contains(&value) || bytes.get(at..at + 2) != Some(b"\\u") {
+        return (value, at);
+    }
+    let (low, end) = digits(bytes, at + 2, 16, 4, 0);
+    if end - (at + 2) != 4 || !(0xdc00..0xe000).contains(&low) {
+        return (value, at);
+    }
+    (0x10000 + ((value - 0xd800) << 10) + (low - 0xdc00), end)
 }
 
 /// Reads up to `max` digits of `radix` from `at` onto `value`; returns the value and where
@@ -543,5 +583,15 @@ mod tests {
         }
         let deep = "a {".repeat(MAX_NESTING + 2) + &"}".repeat(MAX_NESTING + 2);
         assert!(parse(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn what_protobufs_tokenizer_takes_is_taken() {
+        // A vertical tab between fields, a surrogate pair, an octal escape past 255.
+        let parsed = parse(b"backend:\x0b\"onnxruntime\"\x0bname: \"\\ud83d\\ude00\"").unwrap();
+        assert_eq!(parsed.text("backend"), Some("onnxruntime"));
+        assert_eq!(parsed.text("name"), Some("\u{1f600}"));
+        let octal = parse(b"name: \"a\\400b\"").unwrap();
+        assert_eq!(octal.text("name"), Some("a\0b"));
     }
 }

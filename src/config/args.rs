@@ -219,6 +219,12 @@ pub struct ServeArgs {
     /// Default: `refuse` on a multi-model endpoint, `allow` on a single-model one.
     #[arg(long, env = NATIVE_CODE_ENV)]
     pub artifact_native_code: Option<String>,
+    /// How python models' processes are confined by the kernel: `required` (confined, or
+    /// refused where the kernel has no Landlock), `best-effort` (confined as far as the kernel
+    /// allows) or `off`. Default: `required` under Secure Mode and on a multi-model endpoint,
+    /// `best-effort` otherwise.
+    #[arg(long, env = crate::confine::ISOLATION_ENV)]
+    pub python_isolation: Option<String>,
     /// Where the private trees the core loads artifacts from are made (by default the
     /// temporary folder). On the models' own file system, files are hard-linked instead of
     /// copied.

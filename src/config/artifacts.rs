@@ -10,6 +10,7 @@ use crate::artifacts::controls::{
     SECURITY_CONTROLS_ENV, UNTRUSTED_CHANNELS_ENV,
 };
 use crate::artifacts::{ArtifactPolicy, Control, NativeCode, SecureMode};
+use crate::confine::{ISOLATION_ENV, PythonIsolation};
 
 impl ServeArgs {
     /// The artifact policy. Under Secure Mode the controls and the untrusted channels must be
@@ -32,7 +33,17 @@ impl ServeArgs {
         } else {
             None
         };
+        let python_isolation = match self.python_isolation.as_deref().map(str::trim) {
+            None | Some("") if multi_model || secure_mode.is_some() => PythonIsolation::Required,
+            None | Some("") => PythonIsolation::BestEffort,
+            Some(value) => PythonIsolation::parse(value).ok_or_else(|| {
+                ConfigError(format!(
+                    "ERROR: {ISOLATION_ENV} must be required, best-effort or off, got '{value}'"
+                ))
+            })?,
+        };
         let mut policy = ArtifactPolicy::default();
+        policy.python_isolation = python_isolation;
         policy.secure_mode = secure_mode;
         policy.native_code = native_code;
         if let Some(folder) = self

@@ -268,9 +268,9 @@ impl Engine for FakeEngine {
     async fn register_repository(
         &self,
         repository: &Path,
-        _folder: &str,
-        model: &str,
+        mapping: &[(String, String)],
     ) -> Result<(), EngineError> {
+        let model = mapping.first().map_or("", |(_, name)| name.as_str());
         let mut state = self.state();
         state.calls.push(format!("register {model}"));
         if state.repositories.values().any(|m| m == model) {

@@ -211,12 +211,12 @@ pub trait Engine: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Starts unloading a model and the models that depend on it.
     fn unload_model(&self, model: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
-    /// Adds a repository in which `folder` is served as `model`.
+    /// Adds a repository whose folders are served by the names `mapping` gives them
+    /// (`(folder, name)` pairs; a folder not in it goes by its own name).
     fn register_repository(
         &self,
         repository: &Path,
-        folder: &str,
-        model: &str,
+        mapping: &[(String, String)],
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Removes a repository added with [`Engine::register_repository`].
     fn unregister_repository(

@@ -120,6 +120,8 @@ pub struct Metrics {
     connections_refused: AtomicU64,
     /// Serving processes the supervisor restarted before this one.
     restarts: AtomicU64,
+    /// How python models are confined here: the setting and the kernel's Landlock ABI.
+    python_isolation: std::sync::OnceLock<(&'static str, u32)>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -197,6 +199,11 @@ impl Metrics {
         self.restarts.store(u64::from(restarts), Ordering::Relaxed);
     }
 
+    /// Records how python models are confined here (once, at start).
+    pub fn set_python_isolation(&self, setting: &'static str, landlock_abi: u32) {
+        let _ = self.python_isolation.set((setting, landlock_abi));
+    }
+
     /// Counts a connection refused because the server was at its connection limit.
     pub fn connection_refused(&self) {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
@@ -264,6 +271,15 @@ impl Metrics {
              trident_engine_output_buffers {}\n",
             in_flight.requests, in_flight.output_buffers
         );
+        if let Some((setting, abi)) = self.python_isolation.get() {
+            let _ = write!(
+                out,
+                "# HELP trident_python_isolation How python models' processes are confined: \
+                 TRIDENT_PYTHON_ISOLATION and the kernel's Landlock ABI (0: none).\n\
+                 # TYPE trident_python_isolation gauge\n\
+                 trident_python_isolation{{setting=\"{setting}\",landlock_abi=\"{abi}\"}} 1\n"
+            );
+        }
         out
     }
 

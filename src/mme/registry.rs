@@ -391,7 +391,11 @@ impl ModelRegistry {
             repository: artifact.prepared.repository.clone(),
             folder: artifact.layout.folder.clone(),
         };
-        self.load_into_core(engine, &core_layout, &target).await?;
+        let mapping = artifact
+            .prepared
+            .name_mapping(&artifact.layout.folder, &target);
+        self.load_into_core(engine, &core_layout, &mapping, &target)
+            .await?;
         if let Some(sessions) = sessions {
             sessions
                 .model_loaded(&target, &artifact.model_folder())
@@ -418,10 +422,11 @@ impl ModelRegistry {
         &self,
         engine: &E,
         layout: &Layout,
+        mapping: &[(String, String)],
         target: &str,
     ) -> Result<(), MmeError> {
         engine
-            .register_repository(&layout.repository, &layout.folder, target)
+            .register_repository(&layout.repository, mapping)
             .await
             .map_err(MmeError::Engine)?;
         if let Err(error) = engine.load_model(target).await {
@@ -564,6 +569,7 @@ mod tests {
                     prepared: Prepared {
                         repository: PathBuf::from(format!("/opt/ml/models/{name}")),
                         staged: None,
+                        names: Vec::new(),
                     },
                     plugins: None,
                 }),
@@ -742,7 +748,7 @@ mod tests {
         let url = artifact(root.path(), "a1");
         let engine = FakeEngine::new();
         engine
-            .register_repository(Path::new("/elsewhere"), "model", "m")
+            .register_repository(Path::new("/elsewhere"), &[("model".into(), "m".into())])
             .await
             .unwrap();
         let registry = ModelRegistry::new(root.path(), UnloadTiming::default());

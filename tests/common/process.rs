@@ -349,9 +349,12 @@ pub fn process_environment(pid: u32) -> Vec<String> {
 /// The serving process of the supervised trident `supervisor` (its child running trident), if
 /// one runs now.
 pub fn current_serving_process(supervisor: u32) -> Option<u32> {
-    children(supervisor)
-        .into_iter()
-        .find(|&pid| runs(pid, "trident"))
+    // By the name the serving process gives itself: the supervisor is a subreaper, and a stub
+    // launcher (`trident confine-stub`) whose parent shell was killed is its child too.
+    children(supervisor).into_iter().find(|&pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim() == "trident-serve")
+    })
 }
 
 /// [`current_serving_process`], waiting up to 60 s for one.

@@ -307,7 +307,11 @@ fn trident_is_pid_1_and_serves_the_example_model(f: &Fixture) -> Result<(), Fail
 fn sigterm_drains_and_exits_0_within_30_s(f: &Fixture) -> Result<(), Failed> {
     let repository = tempfile::tempdir()?;
     copy_model("slow_echo", repository.path(), "slow_echo");
-    let mut container = Container::start(f.image(), Volume::Model(repository.path()), &[]);
+    // Four python instances at the default 16 MiB region fill Docker's 64 MiB /dev/shm, and the
+    // auto-complete stub's region may still be there when the last is made (the core makes them
+    // at once): a region of 4 MiB each leaves room.
+    let shm = [("SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE", "4194304")];
+    let mut container = Container::start(f.image(), Volume::Model(repository.path()), &shm);
     container.wait_healthy(&[], Duration::from_secs(120));
     let addr = container.addr();
     let in_flight = std::thread::spawn(move || {

@@ -296,16 +296,17 @@ impl Engine for TritonEngine {
     async fn register_repository(
         &self,
         repository: &Path,
-        folder: &str,
-        model: &str,
+        mapping: &[(String, String)],
     ) -> Result<(), EngineError> {
-        let (repository, folder, model) = (
-            repository.to_path_buf(),
-            folder.to_owned(),
-            model.to_owned(),
-        );
-        self.blocking(move |s| s.register_model_repository(&repository, &[(&folder, &model)]))
-            .await
+        let (repository, mapping) = (repository.to_path_buf(), mapping.to_vec());
+        self.blocking(move |s| {
+            let pairs: Vec<(&str, &str)> = mapping
+                .iter()
+                .map(|(folder, name)| (folder.as_str(), name.as_str()))
+                .collect();
+            s.register_model_repository(&repository, &pairs)
+        })
+        .await
     }
 
     async fn unregister_repository(&self, repository: &Path) -> Result<(), EngineError> {
