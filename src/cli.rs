@@ -48,12 +48,43 @@ pub enum Command {
 /// What `ps` shows for a serving process a supervisor started (at most 15 bytes).
 const SERVING_PROCESS_NAME: &std::ffi::CStr = c"trident-serve";
 
+/// Gives the serving process its empty working folder and its box
+/// ([`crate::confine::serving`]); called before its first thread.
+fn confine_serving_process(config: &crate::config::Config) -> Result<(), String> {
+    use crate::confine::serving;
+    match crate::artifacts::staging::StagingArea::for_process(&config.artifacts.staging_dir) {
+        Ok(area) => crate::confine::work_in(&area.working_folder())?,
+        // The first model load reports it again, naming the setting.
+        Err(error) => tracing::warn!(%error, "the serving process keeps its working folder"),
+    }
+    let needs = config.serving_needs();
+    serving::make_folders(&needs.writable);
+    let isolation = config.artifacts.serving_isolation;
+    let enforced = serving::confine(&serving::grants(&needs), isolation)?;
+    let what = match enforced {
+        serving::Enforced::Fully | serving::Enforced::Partly => {
+            "writes only to its staging, temporary, shared-memory and state folders"
+        }
+        serving::Enforced::Not if isolation == crate::confine::Isolation::Off => "not confined",
+        serving::Enforced::Not => "not confined (this kernel has no Landlock)",
+    };
+    tracing::info!(
+        setting = %isolation,
+        landlock = enforced.name(),
+        writable = ?needs.writable,
+        "the serving process {what}"
+    );
+    Ok(())
+}
+
 impl Cli {
     /// Runs the command; the error is what the binary reports before exiting 1.
     pub fn run(self) -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
         match self.command {
             Command::Serve(args) => {
-                let config = args.resolve()?;
+                let mut config = args.resolve()?;
+                // Before the working folder changes ([`crate::confine::work_in`]).
+                config.absolute_paths()?;
                 // Before the first thread: the environment the core's stubs will inherit.
                 let supervisor = match &config.process {
                     ProcessRole::Supervised(supervision) => Some(supervision.supervisor),
@@ -72,6 +103,7 @@ impl Cli {
                     return crate::supervisor::run(&config, limit);
                 }
                 crate::confine::serving_process_undumpable();
+                confine_serving_process(&config)?;
                 tracing::info!(
                     setting = %config.artifacts.python_isolation,
                     kernel = %config.artifacts.landlock,

@@ -154,6 +154,11 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         artifacts.python_isolation.name(),
         artifacts.landlock.abi().unwrap_or(0),
     );
+    if let Some(enforced) = crate::confine::serving::enforced() {
+        state
+            .metrics
+            .set_serving_isolation(artifacts.serving_isolation.name(), enforced.name());
+    }
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
     }

@@ -243,3 +243,101 @@ fn a_triton_installation_without_the_launcher_refuses_python_models_by_name() {
     assert_eq!(get(addr, "/ping").status, 200);
     let _: Value = get(addr, "/models").json();
 }
+
+/// The serving process's pid: the parent of the first stub of `model`.
+fn serving_pid(model: &str) -> u32 {
+    let stub = *common::model_stub_pids(model).first().expect("a stub");
+    std::fs::read_to_string(format!("/proc/{stub}/stat"))
+        .unwrap()
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The serving process's own box (src/confine/serving.rs), seen through a python model that
+/// runs in no box of its own (`TRIDENT_PYTHON_ISOLATION=off`): what it starts cannot plant a
+/// file in the Triton installation, an artifact or any folder outside those the serving
+/// process writes; the private trees still link the artifacts' files (no copy); the serving
+/// process works in an empty folder of its own. With `TRIDENT_SERVING_ISOLATION=off` the same
+/// write lands, so the box is what stops it.
+#[test]
+fn what_the_serving_process_starts_writes_only_where_the_serving_process_must() {
+    // Nothing here is under the temporary folder, which the serving process may write.
+    let outside_root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let root = tempfile::tempdir_in(outside_root).unwrap();
+    let staging = tempfile::tempdir_in(outside_root).unwrap();
+    let outside = tempfile::tempdir_in(outside_root).unwrap();
+    let (victim, prober) = tenants(root.path());
+    let off = [("TRIDENT_PYTHON_ISOLATION", OsStr::new("off"))];
+    let (running, addr) = serve(root.path(), staging.path(), &off);
+    for (name, url) in [("victim", &victim), ("prober", &prober)] {
+        let response = load(addr, name, url);
+        assert_eq!(response.status, 200, "{name}: {}", response.text());
+    }
+    let home = common::triton().home().unwrap().to_path_buf();
+    let planted = [
+        home.join("backends/python/planted_by_a_backend.so"),
+        outside.path().join("planted"),
+        prober.join("probe/planted"),
+        staging.path().join("..").join("planted_beside_staging"),
+    ];
+    let path = |p: &Path| p.display().to_string();
+    let attempts: Vec<(&str, String)> = planted.iter().map(|p| ("write", path(p))).collect();
+    let results = probe(addr, &attempts);
+    for ((_, target), result) in attempts.iter().zip(&results) {
+        assert_ne!(result, "ok", "writing {target} was allowed");
+    }
+    assert!(planted.iter().all(|p| !p.exists()));
+    // What it may write: its scratch (the temporary folder), /dev/null, an existing file of its
+    // own artifact (the artifact's files are the private tree's: trident's check reads them
+    // before the core does, and nothing in the image writes them).
+    let may = [
+        ("write", "scratch".to_owned()),
+        ("read", "scratch".to_owned()),
+        ("write", "/dev/null".to_owned()),
+    ];
+    assert_eq!(probe(addr, &may), vec!["ok"; may.len()]);
+
+    // The private tree links the artifact's files even so.
+    let original = victim.join("add_sub/secret.txt");
+    let private = find(staging.path(), "secret.txt").expect("the victim's private tree");
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    assert_eq!(
+        inode(&private),
+        inode(&original),
+        "{} was copied",
+        private.display()
+    );
+
+    // It works in an empty folder of its own, under its staging folder.
+    let serving = serving_pid("prober");
+    let cwd = std::fs::read_link(format!("/proc/{serving}/cwd")).unwrap();
+    assert!(cwd.starts_with(staging.path()), "{}", cwd.display());
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+
+    add_sub_serves(addr);
+    assert_eq!(get(addr, "/ping").status, 200);
+    let metrics = get(addr, "/metrics").text();
+    assert!(
+        metrics.contains("trident_serving_isolation{setting=\"best-effort\",enforced=\"full\"}")
+            || metrics.contains("enforced=\"partial\""),
+        "{metrics}"
+    );
+    drop(running);
+
+    // Unconfined, the same write lands.
+    let unconfined = [
+        ("TRIDENT_PYTHON_ISOLATION", OsStr::new("off")),
+        ("TRIDENT_SERVING_ISOLATION", OsStr::new("off")),
+    ];
+    let (_running, addr) = serve(root.path(), staging.path(), &unconfined);
+    assert_eq!(load(addr, "prober", &prober).status, 200);
+    let target = path(&planted[1]);
+    assert_eq!(probe(addr, &[("write", target)]), vec!["ok"]);
+    assert!(planted[1].exists());
+}

@@ -134,6 +134,10 @@ pub struct ArtifactPolicy {
     pub python_isolation: crate::confine::PythonIsolation,
     /// What this host's kernel offers of Landlock (probed at start).
     pub landlock: crate::confine::LandlockSupport,
+    /// How the serving process's writes are confined (`TRIDENT_SERVING_ISOLATION`).
+    pub serving_isolation: crate::confine::Isolation,
+    /// More folders the serving process may write (`TRIDENT_SERVING_WRITABLE`).
+    pub serving_writable: Vec<PathBuf>,
     /// Whether the image's python backend starts stubs through trident's launcher.
     pub stub_launcher: bool,
     /// This process's staging area, made on first use.
@@ -151,6 +155,8 @@ impl Default for ArtifactPolicy {
             staging_dir: std::env::temp_dir(),
             python_isolation: crate::confine::PythonIsolation::BestEffort,
             landlock: crate::confine::LandlockSupport::probe(),
+            serving_isolation: crate::confine::Isolation::BestEffort,
+            serving_writable: Vec::new(),
             stub_launcher: false,
             staging: Arc::default(),
         }

@@ -29,7 +29,7 @@
 //! still waiting for its removal is moved aside first (its removal follows it there).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -41,6 +41,9 @@ pub const STAGING_DIR_ENV: &str = "TRIDENT_ARTIFACT_STAGING_DIR";
 
 /// The prefix of each process's folder.
 const PROCESS_PREFIX: &str = "trident-artifacts-";
+/// The name of the empty working folder in a process's staging folder (no tree's name: trees
+/// are numbers, `name-<digest>` and `aside-<number>`).
+const WORK: &str = "work";
 
 /// How a tree is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +106,11 @@ impl StagingArea {
             .and_then(|()| {
                 std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700))
             })
+            .and_then(|()| {
+                std::fs::DirBuilder::new()
+                    .mode(0o500)
+                    .create(folder.join(WORK))
+            })
             .map_err(|e| {
                 format!(
                     "cannot make the artifact staging folder {} ({STAGING_DIR_ENV}): {e}",
@@ -119,6 +127,13 @@ impl StagingArea {
     /// The folder this process's trees are in.
     pub fn folder(&self) -> &Path {
         &self.folder
+    }
+
+    /// An empty folder, read-only, for the serving process to work in
+    /// ([`crate::confine::work_in`]): a relative path the core or a backend resolves against
+    /// the working folder finds nothing.
+    pub fn working_folder(&self) -> PathBuf {
+        self.folder.join(WORK)
     }
 
     /// Makes a tree of `original` (a folder) in `shape`; for [`Shape::Linked`], `rewritten`

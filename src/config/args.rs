@@ -225,6 +225,15 @@ pub struct ServeArgs {
     /// `best-effort` otherwise.
     #[arg(long, env = crate::confine::ISOLATION_ENV)]
     pub python_isolation: Option<String>,
+    /// How the serving process (and everything it starts) is kept to writing only where it
+    /// must, by the kernel: `required` (confined, or no start where the kernel has no
+    /// Landlock), `best-effort` (the default: confined as far as the kernel allows) or `off`.
+    #[arg(long, env = crate::confine::serving::SERVING_ISOLATION_ENV)]
+    pub serving_isolation: Option<String>,
+    /// More folders the serving process may write (`:`-separated, absolute, existing): a
+    /// backend's cache, a manifest's compile cache elsewhere.
+    #[arg(long, env = crate::confine::serving::SERVING_WRITABLE_ENV)]
+    pub serving_writable: Option<String>,
     /// Where the private trees the core loads artifacts from are made (by default the
     /// temporary folder). On the models' own file system, files are hard-linked instead of
     /// copied.

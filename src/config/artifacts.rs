@@ -10,7 +10,8 @@ use crate::artifacts::controls::{
     SECURITY_CONTROLS_ENV, UNTRUSTED_CHANNELS_ENV,
 };
 use crate::artifacts::{ArtifactPolicy, Control, NativeCode, SecureMode};
-use crate::confine::{ISOLATION_ENV, PythonIsolation};
+use crate::confine::serving::{SERVING_ISOLATION_ENV, parse_writable};
+use crate::confine::{ISOLATION_ENV, Isolation, PythonIsolation};
 
 impl ServeArgs {
     /// The artifact policy. Under Secure Mode the controls and the untrusted channels must be
@@ -42,8 +43,21 @@ impl ServeArgs {
                 ))
             })?,
         };
+        let serving_isolation = match self.serving_isolation.as_deref().map(str::trim) {
+            None | Some("") => Isolation::BestEffort,
+            Some(value) => Isolation::parse(value).ok_or_else(|| {
+                ConfigError(format!(
+                    "ERROR: {SERVING_ISOLATION_ENV} must be required, best-effort or off, got \
+                     '{value}'"
+                ))
+            })?,
+        };
+        let serving_writable = parse_writable(self.serving_writable.as_deref().unwrap_or(""))
+            .map_err(|e| ConfigError(format!("ERROR: {e}")))?;
         let mut policy = ArtifactPolicy::default();
         policy.python_isolation = python_isolation;
+        policy.serving_isolation = serving_isolation;
+        policy.serving_writable = serving_writable;
         policy.secure_mode = secure_mode;
         policy.native_code = native_code;
         if let Some(folder) = self

@@ -125,6 +125,86 @@ impl Config {
         }
     }
 
+    /// Makes every path setting absolute, against the working folder the process started in:
+    /// the serving process then works in an empty folder of its own
+    /// ([`crate::confine::work_in`]), and a relative setting must mean what it meant.
+    pub fn absolute_paths(&mut self) -> Result<(), ConfigError> {
+        let absolute = |path: &mut PathBuf| -> Result<(), ConfigError> {
+            if path.as_os_str().is_empty() || path.is_absolute() {
+                return Ok(());
+            }
+            *path = std::path::absolute(&*path).map_err(|e| {
+                ConfigError(format!("ERROR: cannot resolve {}: {e}", path.display()))
+            })?;
+            Ok(())
+        };
+        match &mut self.mode {
+            Mode::SingleModel { repository, .. } => absolute(repository)?,
+            Mode::MultiModel {
+                repository,
+                models_root,
+            } => {
+                absolute(repository)?;
+                absolute(models_root)?;
+            }
+        }
+        for path in [&mut self.plugins, &mut self.core.triton_home]
+            .into_iter()
+            .flatten()
+        {
+            absolute(path)?;
+        }
+        if let ProcessRole::Supervised(supervision) = &mut self.process {
+            absolute(&mut supervision.state_dir)?;
+        }
+        absolute(&mut self.artifacts.staging_dir)?;
+        for channel in self
+            .artifacts
+            .secure_mode
+            .iter_mut()
+            .flat_map(|secure| secure.untrusted_channels.iter_mut())
+        {
+            absolute(channel)?;
+        }
+        Ok(())
+    }
+
+    /// The folders the serving process writes ([`crate::confine::serving`]): what it makes
+    /// things in, and the models' folders its private trees link files from.
+    pub fn serving_needs(&self) -> crate::confine::serving::Needs {
+        let mut writable = vec![self.artifacts.staging_dir.clone()];
+        let mut models = Vec::new();
+        match &self.mode {
+            Mode::SingleModel { repository, .. } => models.push(repository.clone()),
+            Mode::MultiModel {
+                repository,
+                models_root,
+            } => {
+                writable.push(repository.clone());
+                models.push(models_root.clone());
+            }
+        }
+        if let ProcessRole::Supervised(supervision) = &self.process {
+            writable.push(supervision.state_dir.clone());
+        }
+        // The plugins' compile cache: the start manifest's, else the default (a manifest
+        // reloaded later with a cache elsewhere compiles without it, unless that folder is
+        // writable). Under Secure Mode no cache is used.
+        let plugins_possible =
+            self.plugins.is_some() || matches!(self.mode, Mode::MultiModel { .. });
+        if self.artifacts.secure_mode.is_none() && plugins_possible {
+            let cache = self
+                .plugins
+                .as_deref()
+                .and_then(|path| crate::plugins::manifest::Manifest::load(path).ok())
+                .and_then(|manifest| manifest.compile_cache)
+                .or_else(crate::plugins::compile_cache::default_dir);
+            writable.extend(cache.filter(|dir| !dir.as_os_str().is_empty()));
+        }
+        writable.extend(self.artifacts.serving_writable.iter().cloned());
+        crate::confine::serving::Needs { writable, models }
+    }
+
     /// Refuses a metrics path one of trident's own routes takes; `is_reserved` is the router's
     /// answer (`http::routes`, which the configuration does not see).
     pub fn check_routes(&self, is_reserved: impl Fn(&str) -> bool) -> Result<(), ConfigError> {

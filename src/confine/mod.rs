@@ -21,9 +21,14 @@
 //! a process outside its box, the serving process and other tenants' stubs included. The serving
 //! process itself is made not dumpable ([`serving_process_undumpable`]).
 //!
+//! The serving process has a box of its own ([`serving`]): from its start it, the core, the
+//! backends and the stubs write only where the serving process must; and it works in an empty
+//! folder ([`work_in`]).
+//!
 //! Which guarantees hold on which host: `docs/CONFINEMENT.md`.
 
 pub mod seccomp;
+pub mod serving;
 pub mod stub;
 
 use std::ffi::OsStr;
@@ -39,20 +44,26 @@ pub const TREES_ENV: &str = "TRIDENT_STUB_TREES";
 /// The variable that sets (and tells the launcher) how python models are confined.
 pub const ISOLATION_ENV: &str = "TRIDENT_PYTHON_ISOLATION";
 
-/// How python models' stub processes are confined (`TRIDENT_PYTHON_ISOLATION`).
+/// How a box is asked for: python models' stub processes (`TRIDENT_PYTHON_ISOLATION`) and
+/// the serving process's writes (`TRIDENT_SERVING_ISOLATION`, [`serving`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PythonIsolation {
-    /// Confined, or not run: where the kernel has no Landlock, a python model is refused. The
-    /// default under Secure Mode and on multi-model endpoints.
+pub enum Isolation {
+    /// Confined, or not run: where the kernel has no Landlock, a python model is refused (and
+    /// the serving process does not start). Python models' default under Secure Mode and on
+    /// multi-model endpoints.
     Required,
     /// Confined as far as the kernel allows; run unconfined where it has no Landlock (logged).
-    /// The default on a single-model endpoint outside Secure Mode.
+    /// The serving process's default, and python models' on a single-model endpoint outside
+    /// Secure Mode.
     BestEffort,
     /// Not confined (Triton's own behaviour).
     Off,
 }
 
-impl PythonIsolation {
+/// The setting of python models' boxes.
+pub type PythonIsolation = Isolation;
+
+impl Isolation {
     /// Parses the setting's value; `None` for an unknown one.
     pub fn parse(value: &str) -> Option<PythonIsolation> {
         match value.trim() {
@@ -93,7 +104,7 @@ impl PythonIsolation {
     }
 }
 
-impl fmt::Display for PythonIsolation {
+impl fmt::Display for Isolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -204,6 +215,15 @@ pub fn export_for_stubs(binary: &Path, isolation: PythonIsolation, staging: &Pat
         // environment meanwhile.
         unsafe { std::env::set_var(name, value) };
     }
+}
+
+/// Makes `folder` the serving process's working folder (an empty, read-only folder of its own,
+/// [`crate::artifacts::staging::StagingArea::working_folder`]): a relative path that the core
+/// or a backend resolves against the working folder names nothing there. Every path setting
+/// was made absolute first ([`crate::config::Config::absolute_paths`]).
+pub fn work_in(folder: &Path) -> Result<(), String> {
+    std::env::set_current_dir(folder)
+        .map_err(|e| format!("cannot work in {}: {e}", folder.display()))
 }
 
 /// Makes the serving process not dumpable: no process without `CAP_SYS_PTRACE` may trace it or

@@ -122,6 +122,8 @@ pub struct Metrics {
     restarts: AtomicU64,
     /// How python models are confined here: the setting and the kernel's Landlock ABI.
     python_isolation: std::sync::OnceLock<(&'static str, u32)>,
+    /// How the serving process's writes are confined: the setting and what the kernel enforced.
+    serving_isolation: std::sync::OnceLock<(&'static str, &'static str)>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -204,6 +206,12 @@ impl Metrics {
         let _ = self.python_isolation.set((setting, landlock_abi));
     }
 
+    /// Records how the serving process's writes are confined (`TRIDENT_SERVING_ISOLATION` and
+    /// what the kernel enforced: `full`, `partial` or `none`).
+    pub fn set_serving_isolation(&self, setting: &'static str, enforced: &'static str) {
+        let _ = self.serving_isolation.set((setting, enforced));
+    }
+
     /// Counts a connection refused because the server was at its connection limit.
     pub fn connection_refused(&self) {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +286,15 @@ impl Metrics {
                  TRIDENT_PYTHON_ISOLATION and the kernel's Landlock ABI (0: none).\n\
                  # TYPE trident_python_isolation gauge\n\
                  trident_python_isolation{{setting=\"{setting}\",landlock_abi=\"{abi}\"}} 1\n"
+            );
+        }
+        if let Some((setting, enforced)) = self.serving_isolation.get() {
+            let _ = write!(
+                out,
+                "# HELP trident_serving_isolation How the serving process's writes are confined: \
+                 TRIDENT_SERVING_ISOLATION and what the kernel enforced.\n\
+                 # TYPE trident_serving_isolation gauge\n\
+                 trident_serving_isolation{{setting=\"{setting}\",enforced=\"{enforced}\"}} 1\n"
             );
         }
         out
