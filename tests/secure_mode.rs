@@ -1149,3 +1149,70 @@ fn environments_written_through_their_own_links_are_refused() {
     }
     assert_eq!(get(addr, "/ping").status, 200);
 }
+
+/// An execution environment is unpacked by trident into the model's private tree, and the
+/// python backend is pointed at that folder (it uses a folder as it is): the model runs in it
+/// (its activate script sets the environment's home, the model reads its files), the home is the
+/// folder trident made, not one the backend unpacked into, and the artifact is untouched.
+#[test]
+fn execution_environments_are_unpacked_by_trident_and_the_model_runs_in_them() {
+    let allow = [("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    let (_running, addr, root) = serve_multi_model(&allow);
+    let url = root.path().join("envmodel/model");
+    write(
+        &url.join("m/config.pbtxt"),
+        b"backend: \"python\"\nmax_batch_size: 0\n\
+          input [ { name: \"IN\", data_type: TYPE_STRING, dims: [ 1 ] } ]\n\
+          output [ { name: \"OUT\", data_type: TYPE_STRING, dims: [ 1 ] } ]\n\
+          parameters { key: \"EXECUTION_ENV_PATH\" value: { string_value: \
+          \"$$TRITON_MODEL_DIRECTORY/env.tar.gz\" } }\n",
+    );
+    write(
+        &url.join("m/1/model.py"),
+        b"import os\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n\
+          class TritonPythonModel:\n    def execute(self, requests):\n\
+          \x20       home = os.environ.get('ENV_HOME', '')\n\
+          \x20       text = home + '|' + open(home + '/share/value.txt').read()\n\
+          \x20       out = pb_utils.Tensor('OUT', np.array([text.encode()], dtype=np.object_))\n\
+          \x20       return [pb_utils.InferenceResponse(output_tensors=[out]) for _ in requests]\n",
+    );
+    let work = tempfile::tempdir().unwrap();
+    write(
+        &work.path().join("bin/activate"),
+        b"ENV_HOME=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")/..\" && pwd)\"\nexport ENV_HOME\n",
+    );
+    write(
+        &work.path().join("share/value.txt"),
+        b"from the environment",
+    );
+    std::fs::create_dir_all(work.path().join("lib")).unwrap();
+    let archive = url.join("m/env.tar.gz");
+    let status = Command::new("tar")
+        .current_dir(work.path())
+        .arg("-czf")
+        .arg(&archive)
+        .args(["bin", "lib", "share"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let before = std::fs::read_dir(url.join("m")).unwrap().count();
+
+    let response = load(addr, "envmodel", &url);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let body =
+        json!({"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": ["x"]}]});
+    let response = post_json(addr, "/models/envmodel/invoke", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let out = response.json()["outputs"][0]["data"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (home, value) = out.split_once('|').unwrap();
+    assert_eq!(value, "from the environment");
+    assert!(
+        home.ends_with("/.trident-environment") && home.contains("/trident-artifacts-"),
+        "the environment's home is {home}"
+    );
+    assert_eq!(std::fs::read_dir(url.join("m")).unwrap().count(), before);
+    assert_eq!(get(addr, "/ping").status, 200);
+}

@@ -186,6 +186,7 @@ impl ArtifactPolicy {
         };
         let folders: BTreeSet<String> = model_folders(root).into_iter().collect();
         let mut rewritten = Vec::new();
+        let mut environments = Vec::new();
         let mut findings = Vec::new();
         for folder in model_folders(root) {
             let path = root.join(&folder).join("config.pbtxt");
@@ -193,21 +194,32 @@ impl ArtifactPolicy {
             let Ok(bytes) = crate::files::read_regular(&path, walk::MAX_CONFIG_BYTES) else {
                 continue;
             };
-            let Ok(config) = text_format::parse(&bytes) else {
+            let Ok(mut config) = text_format::parse(&bytes) else {
                 continue;
             };
             let facts = model_config::ModelConfigFacts::of(&config);
+            // An environment is unpacked by trident into the private tree, and the core told
+            // to use that folder: the backend never unpacks one.
+            let mut unpacked_here = false;
             if let Some(archive) = facts
                 .parameters
                 .get("EXECUTION_ENV_PATH")
                 .and_then(|value| environment::archive_path(value, &root.join(&folder)))
-                && let Err(what) = environment::check_archive(&archive)
             {
-                findings.push(Finding {
-                    path: archive,
-                    what: format!("is an execution environment that {what}"),
-                    gate: Gate::Always,
-                });
+                match environment::check_archive(&archive) {
+                    Err(what) => findings.push(Finding {
+                        path: archive,
+                        what: format!("is an execution environment that {what}"),
+                        gate: Gate::Always,
+                    }),
+                    Ok(()) => {
+                        unpacked_here = environment::point_at_unpacked(&mut config);
+                        // Only into a folder the tree makes anew (its configuration rewritten).
+                        if unpacked_here {
+                            environments.push((folder.clone(), archive));
+                        }
+                    }
+                }
             }
             let none = BTreeSet::new();
             let folder_facts = canonical::ModelFolder {
@@ -216,8 +228,14 @@ impl ArtifactPolicy {
                 file_names: &none,
                 artifact_models: &folders,
             };
-            if let Ok(Some(config)) = canonicalize.config(Some(config), folder_facts) {
-                rewritten.push((folder, config.write()));
+            let written = if unpacked_here {
+                Some(config.clone())
+            } else {
+                None
+            };
+            match canonicalize.config(Some(config), folder_facts) {
+                Ok(Some(config)) => rewritten.push((folder, config.write())),
+                _ => rewritten.extend(written.map(|config| (folder, config.write()))),
             }
         }
         findings.extend(self.unconfinable_python(root, &folders));
@@ -245,9 +263,27 @@ impl ArtifactPolicy {
         for (folder, text) in &rewritten {
             staged.write_config(folder, text).map_err(unstaged)?;
         }
+        for (folder, archive) in &environments {
+            let into = staged.root.join(folder).join(environment::UNPACKED);
+            match environment::unpack(archive, &into) {
+                Ok(()) => {}
+                Err(environment::UnpackError::Refused(what)) => {
+                    return Err(ArtifactRefusal::Forbidden {
+                        root: root.to_path_buf(),
+                        findings: vec![Finding {
+                            path: archive.clone(),
+                            what: format!("is an execution environment that {what}"),
+                            gate: Gate::Always,
+                        }],
+                    });
+                }
+                Err(environment::UnpackError::Failed(why)) => return Err(unstaged(why)),
+            }
+        }
         tracing::info!(repository = %root.display(), models = ?names,
             "models load with configurations trident rewrote (an idle limit raised past the \
-             sessions' expiration, ensemble steps by their private names)");
+             sessions' expiration, ensemble steps by their private names, execution \
+             environments unpacked by trident)");
         Ok(Prepared {
             repository: staged.root.clone(),
             staged: Some(Arc::new(staged)),
