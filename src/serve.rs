@@ -120,6 +120,20 @@ async fn start_core(triton: &'static Triton, core: ServerConfig) -> Result<Serve
     Ok(started.await??)
 }
 
+/// Shows on `/metrics` how python models and the serving process are confined.
+fn record_isolation(state: &AppState<TritonEngine>) {
+    let artifacts = &state.config.artifacts;
+    state.metrics.set_python_isolation(
+        artifacts.python_isolation.name(),
+        artifacts.landlock.abi().unwrap_or(0),
+    );
+    if let Some(enforced) = crate::confine::serving::enforced() {
+        state
+            .metrics
+            .set_serving_isolation(artifacts.serving_isolation.name(), enforced.name());
+    }
+}
+
 /// Runs the server until SIGTERM or Ctrl-C, then drains and stops the core. As the serving
 /// process of a supervisor ([`crate::supervisor`]): on the supervisor's listener, with the
 /// models a predecessor had, and asking to be replaced when the core cannot bring a model back.
@@ -149,16 +163,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
             .map_err(|e| format!("plugin manifest: {e}"))?;
     }
     state.prepare_sessions().await;
-    let artifacts = &state.config.artifacts;
-    state.metrics.set_python_isolation(
-        artifacts.python_isolation.name(),
-        artifacts.landlock.abi().unwrap_or(0),
-    );
-    if let Some(enforced) = crate::confine::serving::enforced() {
-        state
-            .metrics
-            .set_serving_isolation(artifacts.serving_isolation.name(), enforced.name());
-    }
+    record_isolation(&state);
     if let Some(supervision) = &supervision {
         resume(&state, supervision).await;
     }

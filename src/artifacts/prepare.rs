@@ -1,7 +1,7 @@
 //! [`ArtifactPolicy::prepare`]: what the core reads for an artifact, made and checked.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{
@@ -200,26 +200,16 @@ impl ArtifactPolicy {
             let facts = model_config::ModelConfigFacts::of(&config);
             // An environment is unpacked by trident into the private tree, and the core told
             // to use that folder: the backend never unpacks one.
-            let mut unpacked_here = false;
-            if let Some(archive) = facts
+            let environment = facts
                 .parameters
                 .get("EXECUTION_ENV_PATH")
                 .and_then(|value| environment::archive_path(value, &root.join(&folder)))
-            {
-                match environment::check_archive(&archive) {
-                    Err(what) => findings.push(Finding {
-                        path: archive,
-                        what: format!("is an execution environment that {what}"),
-                        gate: Gate::Always,
-                    }),
-                    Ok(()) => {
-                        unpacked_here = environment::point_at_unpacked(&mut config);
-                        // Only into a folder the tree makes anew (its configuration rewritten).
-                        if unpacked_here {
-                            environments.push((folder.clone(), archive));
-                        }
-                    }
-                }
+                .map(|archive| environment_of(archive, &mut config));
+            let written = matches!(environment, Some(Ok(_))).then(|| config.clone());
+            match environment {
+                Some(Ok(archive)) => environments.push((folder.clone(), archive)),
+                Some(Err(finding)) => findings.push(finding),
+                None => {}
             }
             let none = BTreeSet::new();
             let folder_facts = canonical::ModelFolder {
@@ -227,11 +217,6 @@ impl ArtifactPolicy {
                 model_files: &none,
                 file_names: &none,
                 artifact_models: &folders,
-            };
-            let written = if unpacked_here {
-                Some(config.clone())
-            } else {
-                None
             };
             match canonicalize.config(Some(config), folder_facts) {
                 Ok(Some(config)) => rewritten.push((folder, config.write())),
@@ -263,23 +248,7 @@ impl ArtifactPolicy {
         for (folder, text) in &rewritten {
             staged.write_config(folder, text).map_err(unstaged)?;
         }
-        for (folder, archive) in &environments {
-            let into = staged.root.join(folder).join(environment::UNPACKED);
-            match environment::unpack(archive, &into) {
-                Ok(()) => {}
-                Err(environment::UnpackError::Refused(what)) => {
-                    return Err(ArtifactRefusal::Forbidden {
-                        root: root.to_path_buf(),
-                        findings: vec![Finding {
-                            path: archive.clone(),
-                            what: format!("is an execution environment that {what}"),
-                            gate: Gate::Always,
-                        }],
-                    });
-                }
-                Err(environment::UnpackError::Failed(why)) => return Err(unstaged(why)),
-            }
-        }
+        unpack_environments(root, &staged, &environments)?;
         tracing::info!(repository = %root.display(), models = ?names,
             "models load with configurations trident rewrote (an idle limit raised past the \
              sessions' expiration, ensemble steps by their private names, execution \
@@ -290,6 +259,58 @@ impl ArtifactPolicy {
             names: Vec::new(),
         })
     }
+}
+
+/// The execution environment `archive` of a model whose configuration is `config`, checked,
+/// with the configuration pointed at the folder it will be unpacked into; or why it is refused.
+/// Only a model whose configuration is rewritten has its folder made anew in the tree, so only
+/// there is an environment unpacked.
+fn environment_of(archive: PathBuf, config: &mut text_format::Message) -> Result<PathBuf, Finding> {
+    let refused = |archive: PathBuf, what: String| Finding {
+        path: archive,
+        what: format!("is an execution environment that {what}"),
+        gate: Gate::Always,
+    };
+    environment::check_archive(&archive).map_err(|what| refused(archive.clone(), what))?;
+    if environment::point_at_unpacked(config) {
+        Ok(archive)
+    } else {
+        Err(refused(
+            archive,
+            "EXECUTION_ENV_PATH names in no value trident can rewrite".to_owned(),
+        ))
+    }
+}
+
+/// Unpacks each model's execution environment into its folder of the tree `staged`.
+fn unpack_environments(
+    root: &Path,
+    staged: &staging::Staged,
+    environments: &[(String, PathBuf)],
+) -> Result<(), ArtifactRefusal> {
+    for (folder, archive) in environments {
+        let into = staged.root.join(folder).join(environment::UNPACKED);
+        match environment::unpack(archive, &into) {
+            Ok(()) => {}
+            Err(environment::UnpackError::Refused(what)) => {
+                return Err(ArtifactRefusal::Forbidden {
+                    root: root.to_path_buf(),
+                    findings: vec![Finding {
+                        path: archive.clone(),
+                        what: format!("is an execution environment that {what}"),
+                        gate: Gate::Always,
+                    }],
+                });
+            }
+            Err(environment::UnpackError::Failed(why)) => {
+                return Err(ArtifactRefusal::Unstaged {
+                    root: root.to_path_buf(),
+                    why,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The folders directly in `root` (the models of a repository), by name.

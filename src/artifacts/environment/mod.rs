@@ -7,9 +7,9 @@
 //! libraries, which the next load runs). This holds whatever the settings; where a gate is in
 //! force, execution environments are refused anyway.
 
+mod unpack;
+
 use std::collections::BTreeSet;
-use std::io::Read as _;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 /// How the python backend names the model's folder in `EXECUTION_ENV_PATH`.
@@ -18,202 +18,7 @@ const MODEL_DIRECTORY: &str = "$$TRITON_MODEL_DIRECTORY";
 /// The most members read from one archive.
 const MAX_MEMBERS: usize = 200_000;
 
-/// The most bytes one environment unpacks to: a conda-packed environment with a deep-learning
-/// framework is a few GiB; a small archive that would fill the staging folder is refused.
-pub const MAX_UNPACKED_BYTES: u64 = 16 << 30;
-
-/// The folder, in the model's folder of its private tree, an environment is unpacked into.
-pub const UNPACKED: &str = ".trident-environment";
-
-/// Why an environment was not unpacked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UnpackError {
-    /// The archive is refused (what it holds, for the client's 400).
-    Refused(String),
-    /// Writing failed (the staging folder's file system).
-    Failed(String),
-}
-
-/// Points `config`'s `EXECUTION_ENV_PATH` at the folder [`unpack`] makes in the model's folder;
-/// returns whether it had one.
-pub fn point_at_unpacked(config: &mut super::text_format::Message) -> bool {
-    use super::text_format::Value;
-    let mut pointed = false;
-    for parameter in config.messages_mut("parameters") {
-        if parameter.text("key") != Some("EXECUTION_ENV_PATH") {
-            continue;
-        }
-        if let Some(value) = parameter.message_mut("value") {
-            value.set(
-                "string_value",
-                Value::Text(format!("{MODEL_DIRECTORY}/{UNPACKED}")),
-            );
-            pointed = true;
-        }
-    }
-    pointed
-}
-
-/// Unpacks the environment at `path` into `folder` (made here), once [`check_archive`] passed:
-/// folders, regular files (permission bits of 0o755 at most: no set-id), symbolic links
-/// (their targets stay inside, checked) and hard links to files already unpacked; nothing is
-/// written through a link, nothing overwritten, no device or FIFO made, and no more than
-/// [`MAX_UNPACKED_BYTES`] written.
-pub fn unpack(path: &Path, folder: &Path) -> Result<(), UnpackError> {
-    unpack_within(path, folder, MAX_UNPACKED_BYTES)
-}
-
-/// [`unpack`] with a bound of `max_bytes`.
-fn unpack_within(path: &Path, folder: &Path, max_bytes: u64) -> Result<(), UnpackError> {
-    let unpacked = unpack_members(path, folder, max_bytes);
-    // What was written is checked as a whole (a link is only known safe once every link is
-    // known): the archive may have changed since it was checked.
-    let checked =
-        unpacked.and_then(|members| check_members(&members).map_err(UnpackError::Refused));
-    if checked.is_err() && folder.exists() {
-        drop(std::fs::remove_dir_all(folder));
-    }
-    checked
-}
-
-/// Unpacks as [`unpack`] says; returns the members written, for their check as a whole.
-fn unpack_members(path: &Path, folder: &Path, max_bytes: u64) -> Result<Vec<Member>, UnpackError> {
-    let refused = |what: String| UnpackError::Refused(what);
-    let failed = |what: &Path, e: std::io::Error| {
-        UnpackError::Failed(format!("cannot unpack into {}: {e}", what.display()))
-    };
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(folder)
-        .map_err(|e| failed(folder, e))?;
-    // A member made where one already is would overwrite it: the archive is refused.
-    let made = |inside: &Path, target: &Path, e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => refused(format!(
-            "has member {} more than once (a later one would overwrite)",
-            inside.display()
-        )),
-        _ => failed(target, e),
-    };
-    let file = std::fs::File::open(path).map_err(|e| refused(format!("cannot be read: {e}")))?;
-    let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(file));
-    archive.set_ignore_zeros(true);
-    let entries = archive
-        .entries()
-        .map_err(|e| refused(format!("is not a .tar.gz archive: {e}")))?;
-    let mut links = BTreeSet::new();
-    let mut members = Vec::new();
-    let mut written = 0u64;
-    for (index, entry) in entries.enumerate() {
-        if index == MAX_MEMBERS {
-            return Err(refused(format!("holds more than {MAX_MEMBERS} members")));
-        }
-        let mut entry = entry.map_err(|e| refused(format!("is not a .tar.gz archive: {e}")))?;
-        let name = entry
-            .path()
-            .map_err(|e| refused(format!("has a member whose name cannot be read: {e}")))?
-            .into_owned();
-        let inside = normalized(Path::new(""), &name).ok_or_else(|| {
-            refused(format!(
-                "has member {} whose path leaves the folder it is unpacked in",
-                name.display()
-            ))
-        })?;
-        if inside.as_os_str().is_empty() {
-            continue;
-        }
-        if inside.ancestors().skip(1).any(|a| links.contains(a)) {
-            return Err(refused(format!(
-                "has member {} that would be written through a link",
-                inside.display()
-            )));
-        }
-        let target = folder.join(&inside);
-        if let Some(parent) = target.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(parent)
-                .map_err(|e| failed(parent, e))?;
-        }
-        let mode = entry.header().mode().unwrap_or(0o644) & 0o755;
-        let kind = entry.header().entry_type();
-        if kind.is_dir() {
-            match std::fs::DirBuilder::new()
-                .mode(mode | 0o700)
-                .create(&target)
-            {
-                Ok(()) => {}
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::AlreadyExists
-                        && std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) => {}
-                Err(e) => return Err(failed(&target, e)),
-            }
-        } else if kind.is_file() || kind == tar::EntryType::Continuous {
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode | 0o400)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&target)
-                .map_err(|e| made(&inside, &target, e))?;
-            let room = max_bytes.saturating_sub(written);
-            let copied = std::io::copy(&mut (&mut entry).take(room + 1), &mut out)
-                .map_err(|e| failed(&target, e))?;
-            written += copied;
-            if copied > room {
-                return Err(refused(format!("unpacks to more than {max_bytes} bytes")));
-            }
-        } else if kind.is_symlink() || kind.is_hard_link() {
-            let Ok(Some(link)) = entry.link_name() else {
-                return Err(refused(format!(
-                    "has link {} with no target",
-                    inside.display()
-                )));
-            };
-            members.push(Member {
-                path: inside.clone(),
-                kind: if kind.is_symlink() {
-                    LinkKind::Symbolic
-                } else {
-                    LinkKind::Hard
-                },
-                target: Some(link.clone().into_owned()),
-            });
-            if kind.is_symlink() {
-                std::os::unix::fs::symlink(&link, &target)
-                    .map_err(|e| made(&inside, &target, e))?;
-                links.insert(inside.clone());
-            } else {
-                // A hard link names a member unpacked before, from the archive's top.
-                let source = normalized(Path::new(""), &link)
-                    .filter(|s| !s.ancestors().skip(1).any(|a| links.contains(a)))
-                    .map(|s| folder.join(s))
-                    .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_file()))
-                    .ok_or_else(|| {
-                        refused(format!(
-                            "has hard link {} to {}, which is no file unpacked before it",
-                            inside.display(),
-                            link.display()
-                        ))
-                    })?;
-                std::fs::hard_link(&source, &target).map_err(|e| made(&inside, &target, e))?;
-            }
-        } else {
-            return Err(refused(format!(
-                "has member {} of a kind an environment does not hold ({kind:?})",
-                inside.display()
-            )));
-        }
-        if !kind.is_symlink() && !kind.is_hard_link() {
-            members.push(Member {
-                path: inside,
-                kind: LinkKind::None,
-                target: None,
-            });
-        }
-    }
-    Ok(members)
-}
+pub use unpack::{MAX_UNPACKED_BYTES, UNPACKED, UnpackError, point_at_unpacked, unpack};
 
 /// The archive `EXECUTION_ENV_PATH` names for the model in `model_folder`, when it is one.
 pub fn archive_path(value: &str, model_folder: &Path) -> Option<PathBuf> {
@@ -378,7 +183,7 @@ mod tests {
     use super::*;
 
     /// A .tar.gz of `members`: (name, link target) pairs, files when there is no target.
-    fn archive(members: &[(&str, Option<&str>, bool)]) -> tempfile::NamedTempFile {
+    pub(super) fn archive(members: &[(&str, Option<&str>, bool)]) -> tempfile::NamedTempFile {
         let file = tempfile::NamedTempFile::new().unwrap();
         let encoder =
             flate2::write::GzEncoder::new(file.reopen().unwrap(), flate2::Compression::fast());
@@ -412,86 +217,6 @@ mod tests {
         }
         builder.into_inner().unwrap().finish().unwrap();
         file
-    }
-
-    #[test]
-    fn a_checked_environment_unpacks_as_its_members_say() {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let ok = archive(&[
-            ("bin/activate", None, false),
-            ("lib/python3.11/site.py", None, false),
-            ("bin/python", Some("python3.11"), false),
-            ("lib/copy", Some("lib/python3.11/site.py"), true),
-            ("./share/./x/../y", None, false),
-        ]);
-        let folder = tempfile::tempdir().unwrap();
-        let into = folder.path().join(UNPACKED);
-        assert_eq!(unpack(ok.path(), &into), Ok(()));
-        let activate = std::fs::metadata(into.join("bin/activate")).unwrap();
-        assert_eq!(std::fs::read(into.join("bin/activate")).unwrap(), b"x\n");
-        assert_eq!(activate.permissions().mode() & 0o7777, 0o755);
-        assert_eq!(
-            std::fs::read_link(into.join("bin/python")).unwrap(),
-            Path::new("python3.11")
-        );
-        let ino = |p: &str| std::fs::metadata(into.join(p)).unwrap().ino();
-        assert_eq!(ino("lib/copy"), ino("lib/python3.11/site.py"));
-        assert!(into.join("share/y").is_file());
-    }
-
-    #[test]
-    fn set_id_bits_are_dropped_and_nothing_is_overwritten() {
-        use std::os::unix::fs::PermissionsExt;
-        let file = tempfile::NamedTempFile::new().unwrap();
-        let encoder =
-            flate2::write::GzEncoder::new(file.reopen().unwrap(), flate2::Compression::fast());
-        let mut builder = tar::Builder::new(encoder);
-        for mode in [0o6777, 0o644] {
-            let mut header = tar::Header::new_gnu();
-            header.set_path("bin/tool").unwrap();
-            header.set_mode(mode);
-            header.set_size(1);
-            header.set_cksum();
-            builder.append(&header, &b"x"[..]).unwrap();
-        }
-        builder.into_inner().unwrap().finish().unwrap();
-        let folder = tempfile::tempdir().unwrap();
-        let into = folder.path().join("env");
-        // The second `bin/tool` would overwrite the first: refused, and nothing is left.
-        let twice = unpack(file.path(), &into).unwrap_err();
-        assert!(
-            matches!(&twice, UnpackError::Refused(what) if what.contains("bin/tool more than once")),
-            "{twice:?}"
-        );
-        assert!(!into.exists());
-        let single = archive(&[("bin/tool", None, false)]);
-        unpack(single.path(), &into).unwrap();
-        let mode = std::fs::metadata(into.join("bin/tool"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o7000, 0);
-    }
-
-    #[test]
-    fn an_environment_that_escapes_or_grows_past_its_bound_is_not_left_unpacked() {
-        // t -> s/.. first, then s -> ..: t looked inside while s was no link yet.
-        let chain = archive(&[("d/t", Some("s/.."), false), ("d/s", Some(".."), false)]);
-        let folder = tempfile::tempdir().unwrap();
-        let into = folder.path().join("env");
-        let refused = unpack(chain.path(), &into).unwrap_err();
-        assert!(
-            matches!(&refused, UnpackError::Refused(what) if what.contains("d/t")),
-            "{refused:?}"
-        );
-        assert!(!into.exists());
-        let big = archive(&[("a", None, false), ("b", None, false)]);
-        let refused = unpack_within(big.path(), &into, 3).unwrap_err();
-        assert_eq!(
-            refused,
-            UnpackError::Refused("unpacks to more than 3 bytes".to_owned())
-        );
-        assert!(!into.exists());
     }
 
     #[test]
