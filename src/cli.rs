@@ -48,15 +48,30 @@ pub enum Command {
 /// What `ps` shows for a serving process a supervisor started (at most 15 bytes).
 const SERVING_PROCESS_NAME: &std::ffi::CStr = c"trident-serve";
 
-/// Gives the serving process its empty working folder and its box
+/// Gives the serving process its empty working folder, the environment its python models'
+/// launcher needs ([`crate::confine::export_for_stubs`]) and its box
 /// ([`crate::confine::serving`]); called before its first thread.
 fn confine_serving_process(config: &crate::config::Config) -> Result<(), String> {
+    use crate::artifacts::staging::StagingArea;
     use crate::confine::serving;
-    match crate::artifacts::staging::StagingArea::for_process(&config.artifacts.staging_dir) {
-        Ok(area) => crate::confine::work_in(&area.working_folder())?,
+    let staging = &config.artifacts.staging_dir;
+    let launcher = match StagingArea::for_process(staging) {
+        Ok(area) => {
+            crate::confine::work_in(&area.working_folder())?;
+            crate::confine::launcher_binary(area.folder())?
+        }
         // The first model load reports it again, naming the setting.
-        Err(error) => tracing::warn!(%error, "the serving process keeps its working folder"),
-    }
+        Err(error) => {
+            tracing::warn!(%error, "the serving process keeps its working folder");
+            std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?
+        }
+    };
+    // The environment the core's stubs will inherit.
+    crate::confine::export_for_stubs(
+        &launcher,
+        config.artifacts.python_isolation,
+        &StagingArea::folder_under(staging),
+    );
     let needs = config.serving_needs();
     serving::make_folders(&needs.writable);
     let isolation = config.artifacts.serving_isolation;
@@ -85,18 +100,6 @@ impl Cli {
                 let mut config = args.resolve()?;
                 // Before the working folder changes ([`crate::confine::work_in`]).
                 config.absolute_paths()?;
-                // Before the first thread: the environment the core's stubs will inherit.
-                let supervisor = match &config.process {
-                    ProcessRole::Supervised(supervision) => Some(supervision.supervisor),
-                    _ => None,
-                };
-                crate::confine::export_for_stubs(
-                    &crate::confine::launcher_binary(supervisor),
-                    config.artifacts.python_isolation,
-                    &crate::artifacts::staging::StagingArea::folder_under(
-                        &config.artifacts.staging_dir,
-                    ),
-                );
                 // The router's paths do not depend on the engine it runs on.
                 config.check_routes(crate::http::routes::Router::<TritonEngine>::is_reserved)?;
                 if let ProcessRole::Supervisor(limit) = config.process {

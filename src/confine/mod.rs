@@ -181,27 +181,37 @@ pub fn launcher_installed(backends: &Path) -> bool {
     })
 }
 
-/// The path the stub launcher runs this binary by: its own path while that is still this binary;
-/// once the file was replaced on disk (an upgrade in place, a rebuild), the running binary
-/// through `/proc`: the supervisor's (`supervisor`; the serving process is not dumpable, and a
-/// launcher without `CAP_SYS_PTRACE` could not follow its link) or this process's own.
-pub fn launcher_binary(supervisor: Option<u32>) -> std::path::PathBuf {
-    use std::os::unix::fs::MetadataExt;
+/// The path the stub launcher runs this binary by: its own path while that file is still this
+/// binary; once the file was replaced on disk (an upgrade in place, a rebuild), a copy of the
+/// running binary made in `folder` (the serving process's staging folder). Not
+/// `/proc/<pid>/exe`: a process in the serving process's box cannot follow that link of a
+/// process outside it (the supervisor), and the serving process itself is not dumpable.
+pub fn launcher_binary(folder: &Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let identity = |m: std::fs::Metadata| (m.dev(), m.ino());
     let running = std::fs::metadata("/proc/self/exe").map(identity).ok();
     if let Ok(path) = std::env::current_exe()
         && running.is_some()
         && std::fs::metadata(&path).map(identity).ok() == running
     {
-        return path;
+        return Ok(path);
     }
-    let pid = supervisor.unwrap_or_else(std::process::id);
-    std::path::PathBuf::from(format!("/proc/{pid}/exe"))
+    let copy = folder.join("trident-launcher");
+    std::fs::copy("/proc/self/exe", &copy)
+        .and_then(|_| std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o500)))
+        .map_err(|e| {
+            format!(
+                "this binary was replaced on disk, and a copy for python models' launcher \
+                 cannot be made at {}: {e}",
+                copy.display()
+            )
+        })?;
+    Ok(copy)
 }
 
 /// Exports what the stub launcher needs to the processes the core will start: this binary's
-/// path, the isolation setting and this process's staging folder. Called by `trident serve`
-/// before it starts any thread.
+/// path, the isolation setting and this process's staging folder. Called by the serving
+/// process before it starts any thread.
 #[allow(unsafe_code)]
 pub fn export_for_stubs(binary: &Path, isolation: PythonIsolation, staging: &Path) {
     let values: [(&str, &OsStr); 3] = [
@@ -210,8 +220,8 @@ pub fn export_for_stubs(binary: &Path, isolation: PythonIsolation, staging: &Pat
         (TREES_ENV, staging.as_os_str()),
     ];
     for (name, value) in values {
-        // SAFETY: called from `Cli::run` before the process starts its first thread (the
-        // tokio runtime, the supervisor's, the core's), so no other thread reads or writes the
+        // SAFETY: called from `Cli::run` in the serving process before it starts its first
+        // thread (the tokio runtime, the core's), so no other thread reads or writes the
         // environment meanwhile.
         unsafe { std::env::set_var(name, value) };
     }
