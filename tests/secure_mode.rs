@@ -75,6 +75,12 @@ const FORBIDDEN: &[Forbidden] = &[
     Forbidden { file: "1/labels.txt", bytes: b"cos\nsystem\n(S'touch /tmp/pwned'\ntR.", control: "DISALLOW_PICKLE_FILES" },
     Forbidden { file: "1/weights.pkl.gz", bytes: b"\x1f\x8b\x08\x00", control: "allow-list" },
     Forbidden { file: "config.json", bytes: b"{\"trust_remote_code\": \"false\"}", control: "DISALLOW_TRUST_REMOTE_CODE" },
+    // Issue 56: pickles by structure, whatever the name or first bytes: PROTO 0, a text
+    // stream with no MARK, an INST form under a model file's name, a NumPy header of objects.
+    Forbidden { file: "1/tensor.data", bytes: b"\x80\x00cos\nsystem\nS'touch /tmp/pwned'\n\x85R.", control: "DISALLOW_PICKLE_FILES" },
+    Forbidden { file: "1/notes.txt", bytes: b"cos\nsystem\nS'touch /tmp/pwned'\n\x85R.", control: "DISALLOW_PICKLE_FILES" },
+    Forbidden { file: "1/extra.onnx", bytes: b"(S'touch /tmp/pwned'\niposix\nsystem\n.", control: "DISALLOW_PICKLE_FILES" },
+    Forbidden { file: "1/objects.npy", bytes: b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }                                                             \n", control: "DISALLOW_PICKLE_FILES" },
 ];
 
 #[test]
