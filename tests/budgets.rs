@@ -2,7 +2,7 @@
 //! bodies of the worst shapes found cost the serving process a small multiple of what is in
 //! flight, are refused with 400, and leave it serving with its memory at rest where it was:
 //! on `/invocations` (v2 JSON, the binary header, generate) and on a multi-model endpoint's
-//! `/models/{name}/invoke`.
+//! `/models/{name}/invoke`; and artifacts built to make their own check expensive.
 
 mod common;
 
@@ -345,5 +345,89 @@ fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() 
     .collect();
     refused_within_budget(serving, &bodies, 2, |(_, body, _)| invoke(body), |_, _| {});
     assert_eq!(invoke(good).unwrap().status, 200, "the request after them");
+    assert_eq!(serving_process(running.0.id()), serving);
+}
+
+/// Issue 56's case 6: artifacts built to make the check itself expensive, loaded on a
+/// multi-model endpoint all at once: a 16 MiB `config.pbtxt` of one-letter unknown fields (it
+/// cost 1.24 GiB resident, most of it kept), a warm-up input of 1 GiB of zeros and one of 2^33
+/// elements (each accepted, for the core to allocate per instance). Each is refused with 400
+/// naming its configuration, the serving process's peak resident set grows by less than
+/// 64 MiB for all of them, and a clean artifact loads and serves after them.
+#[test]
+fn artifacts_built_to_make_the_check_expensive_are_refused_within_budget() {
+    let root = tempfile::tempdir().unwrap();
+    let repository = tempfile::tempdir().unwrap();
+    let mut command = trident();
+    command.env("SAGEMAKER_MULTI_MODEL", "true");
+    let args = [
+        std::ffi::OsStr::new("--models-root"),
+        root.path().as_os_str(),
+        std::ffi::OsStr::new("--multi-model-repository"),
+        repository.path().as_os_str(),
+    ];
+    let (running, addr) = common::process::serve_ready_with(command, repository.path(), &args);
+    let artifact = |name: &str, config: &[u8]| {
+        let url = root.path().join(name).join("model");
+        common::copy_model("native_identity_fp32", &url, "m");
+        std::fs::write(url.join("m/config.pbtxt"), config).unwrap();
+        url
+    };
+    let base = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/models/native_identity_fp32/config.pbtxt"),
+    )
+    .unwrap();
+    let mut huge = base.clone();
+    while huge.len() < 16 << 20 {
+        huge.extend_from_slice(b"a: 1\n");
+    }
+    let warmup = |dims: &str| {
+        let mut config = base.clone();
+        config.extend_from_slice(
+            format!(
+                "model_warmup [ {{ name: \"w\" batch_size: 1 inputs {{ key: \"INPUT0\" value: \
+                 {{ data_type: TYPE_FP32 dims: [ {dims} ] zero_data: true }} }} }} ]\n"
+            )
+            .as_bytes(),
+        );
+        config
+    };
+    let cases = [
+        ("huge", artifact("huge", &huge)),
+        ("gib", artifact("gib", &warmup("268435456"))),
+        ("elements", artifact("elements", &warmup("8589934592"))),
+    ];
+    let serving = serving_process(running.0.id());
+    let at_rest = status_bytes(serving, "VmRSS");
+    reset_peak(serving);
+    std::thread::scope(|scope| {
+        for (name, url) in &cases {
+            scope.spawn(move || {
+                let body = serde_json::json!({"model_name": name, "url": url}).to_string();
+                let response = request(addr, "POST", "/models", &[], body.as_bytes());
+                assert_eq!(response.status, 400, "{name}: {}", response.text());
+                assert!(
+                    response.text().contains("config.pbtxt"),
+                    "{name}: {}",
+                    response.text()
+                );
+            });
+        }
+    });
+    let peak = status_bytes(serving, "VmHWM");
+    assert!(
+        peak.saturating_sub(at_rest) < 64 << 20,
+        "peak resident set {} MiB over {} MiB at rest",
+        peak >> 20,
+        at_rest >> 20
+    );
+    let clean = artifact("clean", &base);
+    let body = serde_json::json!({"model_name": "clean", "url": clean}).to_string();
+    let loaded = request(addr, "POST", "/models", &[], body.as_bytes());
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    let good = br#"{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,1],"data":[3]}]}"#;
+    let served = request(addr, "POST", "/models/clean/invoke", &[], good);
+    assert_eq!(served.status, 200, "{}", served.text());
     assert_eq!(serving_process(running.0.id()), serving);
 }
