@@ -11,9 +11,9 @@ use http::{HeaderValue, Response, header};
 
 use super::AppState;
 use super::body::ResponseBody;
+use super::call::Call;
 use super::error::ApiError;
 use super::plugin_reply::reply_response;
-use super::routes::Call;
 pub use super::status::{InferRoute, Refused};
 use super::status::{Statuses, refused};
 use crate::config::InferenceType;

@@ -1,5 +1,6 @@
 //! The HTTP server SageMaker talks to: the router (`routes`: one table of every endpoint, whose
-//! rules `handle` carries out here), every error status (`status`; `error` frames the answer),
+//! rules `handle` carries out here; what its handlers get and give, `call`, apart from it so
+//! that no handler imports the router back), every error status (`status`; `error` frames the answer),
 //! the listener (`listener`: accept loop, connection limit, graceful stop) and a module per
 //! route family (`ping`, `invocations`, `models`, `bidi_stream`, `execution_parameters`,
 //! `plugin_reload`, `metrics`), beside the serving threads (`workers`), the limits on a
@@ -8,6 +9,7 @@
 
 pub mod bidi_stream;
 pub mod body;
+pub mod call;
 pub mod error;
 pub mod execution_parameters;
 pub mod head_size;
@@ -40,10 +42,11 @@ use tokio::net::TcpListener;
 use tracing::Instrument;
 
 use self::body::{ResponseBody, read_body};
+use self::call::Call;
 use self::error::ApiError;
 use self::listener::Serves;
 use self::restricted::missing_header;
-use self::routes::{Call, Found, ModelOf, Router, SessionRule};
+use self::routes::{Found, ModelOf, Router, SessionRule};
 use self::sessions::Step;
 pub use self::state::AppState;
 use crate::engine::Engine;

@@ -7,9 +7,9 @@ use http::Response;
 
 use super::AppState;
 use super::body::{ResponseBody, json_response};
+use super::call::Call;
 use super::error::ApiError;
 use super::invocations::{InferRoute, infer};
-use super::routes::Call;
 use super::status::load_failed;
 use crate::engine::Engine;
 use crate::invocation::Invocation;

@@ -10,55 +10,16 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
-use std::sync::Arc;
 
-use bytes::Bytes;
-use http::request::Parts;
-use http::{Method, Response};
+use http::Method;
 
-use super::body::ResponseBody;
-use super::error::ApiError;
-use super::{
-    AppState, bidi_stream, execution_parameters, invocations, metrics, models, ping, plugin_reload,
-};
+pub use super::call::{Answer, Call, Reply};
+use super::{bidi_stream, execution_parameters, invocations, metrics, models, ping, plugin_reload};
 use crate::config::restrictions::Category::{self, Health, Inference, ModelRepository};
 use crate::engine::Engine;
-use crate::invocation::Invocation;
-use crate::mme::registry::LoadedModel;
-use crate::sessions::SessionTurn;
-
-/// What a handler's future resolves to.
-pub type Answer = Result<Response<ResponseBody>, ApiError>;
-
-/// A handler's answer, to come.
-pub type Reply<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 
 /// What answers an endpoint: a request that passed its row's rules.
 pub type Handler<E> = for<'a> fn(Call<'a, E>) -> Reply<'a>;
-
-/// A request that passed its row's rules, as its handler gets it.
-pub struct Call<'a, E> {
-    /// The server.
-    pub state: &'a Arc<AppState<E>>,
-    /// The request's method, url, headers and extensions.
-    pub parts: Parts,
-    /// The body, read when the row reads one (else empty).
-    pub body: Bytes,
-    /// The url's `{name}` segment (empty when the pattern has none).
-    pub name: String,
-    /// The model loaded under `name`, on rows about a [`ModelOf::Loaded`] model.
-    pub model: Option<LoadedModel>,
-    /// The session whose turn this request is, on rows that serve sessions.
-    pub session: Option<SessionTurn>,
-}
-
-impl<E> Call<'_, E> {
-    /// What SageMaker's headers say of the request.
-    pub fn invocation(&self) -> Invocation {
-        Invocation::from_headers(&self.parts.headers)
-    }
-}
 
 /// Which model a request is about: its label in metrics and, on rows that serve sessions, the
 /// model its session runs on.
