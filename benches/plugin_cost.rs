@@ -601,11 +601,11 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
     for (language, wasm) in [
         (
             "Python",
-            guests::python_guest("src/plugins/cli/templates/image", "request-adapter-plugin"),
+            guests::python_guest("src/cli/plugin/templates/image", "request-adapter-plugin"),
         ),
         (
             "JavaScript",
-            guests::js_guest("src/plugins/cli/templates/image", "request-adapter-plugin"),
+            guests::js_guest("src/cli/plugin/templates/image", "request-adapter-plugin"),
         ),
     ] {
         let manifest_path = dir.path().join(format!("{language}.toml"));

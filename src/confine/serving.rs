@@ -96,7 +96,7 @@ pub fn grants(needs: &Needs) -> Vec<Grant> {
 /// How the box stands once asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enforced {
-    /// Every write right of [`FS_ABI`].
+    /// Every write right of Landlock ABI 5.
     Fully,
     /// The write rights this kernel's Landlock knows (an ABI before 5 lacks some).
     Partly,

@@ -35,16 +35,16 @@
 //! - [`bindings`], [`convert`]: generated bindings (`wit/plugin.wit` at 0.1.0, `wit/0.2` at
 //!   0.2.0, the session store's `wit/session`, the stream state's `wit/stream-state`) and type
 //!   conversions;
-//! - [`cli`]: `trident plugin` for platform teams (keys, signatures, inspection) and authors
-//!   (`new`, a project from its templates, and `run`, one hook without Triton); the server never
-//!   runs it.
+//!
+//! `trident plugin` (for platform teams: keys, signatures, inspection; for authors: `new`, `run`,
+//! `test`) lives beside the server's own command line, in [`crate::cli::plugin`]: the server
+//! never runs it, and nothing here imports it.
 
 pub mod accounting;
 pub mod assets;
 pub mod bindings;
 pub mod boundary;
 pub mod cases;
-pub mod cli;
 pub mod compile_cache;
 pub mod convert;
 pub mod counters;

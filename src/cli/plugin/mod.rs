@@ -15,9 +15,9 @@ use wasmtime::component::Component;
 
 use self::new::{Kind, Language, create};
 use self::run::{Hook, RunOptions, run};
-use super::loading::sha256_hex;
-use super::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
-use super::signing;
+use crate::plugins::loading::sha256_hex;
+use crate::plugins::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
+use crate::plugins::signing;
 
 /// The subcommands of `trident plugin`.
 #[derive(Debug, Subcommand)]
@@ -296,22 +296,26 @@ fn write_secret(path: &Path, secret: &str) -> Result<(), String> {
 
 fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
     let bytes = read(path)?;
-    let limit =
-        usize::try_from(super::manifest::DEFAULT_MEMORY_LIMIT_MB << 20).unwrap_or(usize::MAX);
-    let runtime = super::runtime::Runtime::new(limit, None, super::runtime::Pool::Container)?;
+    let limit = usize::try_from(crate::plugins::manifest::DEFAULT_MEMORY_LIMIT_MB << 20)
+        .unwrap_or(usize::MAX);
+    let runtime = crate::plugins::runtime::Runtime::new(
+        limit,
+        None,
+        crate::plugins::runtime::Pool::Container,
+    )?;
     let component =
-        Component::new(&runtime.engine, &bytes).map_err(|e| format!("not a component: {e}"))?;
+        Component::new(runtime.engine(), &bytes).map_err(|e| format!("not a component: {e}"))?;
     let ty = component.component_type();
     writeln!(out, "plugin:  {}", path.display())?;
     writeln!(out, "sha256:  {}", sha256_hex(&bytes))?;
     writeln!(out, "size:    {} bytes", bytes.len())?;
     writeln!(out, "imports:")?;
-    for (name, _) in ty.imports(&runtime.engine) {
+    for (name, _) in ty.imports(runtime.engine()) {
         writeln!(out, "  {name}")?;
     }
     writeln!(out, "exports:")?;
     let mut hooks = Vec::new();
-    for (name, _) in ty.exports(&runtime.engine) {
+    for (name, _) in ty.exports(runtime.engine()) {
         writeln!(out, "  {name}")?;
         for (interface, hook) in [
             ("trident:plugin/request-adapter", "request adapter"),
@@ -332,7 +336,7 @@ fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
             }
         }
     }
-    let usable = runtime.linker.instantiate_pre(&component).is_ok();
+    let usable = runtime.linker().instantiate_pre(&component).is_ok();
     writeln!(
         out,
         "hooks:   {}",

@@ -1,4 +1,7 @@
-//! The `trident` command line.
+//! The `trident` command line: serving (this file) and the plugin author's and platform team's
+//! tools (`plugin`), which the server never runs.
+
+pub mod plugin;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,7 +29,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Plugin keys, signatures and inspection.
     #[command(subcommand)]
-    Plugin(crate::plugins::cli::PluginCommand),
+    Plugin(plugin::PluginCommand),
     /// Boxes this process for a python model, then runs the python backend's stub
     /// (`scripts/install-triton`'s launcher script calls it; see `src/confine/`).
     #[command(hide = true)]
