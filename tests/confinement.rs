@@ -261,8 +261,9 @@ fn serving_pid(model: &str) -> u32 {
 
 /// The serving process's own box (src/confine/serving.rs), seen through a python model that
 /// runs in no box of its own (`TRIDENT_PYTHON_ISOLATION=off`): what it starts cannot plant a
-/// file in the Triton installation, an artifact or any folder outside those the serving
-/// process writes; the private trees still link the artifacts' files (no copy); the serving
+/// file in the Triton installation (wherever it lies, under `/tmp` too), an artifact, the
+/// temporary folder or any folder outside those the serving process writes; the private trees
+/// still link the artifacts' files (no copy); the serving
 /// process works in an empty folder of its own. With `TRIDENT_SERVING_ISOLATION=off` the same
 /// write lands, so the box is what stops it.
 #[test]
@@ -285,6 +286,8 @@ fn what_the_serving_process_starts_writes_only_where_the_serving_process_must() 
         outside.path().join("planted"),
         prober.join("probe/planted"),
         staging.path().join("..").join("planted_beside_staging"),
+        // The temporary folder itself: only folders may be made there.
+        std::env::temp_dir().join(format!("planted_by_a_backend_{}", std::process::id())),
     ];
     let path = |p: &Path| p.display().to_string();
     let attempts: Vec<(&str, String)> = planted.iter().map(|p| ("write", path(p))).collect();

@@ -172,7 +172,12 @@ impl Config {
     /// The folders the serving process writes ([`crate::confine::serving`]): what it makes
     /// things in, and the models' folders its private trees link files from.
     pub fn serving_needs(&self) -> crate::confine::serving::Needs {
-        let mut writable = vec![self.artifacts.staging_dir.clone()];
+        // The staging folder's own area, not the folder it is in (by default the temporary
+        // folder): made, and the areas of ended processes swept, before the box.
+        let mut writable = vec![
+            crate::artifacts::staging::StagingArea::folder_under(&self.artifacts.staging_dir),
+            crate::confine::stub::scratch_root(),
+        ];
         let mut models = Vec::new();
         match &self.mode {
             Mode::SingleModel { repository, .. } => models.push(repository.clone()),

@@ -6,11 +6,14 @@
 //! The box is a Landlock ruleset over the write rights only (reading and executing stay as
 //! they were: what the serving process may read is the artifact check's business, and a stub's
 //! own box narrows reading further). What it grants ([`grants`]):
-//! - everything beneath the staging folder, the temporary folders (`TMPDIR` and `/tmp`: the
-//!   python backend unpacks execution environments there, stubs keep their scratch folders
-//!   there), `/dev/shm` (the backends' shared memory), the multi-model repository, the
-//!   supervisor's state folder, the plugin compile cache and the folders
-//!   `TRIDENT_SERVING_WRITABLE` names;
+//! - everything beneath this process's own staging folder (`trident-artifacts-<pid>`), the
+//!   stubs' scratch folders (`$TMPDIR/trident-stubs`), `/dev/shm` (the backends' shared
+//!   memory), the multi-model repository, the supervisor's state folder, the plugin compile
+//!   cache and the folders `TRIDENT_SERVING_WRITABLE` names;
+//! - beneath the temporary folder (`TMPDIR` and `/tmp`) making and removing folders only: the
+//!   python backend makes one at its start (`/tmp/python_env_*`, for environments, which
+//!   trident unpacks itself) and removes it at its end; no file can be made there, so a Triton
+//!   installation or an artifact that happens to lie under `/tmp` is not writable either;
 //! - writing to existing files only (no creating, removing or renaming) beneath `/dev` (device
 //!   nodes: `/dev/null`, a GPU's) and this process's own `/proc` entry;
 //! - beneath the models' folders (`--model-repository`, `--models-root`): writing to existing
@@ -45,6 +48,9 @@ const FS_ABI: ABI = ABI::V5;
 pub enum Write {
     /// Everything: make, write, remove, rename, link.
     Anything,
+    /// Make and remove folders, nothing else: the temporary folder itself, where the python
+    /// backend makes (and at its end removes) the folder it would unpack environments into.
+    Folders,
     /// Write to files that exist; nothing made or removed.
     ExistingFiles,
     /// Write to files that exist and link them elsewhere (Landlock's `Refer`).
@@ -76,12 +82,21 @@ pub fn grants(needs: &Needs) -> Vec<Grant> {
         path,
         write: Write::Anything,
     };
-    let mut grants: Vec<Grant> = [std::env::temp_dir(), PathBuf::from("/tmp")]
-        .into_iter()
-        .chain(needs.writable.iter().cloned())
+    let mut grants: Vec<Grant> = needs
+        .writable
+        .iter()
+        .cloned()
         .chain([PathBuf::from("/dev/shm")])
         .map(anything)
         .collect();
+    grants.extend(
+        [std::env::temp_dir(), PathBuf::from("/tmp")]
+            .into_iter()
+            .map(|path| Grant {
+                path,
+                write: Write::Folders,
+            }),
+    );
     grants.extend(["/dev", "/proc/self"].into_iter().map(|path| Grant {
         path: PathBuf::from(path),
         write: Write::ExistingFiles,
@@ -146,6 +161,7 @@ pub fn confine(grants: &[Grant], isolation: Isolation) -> Result<Enforced, Strin
         };
         let access = match grant.write {
             Write::Anything => handled,
+            Write::Folders => AccessFs::MakeDir | AccessFs::RemoveDir,
             Write::ExistingFiles => AccessFs::WriteFile | AccessFs::Truncate,
             Write::ExistingFilesAndLinks => {
                 AccessFs::WriteFile | AccessFs::Truncate | AccessFs::Refer
@@ -225,6 +241,8 @@ pub fn parse_writable(value: &str) -> Result<Vec<PathBuf>, String> {
 mod tests {
     use super::*;
 
+    /// Only folders may be made in the temporary folder itself; the staging area and the
+    /// stubs' scratch folders are the configuration's own grants.
     #[test]
     fn the_models_folders_may_be_linked_from_but_nothing_made_in_them() {
         let needs = Needs {
@@ -239,7 +257,8 @@ mod tests {
                 .map(|g| g.write)
         };
         assert_eq!(of("/srv/staging"), Some(Write::Anything));
-        assert_eq!(of("/tmp"), Some(Write::Anything));
+        assert_eq!(of("/tmp"), Some(Write::Folders));
+
         assert_eq!(of("/dev/shm"), Some(Write::Anything));
         assert_eq!(of("/dev"), Some(Write::ExistingFiles));
         assert_eq!(of("/opt/ml/models"), Some(Write::ExistingFilesAndLinks));

@@ -229,7 +229,16 @@ pub fn run(real_stub: &Path, args: &[OsString]) -> std::process::ExitCode {
         .unwrap_or(PythonIsolation::Required);
     let mut command = std::process::Command::new(real_stub);
     command.args(args);
-    if isolation != PythonIsolation::Off {
+    if isolation == PythonIsolation::Off {
+        // Unboxed, but still with a scratch folder of its own: the serving process's box
+        // lets nothing but folders be made in the temporary folder itself.
+        match scratch_folder() {
+            Ok(scratch) => {
+                command.env("TMPDIR", scratch);
+            }
+            Err(why) => tracing::warn!("the python model's process has no scratch folder: {why}"),
+        }
+    } else {
         match confine(real_stub, args, isolation) {
             Ok(scratch) => {
                 command.env("TMPDIR", scratch);
@@ -351,10 +360,16 @@ fn restrict_files(grants: &[Grant], required: bool) -> Result<RulesetStatus, Str
     Ok(status.ruleset)
 }
 
+/// Where stubs' scratch folders are made: `$TMPDIR/trident-stubs` (the serving process makes
+/// it before its own box, which grants it: [`super::serving`]).
+pub fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join("trident-stubs")
+}
+
 /// The folder of the shared scratch space this stub may write (its `TMPDIR`): new, mode 0700,
 /// named by this process id; the folders of stubs that ended are removed first.
 fn scratch_folder() -> Result<PathBuf, String> {
-    let root = std::env::temp_dir().join("trident-stubs");
+    let root = scratch_root();
     match std::fs::DirBuilder::new().mode(0o700).create(&root) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
