@@ -281,13 +281,18 @@ fn what_the_serving_process_starts_writes_only_where_the_serving_process_must() 
         assert_eq!(response.status, 200, "{name}: {}", response.text());
     }
     let home = common::triton().home().unwrap().to_path_buf();
+    // Named by this run, so that a file an earlier, failing run left cannot pass for one.
+    let run = std::process::id();
     let planted = [
-        home.join("backends/python/planted_by_a_backend.so"),
+        home.join(format!("backends/python/planted_by_a_backend_{run}.so")),
         outside.path().join("planted"),
         prober.join("probe/planted"),
-        staging.path().join("..").join("planted_beside_staging"),
+        staging
+            .path()
+            .join("..")
+            .join(format!("planted_beside_staging_{run}")),
         // The temporary folder itself: only folders may be made there.
-        std::env::temp_dir().join(format!("planted_by_a_backend_{}", std::process::id())),
+        std::env::temp_dir().join(format!("planted_by_a_backend_{run}")),
     ];
     let path = |p: &Path| p.display().to_string();
     let attempts: Vec<(&str, String)> = planted.iter().map(|p| ("write", path(p))).collect();
