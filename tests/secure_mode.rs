@@ -632,8 +632,11 @@ fn edited(url: &Path, folder: &str, model: &str, edit: impl Fn(String) -> String
 /// configuration.
 #[test]
 fn artifacts_that_would_reach_outside_themselves_are_refused_by_construction() {
-    let (_running, addr, root) = serve_multi_model(&[]);
+    // The markers' folder is writable by the serving process (its box would stop a marker
+    // otherwise): what keeps them away must be the refusal.
     let markers = tempfile::tempdir().unwrap();
+    let writable = [("TRIDENT_SERVING_WRITABLE", markers.path().as_os_str())];
+    let (_running, addr, root) = serve_multi_model(&writable);
     let victim = root.path().join("victim/model");
     common::copy_model("native_identity_fp32", &victim, "victim");
     assert_eq!(load(addr, "victim", &victim).status, 200);
@@ -891,8 +894,10 @@ fn library_leaving(path: &Path, marker: &Path) {
 /// refusal stops).
 #[test]
 fn native_code_the_core_would_load_by_name_or_parameter_is_refused() {
+    // Writable by the serving process, whose box would stop a marker otherwise.
     let markers = tempfile::tempdir().unwrap();
-    let (_running, addr, root) = serve_multi_model(&[]);
+    let writable = [("TRIDENT_SERVING_WRITABLE", markers.path().as_os_str())];
+    let (_running, addr, root) = serve_multi_model(&writable);
     let strategy = root.path().join("strategy/model");
     common::copy_model("native_identity_fp32", &strategy, "s");
     library_leaving(
@@ -947,7 +952,10 @@ fn native_code_the_core_would_load_by_name_or_parameter_is_refused() {
     assert_eq!(get(addr, "/ping").status, 200);
 
     // Without the boundary the core loads the library into the serving process.
-    let allow = [("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow"))];
+    let allow = [
+        ("TRIDENT_ARTIFACT_NATIVE_CODE", OsStr::new("allow")),
+        writable[0],
+    ];
     let (_allowed, allowed_addr) = serve_multi_model_in(root.path(), &allow);
     let _ = load(allowed_addr, "strategy", &strategy);
     assert!(
