@@ -302,10 +302,13 @@ fn hostile_generate_bodies_cost_a_small_multiple_of_themselves() {
     assert_eq!(serving_process(running.0.id()), serving);
 }
 
-/// A multi-model endpoint's invoke route under the worst v2 bodies (two of each at once):
-/// refused with 400, within the budget, the model serving after them.
-#[test]
-fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() {
+/// A multi-model endpoint: its repository, its models root, the process and its address.
+fn multi_model_endpoint() -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    common::process::Running,
+    SocketAddr,
+) {
     let root = tempfile::tempdir().unwrap();
     let repository = tempfile::tempdir().unwrap();
     let mut command = trident();
@@ -317,6 +320,15 @@ fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() 
         repository.path().as_os_str(),
     ];
     let (running, addr) = common::process::serve_ready_with(command, repository.path(), &args);
+    (repository, root, running, addr)
+}
+
+/// A multi-model endpoint's invoke route under the worst v2 bodies (two of each at once):
+/// refused with 400, within the budget, the model serving after them.
+#[test]
+fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() {
+    // Declared first, dropped last: the server stops before its folders go.
+    let (_repository, root, running, addr) = multi_model_endpoint();
     let url = root.path().join("tenant/model");
     common::copy_model("native_identity_fp32", &url, "identity");
     let body = serde_json::json!({"model_name": "tenant", "url": url}).to_string();
@@ -356,17 +368,8 @@ fn hostile_bodies_on_a_multi_model_invoke_cost_a_small_multiple_of_themselves() 
 /// 64 MiB for all of them, and a clean artifact loads and serves after them.
 #[test]
 fn artifacts_built_to_make_the_check_expensive_are_refused_within_budget() {
-    let root = tempfile::tempdir().unwrap();
-    let repository = tempfile::tempdir().unwrap();
-    let mut command = trident();
-    command.env("SAGEMAKER_MULTI_MODEL", "true");
-    let args = [
-        std::ffi::OsStr::new("--models-root"),
-        root.path().as_os_str(),
-        std::ffi::OsStr::new("--multi-model-repository"),
-        repository.path().as_os_str(),
-    ];
-    let (running, addr) = common::process::serve_ready_with(command, repository.path(), &args);
+    // Declared first, dropped last: the server stops before its folders go.
+    let (_repository, root, running, addr) = multi_model_endpoint();
     let artifact = |name: &str, config: &[u8]| {
         let url = root.path().join(name).join("model");
         common::copy_model("native_identity_fp32", &url, "m");

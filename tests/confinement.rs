@@ -137,15 +137,7 @@ fn a_python_model_is_boxed_away_from_other_tenants_the_image_and_the_serving_pro
         ("list", "/dev/shm".to_owned()),
     ];
     // "/proc/parent/..." is not a path the probe resolves: give it the real one.
-    let serving = std::fs::read_to_string(format!("/proc/{victim_stub}/stat"))
-        .unwrap()
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_owned();
+    let serving = serving_pid("victim");
     let attempts: Vec<(&str, String)> = attempts
         .into_iter()
         .map(|(action, target)| {
