@@ -10,10 +10,11 @@
 //!   stubs' scratch folders (`$TMPDIR/trident-stubs`), `/dev/shm` (the backends' shared
 //!   memory), the multi-model repository, the supervisor's state folder, the plugin compile
 //!   cache and the folders `TRIDENT_SERVING_WRITABLE` names;
-//! - beneath the temporary folder (`TMPDIR` and `/tmp`) making and removing folders only: the
-//!   python backend makes one at its start (`/tmp/python_env_*`, for environments, which
-//!   trident unpacks itself) and removes it at its end; no file can be made there, so a Triton
-//!   installation or an artifact that happens to lie under `/tmp` is not writable either;
+//! - beneath the temporary folder (`TMPDIR` and `/tmp`) making folders and removing entries
+//!   only: the python backend makes one at its start (`/tmp/python_env_*`, for environments,
+//!   which trident unpacks itself) and removes it at its end (glibc's `remove` unlinks before
+//!   it removes a folder); no file can be made or written there, so a Triton installation or
+//!   an artifact that happens to lie under `/tmp` cannot be planted in;
 //! - writing to existing files only (no creating, removing or renaming) beneath `/dev` (device
 //!   nodes: `/dev/null`, a GPU's) and this process's own `/proc` entry;
 //! - beneath the models' folders (`--model-repository`, `--models-root`): writing to existing
@@ -48,8 +49,9 @@ const FS_ABI: ABI = ABI::V5;
 pub enum Write {
     /// Everything: make, write, remove, rename, link.
     Anything,
-    /// Make and remove folders, nothing else: the temporary folder itself, where the python
-    /// backend makes (and at its end removes) the folder it would unpack environments into.
+    /// Make folders and remove what is there, nothing else (no file made or written): the
+    /// temporary folder itself, where the python backend makes (and at its end removes) the
+    /// folder it would unpack environments into.
     Folders,
     /// Write to files that exist; nothing made or removed.
     ExistingFiles,
@@ -161,7 +163,9 @@ pub fn confine(grants: &[Grant], isolation: Isolation) -> Result<Enforced, Strin
         };
         let access = match grant.write {
             Write::Anything => handled,
-            Write::Folders => AccessFs::MakeDir | AccessFs::RemoveDir,
+            // glibc's remove() of a folder (the python backend's own clean-up) tries unlink
+            // first, which Landlock checks as removing a file before the kernel says EISDIR.
+            Write::Folders => AccessFs::MakeDir | AccessFs::RemoveDir | AccessFs::RemoveFile,
             Write::ExistingFiles => AccessFs::WriteFile | AccessFs::Truncate,
             Write::ExistingFilesAndLinks => {
                 AccessFs::WriteFile | AccessFs::Truncate | AccessFs::Refer
