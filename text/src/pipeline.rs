@@ -8,7 +8,7 @@
 //! pattern with them runs in a backtracking machine whose time can grow exponentially with the
 //! text (`((a+)+)\2c` took 150 s over 256 KB), and which nothing can stop from outside. Such a
 //! pattern is taken only in the shape real tokenizers use (GPT-2's `\s+(?!\S)`, Llama 3's and
-//! Qwen's `\p{N}{1,3}`): no back-reference or conditional, no repetition inside a repetition,
+//! Qwen's `\p{N}{1,3}`): no back-reference, conditional or subroutine call, no repetition inside a repetition,
 //! no repeated alternation, and look-arounds of bounded length. Anything else is refused,
 //! naming the pattern and why.
 
@@ -92,16 +92,23 @@ fn fancy(expr: &fancy_regex::Expr) -> bool {
     use fancy_regex::Expr;
     match expr {
         Expr::LookAround(..)
-        | Expr::Backref(_)
+        | Expr::Backref { .. }
+        | Expr::BackrefWithRelativeRecursionLevel { .. }
         | Expr::BackrefExistsCondition(_)
         | Expr::Conditional { .. }
+        | Expr::SubroutineCall(_)
+        | Expr::UnresolvedNamedSubroutineCall { .. }
         | Expr::AtomicGroup(_)
         | Expr::KeepOut
         | Expr::ContinueFromPreviousMatchEnd => true,
         Expr::Concat(members) | Expr::Alt(members) => members.iter().any(fancy),
         Expr::Group(inner) => fancy(inner),
         Expr::Repeat { child, .. } => fancy(child),
-        _ => false,
+        Expr::Empty
+        | Expr::Any { .. }
+        | Expr::Assertion(_)
+        | Expr::Literal { .. }
+        | Expr::Delegate { .. } => false,
     }
 }
 
@@ -109,8 +116,13 @@ fn fancy(expr: &fancy_regex::Expr) -> bool {
 fn shape(expr: &fancy_regex::Expr, looking: bool) -> Result<(), String> {
     use fancy_regex::Expr;
     match expr {
-        Expr::Backref(_) | Expr::BackrefExistsCondition(_) | Expr::Conditional { .. } => {
-            Err("has a back-reference".into())
+        Expr::Backref { .. }
+        | Expr::BackrefWithRelativeRecursionLevel { .. }
+        | Expr::BackrefExistsCondition(_)
+        | Expr::Conditional { .. } => Err("has a back-reference".into()),
+        // A subroutine call may recurse: its cost has no bound the shape rules could state.
+        Expr::SubroutineCall(_) | Expr::UnresolvedNamedSubroutineCall { .. } => {
+            Err("calls a subroutine".into())
         }
         Expr::Concat(members) | Expr::Alt(members) => {
             members.iter().try_for_each(|m| shape(m, looking))
@@ -129,7 +141,13 @@ fn shape(expr: &fancy_regex::Expr, looking: bool) -> Result<(), String> {
             }
             shape(child, looking)
         }
-        _ => Ok(()),
+        Expr::Empty
+        | Expr::Any { .. }
+        | Expr::Assertion(_)
+        | Expr::Literal { .. }
+        | Expr::Delegate { .. }
+        | Expr::KeepOut
+        | Expr::ContinueFromPreviousMatchEnd => Ok(()),
     }
 }
 
@@ -190,6 +208,9 @@ mod tests {
             (r"(?:a|aa)*(?!b)", "repeats an alternation"),
             (r"a(?=[^x]*x)", "inside a look-around"),
             (r"(?<x>a)\k<x>", "back-reference"),
+            // fancy-regex 0.17's subroutine calls recurse.
+            (r"(a|b\g<1>)c", "calls a subroutine"),
+            (r"(?<x>a|b\g<x>)c", "calls a subroutine"),
         ] {
             let error = check_regex(pattern).unwrap_err();
             assert!(error.contains(why), "{pattern}: {error}");
