@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use trident::engine::{DataType, InferResponse, OutputTensor};
 use trident::plugins::PluginHost;
-use trident::plugins::bindings::request::RequestAdapterPluginPre;
-use trident::plugins::bindings::request::exports::trident::plugin::request_adapter::Adapted;
-use trident::plugins::bindings::types::Invocation as WitInvocation;
-use trident::plugins::convert::invocation_to_wit;
-use trident::plugins::loading::Compiled;
-use trident::plugins::manifest::Manifest;
-use trident::plugins::runtime::{Pool, Runtime};
-use trident::plugins::store::CallStore;
+use trident::plugins::platform::loading::Compiled;
+use trident::plugins::platform::manifest::Manifest;
+use trident::plugins::runtime::engine::{Pool, Runtime};
+use trident::plugins::runtime::store::CallStore;
+use trident::plugins::wit::bindings::request::RequestAdapterPluginPre;
+use trident::plugins::wit::bindings::request::exports::trident::plugin::request_adapter::Adapted;
+use trident::plugins::wit::bindings::types::Invocation as WitInvocation;
+use trident::plugins::wit::convert::invocation_to_wit;
 use trident::plugins::{PluginInvocation, StreamPosition};
 use trident::protocol::v2_request::{OutputEncoding, decode_infer_request};
 use trident::protocol::v2_response::encode_infer_response;
@@ -198,9 +198,9 @@ fn phases(
 }
 
 /// The component trident serves for the plugin at `path`: its state after `check-config`
-/// written into it ([`trident::plugins::snapshot`]), kept beside it as `<name>.initialised.wasm`.
+/// written into it ([`trident::plugins::runtime::snapshot`]), kept beside it as `<name>.initialised.wasm`.
 fn initialised(path: &std::path::Path) -> std::path::PathBuf {
-    use trident::plugins::snapshot::{Initialized, initialize};
+    use trident::plugins::runtime::snapshot::{Initialized, initialize};
     let plugins = Runtime::new(64 << 20, None, Pool::Container).unwrap();
     let limits = plugins.limits("csv", Default::default(), Default::default(), 64, 5000);
     let wasm = std::fs::read(path).unwrap();
@@ -224,7 +224,7 @@ fn load_times(runtime: &tokio::runtime::Runtime, path: &std::path::Path) -> (Dur
         format!(
             "compile_cache = \"cache\"\n[plugins.csv]\npath = \"{}\"\nsha256 = \"{}\"\n",
             path.display(),
-            trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap())
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(path).unwrap())
         ),
     )
     .unwrap();
@@ -510,7 +510,7 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
     let dir = tempfile::tempdir().unwrap();
     let labels: String = (0..1000).map(|k| format!("class {k}\n")).collect();
     std::fs::write(dir.path().join("labels.txt"), &labels).unwrap();
-    let labels_digest = trident::plugins::loading::sha256_hex(labels.as_bytes());
+    let labels_digest = trident::plugins::platform::loading::sha256_hex(labels.as_bytes());
     let manifest_path = dir.path().join("plugins.toml");
     let entry = |name: &str, wasm: &str, extra: &str| {
         format!(
@@ -609,7 +609,8 @@ fn image_calls(runtime: &tokio::runtime::Runtime, scale: usize) {
         ),
     ] {
         let manifest_path = dir.path().join(format!("{language}.toml"));
-        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&wasm).unwrap());
+        let digest =
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(&wasm).unwrap());
         std::fs::write(
             &manifest_path,
             format!(

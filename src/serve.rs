@@ -226,7 +226,7 @@ async fn load_plugins(config: &Config) -> Result<Option<Arc<PluginHost>>, ServeE
     let Some(path) = &config.plugins else {
         return Ok(None);
     };
-    let manifest = crate::plugins::secure_mode::container_manifest(
+    let manifest = crate::plugins::host::secure_mode::container_manifest(
         path,
         config.artifacts.secure_mode.as_ref(),
     )?;

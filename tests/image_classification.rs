@@ -51,7 +51,8 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
             None => root().join(EXAMPLE).join(file),
         };
         std::fs::copy(&source, dir.join(file)).unwrap();
-        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&source).unwrap());
+        let digest =
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(&source).unwrap());
         manifest = manifest.replace(placeholder, &digest);
     }
     sign(dir, "image_tensor.wasm", &[]);
@@ -67,7 +68,7 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
 /// Drops the first label of the example's copy in `dir`, signs the labels plugin again and
 /// pins the new labels in its manifest: plugins that load, for a model they no longer fit.
 fn shorten_labels(dir: &Path) {
-    use trident::plugins::loading::sha256_hex;
+    use trident::plugins::platform::loading::sha256_hex;
     let good = std::fs::read(dir.join("labels.txt")).unwrap();
     let short: Vec<&str> = std::str::from_utf8(&good)
         .unwrap()

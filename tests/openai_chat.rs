@@ -309,7 +309,7 @@ fn the_openai_client_chats_with_a_model_that_speaks_token_ids() {
              [models.\"*\"]\nrequest = \"chat\"\nresponse = \"chat\"\n",
             guest("openai_chat").display(),
             digest("openai_chat"),
-            trident::plugins::loading::sha256_hex(&std::fs::read(&tokenizer).unwrap()),
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(&tokenizer).unwrap()),
         ),
     )
     .unwrap();

@@ -238,14 +238,14 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
     )
     .unwrap();
     let bytes = std::fs::read(&wasm).unwrap();
-    let digest = trident::plugins::loading::sha256_hex(&bytes);
+    let digest = trident::plugins::platform::loading::sha256_hex(&bytes);
     let manifest = plugins.path().join("plugins.toml");
     let write_manifest = |secret: Option<&str>, extra: &str| {
         let signature = secret
             .map(|s| {
                 format!(
                     "signature = \"{}\"\n",
-                    trident::plugins::signing::sign(&bytes, s).unwrap()
+                    trident::plugins::platform::signing::sign(&bytes, s).unwrap()
                 )
             })
             .unwrap_or_default();
@@ -259,7 +259,7 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
             .as_bytes(),
         );
     };
-    let platform_key = trident::plugins::signing::public_key(PLATFORM_SECRET).unwrap();
+    let platform_key = trident::plugins::platform::signing::public_key(PLATFORM_SECRET).unwrap();
     let mut env = secure_env(repository.path());
     env.push(("TRIDENT_PLUGIN_TRUSTED_KEYS", OsStr::new(&platform_key)));
     env.push(("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str()));
@@ -281,7 +281,7 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
     // Unsigned, signed by another key (which the manifest itself trusts), over the ceiling.
     write_manifest(None, "");
     refused(&env, "is not signed");
-    let other_key = trident::plugins::signing::public_key(OTHER_SECRET).unwrap();
+    let other_key = trident::plugins::platform::signing::public_key(OTHER_SECRET).unwrap();
     write_manifest(Some(OTHER_SECRET), "");
     let text = std::fs::read_to_string(&manifest).unwrap();
     write(
@@ -313,9 +313,10 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
              expect = {{ inputs = [{{ shape = [2, 2], data = [1, 2, 3, {last}] }}] }}\n"
         );
         write(&plugins.path().join("csv.cases.toml"), cases.as_bytes());
-        let sha = trident::plugins::loading::sha256_hex(cases.as_bytes());
-        let message = trident::plugins::signing::signed_message(&bytes, [], Some(&sha));
-        let signature = trident::plugins::signing::sign(&message, PLATFORM_SECRET).unwrap();
+        let sha = trident::plugins::platform::loading::sha256_hex(cases.as_bytes());
+        let message = trident::plugins::platform::signing::signed_message(&bytes, [], Some(&sha));
+        let signature =
+            trident::plugins::platform::signing::sign(&message, PLATFORM_SECRET).unwrap();
         write_manifest(
             None,
             &format!(

@@ -25,7 +25,7 @@ use common::http_client::{HttpResponse, get, request};
 use common::plugins::python_guest_in;
 use common::{Check, configs, copy_model, models_dir};
 use trident::plugins::PluginHost;
-use trident::plugins::manifest::Manifest;
+use trident::plugins::platform::manifest::Manifest;
 
 /// The first sequence id trident gives a session (then one more per session, in order).
 const FIRST_SEQUENCE_ID: u64 = 1 << 63;
@@ -343,7 +343,7 @@ ensemble_scheduling { step [ { model_name: "sum_step", model_version: -1,
             "[plugins.history]\npath = \"{}\"\nsha256 = \"{}\"\nmemory_limit_mb = 96\n\
              time_limit_ms = 2000\n\n[models.\"*\"]\nrequest = \"history\"\nresponse = \"history\"\n",
             guest.display(),
-            trident::plugins::loading::sha256_hex(&std::fs::read(&guest).unwrap()),
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(&guest).unwrap()),
         ),
     )
     .unwrap();

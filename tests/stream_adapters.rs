@@ -185,7 +185,7 @@ fn a_failing_stream_adapter_ends_its_stream_with_one_error_event() {
 #[test]
 fn past_the_budget_of_kept_instances_each_call_gets_a_fresh_one() {
     use std::sync::Arc;
-    use trident::plugins::manifest::Manifest;
+    use trident::plugins::platform::manifest::Manifest;
     use trident::plugins::{
         KeptInstance, PluginHost, PluginInvocation, StreamPosition, StreamState,
     };

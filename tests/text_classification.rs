@@ -53,7 +53,8 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
         if source != dir.join(file) {
             std::fs::copy(&source, dir.join(file)).unwrap();
         }
-        let digest = trident::plugins::loading::sha256_hex(&std::fs::read(&source).unwrap());
+        let digest =
+            trident::plugins::platform::loading::sha256_hex(&std::fs::read(&source).unwrap());
         manifest = manifest.replace(placeholder, &digest);
     }
     sign(dir, "tokenize.wasm", &[("tokenizer", "tokenizer.json")]);
@@ -198,7 +199,9 @@ fn identity_model(dir: &Path) -> PathBuf {
 /// truncating at 256, its three tensors the identity model's inputs; the manifest's path.
 fn tokenize_manifest(dir: &Path, tokenizer: &Path, pad_token: &str, extra: &str) -> PathBuf {
     std::fs::copy(guest("tokenize"), dir.join("tokenize.wasm")).unwrap();
-    let digest = |path: &Path| trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap());
+    let digest = |path: &Path| {
+        trident::plugins::platform::loading::sha256_hex(&std::fs::read(path).unwrap())
+    };
     let manifest = format!(
         "[plugins.tokenize]\npath = \"tokenize.wasm\"\nsha256 = \"{}\"\n\
          content_types = [\"text/plain\", \"application/json\"]\n\

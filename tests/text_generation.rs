@@ -54,8 +54,9 @@ fn serve_paced(
     if tokenizer != dir.join("tokenizer.json") {
         std::fs::copy(tokenizer, dir.join("tokenizer.json")).unwrap();
     }
-    let digest =
-        |file: &str| trident::plugins::loading::sha256_hex(&std::fs::read(dir.join(file)).unwrap());
+    let digest = |file: &str| {
+        trident::plugins::platform::loading::sha256_hex(&std::fs::read(dir.join(file)).unwrap())
+    };
     let manifest = std::fs::read_to_string(root().join(EXAMPLE).join("plugins.toml.in"))
         .unwrap()
         .replace("@DETOKENIZE@", &digest("detokenize.wasm"))

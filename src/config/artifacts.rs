@@ -105,7 +105,7 @@ impl ServeArgs {
                 .collect::<Result<_, _>>()?;
         let plugin_keys = items(self.plugin_trusted_keys.as_deref().unwrap_or(""))
             .map(|key| {
-                crate::plugins::signing::parse_public_key(key)
+                crate::plugins::platform::signing::parse_public_key(key)
                     .map(|_| key.to_owned())
                     .map_err(|e| ConfigError(format!("ERROR: {PLUGIN_KEYS_ENV}: {e}")))
             })

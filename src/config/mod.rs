@@ -201,9 +201,9 @@ impl Config {
             let cache = self
                 .plugins
                 .as_deref()
-                .and_then(|path| crate::plugins::manifest::Manifest::load(path).ok())
+                .and_then(|path| crate::plugins::platform::manifest::Manifest::load(path).ok())
                 .and_then(|manifest| manifest.compile_cache)
-                .or_else(crate::plugins::compile_cache::default_dir);
+                .or_else(crate::plugins::runtime::compile_cache::default_dir);
             writable.extend(cache.filter(|dir| !dir.as_os_str().is_empty()));
         }
         writable.extend(self.artifacts.serving_writable.iter().cloned());

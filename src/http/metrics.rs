@@ -11,8 +11,8 @@ use crate::metrics::PluginRow;
 use crate::metrics::plugin_accounts::PluginAccountRow;
 use crate::metrics::shadows::ShadowRow;
 use crate::plugins::LoadedPlugin;
-use crate::plugins::accounting::Hook;
-use crate::plugins::shadow::{Shadow, ShadowHook};
+use crate::plugins::platform::accounting::Hook;
+use crate::plugins::platform::shadow::{Shadow, ShadowHook};
 
 /// A shadow's rows, one per candidate: labelled by `model` for a model artifact's shadow, by
 /// the manifest's model entry for the container's.

@@ -20,7 +20,7 @@ use crate::mme::load::{ContainerPlugins, LoadPlan, OnTimeout};
 use crate::mme::load_request::{LoadRequest, parse_load_request};
 use crate::mme::registry::{LoadedModel, not_loaded};
 use crate::pipeline::Request;
-use crate::plugins::model_plugins::ModelPluginPolicy;
+use crate::plugins::host::model_plugins::ModelPluginPolicy;
 use crate::protocol::tensor_data::write_json_string;
 
 /// `POST /models`: `{"model_name": "<name>", "url": "<path>"}`. The load itself is
@@ -83,7 +83,7 @@ fn container_plugins<E: Engine>(state: &AppState<E>) -> ContainerPlugins {
         .map(|host| host.model_policy().clone())
         .unwrap_or_default();
     if let Some(secure) = &state.config.artifacts.secure_mode {
-        crate::plugins::secure_mode::hold_model_policy(&mut policy, secure);
+        crate::plugins::host::secure_mode::hold_model_policy(&mut policy, secure);
     }
     ContainerPlugins { policy, host }
 }

@@ -51,7 +51,7 @@ impl<E: crate::engine::Engine> AppState<E> {
                 "no plugin manifest is configured (--plugins or SAGEMAKER_TRITON_PLUGINS)".into(),
             );
         };
-        let manifest = crate::plugins::secure_mode::container_manifest(
+        let manifest = crate::plugins::host::secure_mode::container_manifest(
             path,
             self.config.artifacts.secure_mode.as_ref(),
         )?;

@@ -8,7 +8,7 @@
 pub mod plugin_accounts;
 pub mod shadows;
 
-use crate::plugins::accounting::Histogram;
+use crate::plugins::platform::accounting::Histogram;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;

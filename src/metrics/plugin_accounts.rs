@@ -1,4 +1,4 @@
-//! Each loaded plugin's account on `/metrics` ([`crate::plugins::accounting`]): one info series
+//! Each loaded plugin's account on `/metrics` ([`crate::plugins::platform::accounting`]): one info series
 //! per plugin (its digest, the key that signed it, the interface versions it implements) and,
 //! per hook it exports, its calls by outcome and histograms of CPU time, peak guest memory and
 //! slot waits per call. Only plugins loaded now have series (the container's, `model=""`, and
@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use super::label_value;
-use crate::plugins::accounting::{HistogramSnapshot, Hook, HookSnapshot, Outcome};
+use crate::plugins::platform::accounting::{HistogramSnapshot, Hook, HookSnapshot, Outcome};
 
 /// The most (plugin, hook) pairs with series of their own (each about 4 KB of text).
 pub const MAX_ACCOUNTED_HOOKS: usize = 128;
@@ -160,7 +160,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::plugins::accounting::{CallCost, PluginAccount};
+    use crate::plugins::platform::accounting::{CallCost, PluginAccount};
 
     fn row(plugin: &str, model: &str, account: &PluginAccount) -> PluginAccountRow {
         PluginAccountRow {

@@ -1,5 +1,5 @@
 //! Each shadow's verdicts and its candidates' call times on `/metrics`
-//! ([`crate::plugins::shadow`]): `trident_plugin_shadow_total{model,candidate,hook,outcome}` and
+//! ([`crate::plugins::platform::shadow`]): `trident_plugin_shadow_total{model,candidate,hook,outcome}` and
 //! the histogram `trident_plugin_shadow_duration_seconds{model,candidate,hook}`, whose buckets
 //! are those of the serving calls' `trident_plugin_call_duration_seconds`, so that a candidate
 //! and an A/B variant are read the same way. Only the shadows of plugins loaded now; past
@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use super::label_value;
 use super::plugin_accounts::histogram;
-use crate::plugins::accounting::HistogramSnapshot;
-use crate::plugins::shadow::Verdict;
+use crate::plugins::platform::accounting::HistogramSnapshot;
+use crate::plugins::platform::shadow::Verdict;
 
 /// The most shadow rows (model, candidate, hook) with series of their own.
 pub const MAX_SHADOW_SERIES: usize = 128;
@@ -92,7 +92,7 @@ pub fn render(out: &mut String, rows: &[ShadowRow]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::accounting::Histogram;
+    use crate::plugins::platform::accounting::Histogram;
 
     fn row(model: &str, verdicts: [u64; 4]) -> ShadowRow {
         ShadowRow {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::registry::{Artifact, MmeError, ModelRegistry, served_as};
 use crate::engine::Engine;
 use crate::plugins::PluginHost;
-use crate::plugins::model_plugins::{self, ModelPluginPolicy};
+use crate::plugins::host::model_plugins::{self, ModelPluginPolicy};
 use crate::sessions::Sessions;
 
 /// What a load that outlasts the load time-out becomes.

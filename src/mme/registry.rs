@@ -30,7 +30,7 @@ pub struct LoadedModel {
     pub repository: PathBuf,
     /// What the core reads for it (the repository registered, and its private tree).
     pub prepared: Prepared,
-    /// The plugins its artifact brought ([`crate::plugins::model_plugins`]), used instead of
+    /// The plugins its artifact brought ([`crate::plugins::host::model_plugins`]), used instead of
     /// the container's for its invocations and dropped with it.
     pub plugins: Option<Arc<PluginHost>>,
 }

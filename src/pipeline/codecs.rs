@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::invocation::Invocation;
 use crate::plugins::LoadedPlugin;
 use crate::plugins::Selection;
-use crate::plugins::shadow::Shadow;
+use crate::plugins::platform::shadow::Shadow;
 
 /// The codecs of one request.
 #[derive(Clone, Default)]

@@ -36,7 +36,7 @@ use crate::invocation::Invocation;
 use crate::metrics::Metrics;
 use crate::plugins::LoadedPlugin;
 use crate::plugins::host::shadow::{Serving, ShadowCall};
-use crate::plugins::shadow::{ShadowHook, Verdict};
+use crate::plugins::platform::shadow::{ShadowHook, Verdict};
 use crate::plugins::{
     AdaptedRequest, CallFailure, HookResult, PluginHost, PluginInvocation, PluginReply,
 };

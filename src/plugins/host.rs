@@ -1,30 +1,35 @@
 //! The plugin host: every plugin of a manifest, ready to call (loaded by `loading`, chosen by
 //! `routing`), and the calls into them (`hooks`: one table of the worlds a plugin exports and
 //! one way to call any of them; `generate`: version 0.2.0's hooks). Every call runs in a fresh
-//! instance in a new limited store (made ahead of time, [`super::warm`]), so no state survives
+//! instance in a new limited store (made ahead of time, [`crate::plugins::runtime::warm`]), so no state survives
 //! from one request to the next.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::accounting::Hook;
-use super::boundary::{AdaptedRequest, HookResult, PluginInvocation, PluginReply, converted};
-use super::convert;
-use super::loading::{Compiled, Loaded, load_plugins};
-use super::manifest::Manifest;
-use super::model_plugins::ModelPluginPolicy;
-use super::plugin::{LoadError, LoadedPlugin};
-use super::routing::{Routes, Selection};
-use super::runtime::{Pool, Runtime};
+use crate::plugins::host::model_plugins::ModelPluginPolicy;
+use crate::plugins::host::routing::{Routes, Selection};
+use crate::plugins::platform::accounting::Hook;
+use crate::plugins::platform::loading::{Compiled, Loaded, load_plugins};
+use crate::plugins::platform::manifest::Manifest;
+use crate::plugins::platform::plugin::{LoadError, LoadedPlugin};
+use crate::plugins::runtime::boundary::{
+    AdaptedRequest, HookResult, PluginInvocation, PluginReply, converted,
+};
+use crate::plugins::runtime::engine::{Pool, Runtime};
+use crate::plugins::wit::convert;
 
 mod call;
 pub mod cases;
 mod generate;
+pub mod model_plugins;
+pub mod routing;
+pub mod secure_mode;
 pub mod shadow;
 
-use super::bindings::request::exports::trident::plugin::request_adapter::Adapted;
-use super::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
 use crate::engine::InferResponse;
+use crate::plugins::wit::bindings::request::exports::trident::plugin::request_adapter::Adapted;
+use crate::plugins::wit::bindings::response::exports::trident::plugin::response_adapter::InferenceResult;
 
 /// Every plugin of a manifest, ready to call.
 pub struct PluginHost {
@@ -112,13 +117,13 @@ impl PluginHost {
         self.compiled
     }
 
-    /// What the plugins hold in the process, in bytes ([`super::loading::footprint`]).
+    /// What the plugins hold in the process, in bytes ([`crate::plugins::platform::loading::footprint`]).
     pub fn footprint_bytes(&self) -> u64 {
         self.footprint
     }
 
     /// Checks `model` (named `name`, its KServe v2 metadata) with every adapter routed to it
-    /// that exports `model-check` ([`super::model_check`]); the first refusal, naming the
+    /// that exports `model-check` ([`crate::plugins::platform::model_check`]); the first refusal, naming the
     /// plugin and the model.
     pub async fn check_model(
         &self,
@@ -127,8 +132,8 @@ impl PluginHost {
     ) -> Result<(), String> {
         for plugin in self.routes.adapters_of(name) {
             if plugin.checks_models() {
-                let model = super::model_check::model_info(name, metadata);
-                super::model_check::check(&self.runtime, &plugin, model).await?;
+                let model = crate::plugins::platform::model_check::model_info(name, metadata);
+                crate::plugins::platform::model_check::check(&self.runtime, &plugin, model).await?;
             }
         }
         Ok(())

@@ -35,7 +35,7 @@ pub const SIGNING_SECRET: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b3269
 
 /// The public key of the test key, for a manifest's `trusted_keys`.
 pub fn test_public_key() -> String {
-    trident::plugins::signing::public_key(SIGNING_SECRET).unwrap()
+    trident::plugins::platform::signing::public_key(SIGNING_SECRET).unwrap()
 }
 
 /// Signs the plugin `dir/wasm` (with `assets`, by name and file in `dir`) with the test key,
@@ -46,21 +46,21 @@ pub fn sign(dir: &Path, wasm: &str, assets: &[(&str, &str)]) {
 
 /// [`sign`], covering the cases file `dir/cases` too.
 pub fn sign_with_cases(dir: &Path, wasm: &str, assets: &[(&str, &str)], cases: Option<&str>) {
-    use trident::plugins::loading::sha256_hex;
+    use trident::plugins::platform::loading::sha256_hex;
     let cases = cases.map(|file| sha256_hex(&std::fs::read(dir.join(file)).unwrap()));
     let bytes = std::fs::read(dir.join(wasm)).unwrap();
     let digests: Vec<(&str, String)> = assets
         .iter()
         .map(|(name, file)| (*name, sha256_hex(&std::fs::read(dir.join(file)).unwrap())))
         .collect();
-    let message = trident::plugins::signing::signed_message(
+    let message = trident::plugins::platform::signing::signed_message(
         &bytes,
         digests
             .iter()
             .map(|(name, digest)| (*name, digest.as_str())),
         cases.as_deref(),
     );
-    let signature = trident::plugins::signing::sign(&message, SIGNING_SECRET).unwrap();
+    let signature = trident::plugins::platform::signing::sign(&message, SIGNING_SECRET).unwrap();
     std::fs::write(dir.join(format!("{wasm}.sig")), signature).unwrap();
 }
 
@@ -73,7 +73,7 @@ pub fn guest(name: &str) -> PathBuf {
 
 /// The sha256 of a built guest, as the manifest pins it.
 pub fn digest(name: &str) -> String {
-    trident::plugins::loading::sha256_hex(&std::fs::read(guest(name)).unwrap())
+    trident::plugins::platform::loading::sha256_hex(&std::fs::read(guest(name)).unwrap())
 }
 
 /// Builds the Python guest whose `app.py` is in `folder` (relative to the repository, e.g.

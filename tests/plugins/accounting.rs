@@ -164,7 +164,8 @@ fn a_model_artifacts_plugins_are_accounted_until_the_model_is_unloaded(
     let folder = root.join("model");
     let bytes = std::fs::read(guest("csv_request"))?;
     std::fs::write(folder.join("csv.wasm"), &bytes)?;
-    let signature = trident::plugins::signing::sign(&bytes, model_plugins::SIGNING_SECRET)?;
+    let signature =
+        trident::plugins::platform::signing::sign(&bytes, model_plugins::SIGNING_SECRET)?;
     std::fs::write(folder.join("csv.wasm.sig"), signature)?;
     std::fs::write(
         folder.join("plugins.toml"),
@@ -189,7 +190,7 @@ fn a_model_artifacts_plugins_are_accounted_until_the_model_is_unloaded(
     let labels = format!("plugin=\"csv\",model=\"{name}\",hook=\"request\"");
     let count = series(at, "trident_plugin_cpu_seconds_count", &labels);
     ensure!(count == Some(3), "{count:?} calls of the model's plugin");
-    let public = trident::plugins::signing::public_key(model_plugins::SIGNING_SECRET)?;
+    let public = trident::plugins::platform::signing::public_key(model_plugins::SIGNING_SECRET)?;
     let info = format!(
         "plugin=\"csv\",model=\"{name}\",sha256=\"{}\",signer=\"{public}\",versions=\"0.1.0\"",
         digest("csv_request")

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libtest_mimic::Failed;
-use trident::plugins::manifest::Manifest;
+use trident::plugins::platform::manifest::Manifest;
 use trident::plugins::{PluginHost, PluginInvocation, Refusal};
 
 use super::{Fixture, plugin};
@@ -36,7 +36,7 @@ fn manifest(dir: &Path, name: &str, mode: &str, top: &str, assets: &str) -> std:
 }
 
 fn asset(name: &str, file: &str, bytes: &[u8]) -> String {
-    let digest = trident::plugins::loading::sha256_hex(bytes);
+    let digest = trident::plugins::platform::loading::sha256_hex(bytes);
     format!("{name} = {{ path = \"{file}\", sha256 = \"{digest}\" }}")
 }
 
@@ -176,7 +176,7 @@ fn a_signature_covers_the_assets(f: &Fixture) -> Result<(), Failed> {
     std::fs::write(dir.path().join("greeting.txt"), "hello")?;
     std::fs::write(dir.path().join("other.txt"), "other")?;
     let secret = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
-    let public = trident::plugins::signing::public_key(secret)?;
+    let public = trident::plugins::platform::signing::public_key(secret)?;
     let wasm = std::fs::read(guest("hostile"))?;
     let sign = |assets: &[(&str, &[u8])]| -> Result<(), Failed> {
         let digests: Vec<(String, String)> = assets
@@ -184,16 +184,16 @@ fn a_signature_covers_the_assets(f: &Fixture) -> Result<(), Failed> {
             .map(|(name, bytes)| {
                 (
                     (*name).to_owned(),
-                    trident::plugins::loading::sha256_hex(bytes),
+                    trident::plugins::platform::loading::sha256_hex(bytes),
                 )
             })
             .collect();
-        let message = trident::plugins::signing::signed_message(
+        let message = trident::plugins::platform::signing::signed_message(
             &wasm,
             digests.iter().map(|(n, d)| (n.as_str(), d.as_str())),
             None,
         );
-        let signature = trident::plugins::signing::sign(&message, secret)?;
+        let signature = trident::plugins::platform::signing::sign(&message, secret)?;
         std::fs::write(dir.path().join("signature"), signature)?;
         Ok(())
     };

@@ -43,7 +43,7 @@ fn cases_entry(dir: &Path, name: &str, cases: &str) -> String {
     std::fs::write(dir.join(name), cases).unwrap();
     format!(
         "cases = {{ path = \"{name}\", sha256 = \"{}\" }}",
-        trident::plugins::loading::sha256_hex(cases.as_bytes())
+        trident::plugins::platform::loading::sha256_hex(cases.as_bytes())
     )
 }
 
@@ -87,7 +87,7 @@ fn cases_gate_the_load_in_each_language(f: &Fixture) -> Result<(), Failed> {
         // The cases' calls are not in the account the plugin serves with.
         let account = host.plugins().next().map(|p| {
             p.account
-                .snapshot(trident::plugins::accounting::Hook::Request)
+                .snapshot(trident::plugins::platform::accounting::Hook::Request)
                 .outcomes
         });
         ensure!(account == Some([0; 5]), "{language}: {account:?}");
@@ -271,13 +271,13 @@ fn cases_files_that_cannot_be_trusted_are_refused_by_name(f: &Fixture) -> Result
     let config = "config = { datatype = \"FP32\" }";
     let csv = |cases: &str| plugin("csv", "csv_request", &format!("{config}\n{cases}"));
     let good = csv_cases(4.5);
-    let digest = trident::plugins::loading::sha256_hex(good.as_bytes());
+    let digest = trident::plugins::platform::loading::sha256_hex(good.as_bytes());
     std::fs::write(folder.join("good.toml"), &good)?;
     std::fs::write(dir.path().join("outside.toml"), &good)?;
     std::os::unix::fs::symlink("../outside.toml", folder.join("link.toml"))?;
     let big = format!("# {}\n{good}", "x".repeat(1 << 20));
     std::fs::write(folder.join("big.toml"), &big)?;
-    let big_digest = trident::plugins::loading::sha256_hex(big.as_bytes());
+    let big_digest = trident::plugins::platform::loading::sha256_hex(big.as_bytes());
     let entry =
         |path: &str, sha: &str| format!("cases = {{ path = \"{path}\", sha256 = \"{sha}\" }}");
     let refused = [
@@ -376,7 +376,7 @@ fn cases_files_that_cannot_be_trusted_are_refused_by_name(f: &Fixture) -> Result
 fn a_signature_covers_the_cases(f: &Fixture) -> Result<(), Failed> {
     let dir = tempfile::tempdir()?;
     std::fs::copy(guest("csv_request"), dir.path().join("csv.wasm"))?;
-    let public = trident::plugins::signing::public_key(common::plugins::SIGNING_SECRET)?;
+    let public = trident::plugins::platform::signing::public_key(common::plugins::SIGNING_SECRET)?;
     let top = format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n");
     let manifest = |cases: &str| {
         format!(
@@ -506,14 +506,16 @@ fn a_model_whose_plugin_fails_its_case_is_not_loaded(f: &Fixture) -> Result<(), 
         let entry = cases_entry(&folder, "csv.cases.toml", &cases);
         let secret = model_plugins::SIGNING_SECRET;
         let wasm = std::fs::read(folder.join("csv.wasm"))?;
-        let message = trident::plugins::signing::signed_message(
+        let message = trident::plugins::platform::signing::signed_message(
             &wasm,
             [],
-            Some(&trident::plugins::loading::sha256_hex(cases.as_bytes())),
+            Some(&trident::plugins::platform::loading::sha256_hex(
+                cases.as_bytes(),
+            )),
         );
         std::fs::write(
             folder.join("csv.wasm.sig"),
-            trident::plugins::signing::sign(&message, secret)?,
+            trident::plugins::platform::signing::sign(&message, secret)?,
         )?;
         std::fs::write(
             folder.join("plugins.toml"),

@@ -291,7 +291,7 @@ fn chatty_output_is_captured(f: &Fixture) -> Result<(), Failed> {
 /// A guest logging in a loop until its deadline, and one printing 128 KiB: each call puts at
 /// most its output budget into the log, then one "truncated" line; the rest is counted.
 fn a_flood_of_output_is_cut_at_the_call_budget(f: &Fixture) -> Result<(), Failed> {
-    let budget = trident::plugins::counters::OUTPUT_BUDGET_BYTES;
+    let budget = trident::plugins::runtime::counters::OUTPUT_BUDGET_BYTES;
     for (mode, status) in [("flood", 504), ("flood-stdout", 200)] {
         let plugin = mode.replace('-', "_");
         let dropped_before = counters_of(f, &plugin).0;

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use trident::plugins::loading::Compiled;
+use trident::plugins::platform::loading::Compiled;
 
 use super::*;
 
@@ -33,7 +33,7 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     ensure!(error.contains("sha256 mismatch"), "{error}");
 
     let secret = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
-    let public = trident::plugins::signing::public_key(secret)?;
+    let public = trident::plugins::platform::signing::public_key(secret)?;
     let signed_header = format!("require_signatures = true\ntrusted_keys = [\"{public}\"]\n");
     let error = load(
         "unsigned",
@@ -42,7 +42,8 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     .err()
     .ok_or("unsigned accepted")?;
     ensure!(error.contains("is not signed"), "{error}");
-    let signature = trident::plugins::signing::sign(&std::fs::read(guest("csv_request"))?, secret)?;
+    let signature =
+        trident::plugins::platform::signing::sign(&std::fs::read(guest("csv_request"))?, secret)?;
     let signed = plugin(
         "csv",
         "csv_request",
@@ -50,8 +51,10 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     );
     load("signed", format!("{signed_header}{signed}"))
         .map_err(|e| format!("a signed plugin was refused: {e}"))?;
-    let other =
-        trident::plugins::signing::sign(&std::fs::read(guest("csv_request"))?, &"22".repeat(32))?;
+    let other = trident::plugins::platform::signing::sign(
+        &std::fs::read(guest("csv_request"))?,
+        &"22".repeat(32),
+    )?;
     let wrong_key = plugin("csv", "csv_request", &format!("signature = \"{other}\""));
     let error = load("wrong_key", format!("{signed_header}{wrong_key}"))
         .err()

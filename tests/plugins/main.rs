@@ -33,7 +33,7 @@ use trident::config::Config;
 use trident::engine::triton::TritonEngine;
 use trident::http::AppState;
 use trident::plugins::PluginHost;
-use trident::plugins::manifest::Manifest;
+use trident::plugins::platform::manifest::Manifest;
 
 use common::http_client::{get, request};
 use common::plugins::{digest, guest};
@@ -117,7 +117,7 @@ fn plugin(name: &str, wasm: &str, extra: &str) -> String {
 
 /// A `[plugins.<name>]` table for the component at `path`.
 fn plugin_at(name: &str, path: &Path, extra: &str) -> String {
-    let digest = trident::plugins::loading::sha256_hex(&std::fs::read(path).unwrap());
+    let digest = trident::plugins::platform::loading::sha256_hex(&std::fs::read(path).unwrap());
     format!(
         "[plugins.{name}]\npath = \"{}\"\nsha256 = \"{digest}\"\n{extra}\n",
         path.display()
@@ -315,7 +315,8 @@ fn start() -> Fixture {
             plugin("everything", "oom_everything", "")
         ),
     ));
-    let public = trident::plugins::signing::public_key(model_plugins::SIGNING_SECRET).unwrap();
+    let public =
+        trident::plugins::platform::signing::public_key(model_plugins::SIGNING_SECRET).unwrap();
     list.push((
         "mme_plugins",
         format!(

@@ -40,7 +40,7 @@ fn artifact(
         let bytes = std::fs::read(guest(guest_name))?;
         std::fs::write(folder.join(format!("{guest_name}.wasm")), &bytes)?;
         if signed {
-            let signature = trident::plugins::signing::sign(&bytes, SIGNING_SECRET)?;
+            let signature = trident::plugins::platform::signing::sign(&bytes, SIGNING_SECRET)?;
             std::fs::write(folder.join(format!("{guest_name}.wasm.sig")), signature)?;
         }
     }

@@ -15,9 +15,9 @@ use wasmtime::component::Component;
 
 use self::new::{Kind, Language, create};
 use self::run::{Hook, RunOptions, run};
-use crate::plugins::loading::sha256_hex;
-use crate::plugins::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
-use crate::plugins::signing;
+use crate::plugins::platform::loading::sha256_hex;
+use crate::plugins::platform::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS};
+use crate::plugins::platform::signing;
 
 /// The subcommands of `trident plugin`.
 #[derive(Debug, Subcommand)]
@@ -296,12 +296,12 @@ fn write_secret(path: &Path, secret: &str) -> Result<(), String> {
 
 fn inspect(path: &Path, out: &mut impl Write) -> CliResult {
     let bytes = read(path)?;
-    let limit = usize::try_from(crate::plugins::manifest::DEFAULT_MEMORY_LIMIT_MB << 20)
+    let limit = usize::try_from(crate::plugins::platform::manifest::DEFAULT_MEMORY_LIMIT_MB << 20)
         .unwrap_or(usize::MAX);
-    let runtime = crate::plugins::runtime::Runtime::new(
+    let runtime = crate::plugins::runtime::engine::Runtime::new(
         limit,
         None,
-        crate::plugins::runtime::Pool::Container,
+        crate::plugins::runtime::engine::Pool::Container,
     )?;
     let component =
         Component::new(runtime.engine(), &bytes).map_err(|e| format!("not a component: {e}"))?;

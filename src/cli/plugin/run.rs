@@ -11,13 +11,13 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::engine::{InferRequest, InferResponse, OutputTensor};
-use crate::plugins::cases::outcome::{
+use crate::plugins::host::PluginHost;
+use crate::plugins::platform::cases::outcome::{
     answered, inputs_json, output_tensors, refusal_line, responses,
 };
-use crate::plugins::host::PluginHost;
-use crate::plugins::loading::sha256_hex;
-use crate::plugins::manifest::Manifest;
-use crate::plugins::plugin::LoadedPlugin;
+use crate::plugins::platform::loading::sha256_hex;
+use crate::plugins::platform::manifest::Manifest;
+use crate::plugins::platform::plugin::LoadedPlugin;
 use crate::plugins::{
     AdaptedRequest, GenerateInputs, HookResult, PluginInvocation, PluginReply, StreamPosition,
 };

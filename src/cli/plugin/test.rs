@@ -1,6 +1,6 @@
 //! `trident plugin test`: a plugin's golden cases, run through the host the server uses, each
 //! case's result printed with the differences of those that fail. The server runs the same
-//! cases at every load ([`crate::plugins::cases`]) and refuses a plugin whose case fails; this
+//! cases at every load ([`crate::plugins::platform::cases`]) and refuses a plugin whose case fails; this
 //! runs every case to the end, so that an author sees them all.
 
 use std::collections::BTreeMap;
@@ -8,10 +8,12 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::run::{Settings, file_entry, single_plugin_manifest};
-use crate::plugins::cases::Cases;
 use crate::plugins::host::PluginHost;
 use crate::plugins::host::cases::run_plugin;
-use crate::plugins::manifest::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS, Manifest};
+use crate::plugins::platform::cases::Cases;
+use crate::plugins::platform::manifest::{
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS, Manifest,
+};
 
 /// What to test.
 #[derive(Debug, clap::Args)]
@@ -51,7 +53,9 @@ pub struct TestArgs {
 /// or its cases cannot be loaded.
 pub fn test(args: TestArgs, out: &mut impl Write) -> Result<bool, String> {
     let manifest = match &args.manifest {
-        Some(path) => crate::plugins::manifest::Manifest::load(path).map_err(|e| e.to_string())?,
+        Some(path) => {
+            crate::plugins::platform::manifest::Manifest::load(path).map_err(|e| e.to_string())?
+        }
         None => plugin_manifest(&args)?,
     };
     if manifest.plugins.values().all(|spec| spec.cases.is_none()) {

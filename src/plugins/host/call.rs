@@ -1,7 +1,7 @@
 //! The one way to call any hook of a plugin: take a fresh instance of the hook (or the one its
 //! stream keeps), run the call in it, finish the call (its output captured, its failure
 //! typed), all within the plugin's limits on the guest threads, and count what it cost in the
-//! plugin's account ([`crate::plugins::accounting`]). Each hook method of
+//! plugin's account ([`crate::plugins::platform::accounting`]). Each hook method of
 //! [`PluginHost`] is this with its own export.
 
 use std::sync::Arc;
@@ -11,29 +11,29 @@ use futures_util::future::BoxFuture;
 use wasmtime::Store;
 
 use super::PluginHost;
-use crate::plugins::accounting::{Answer, Hook, Measured, Outcome, cpu_timed};
-use crate::plugins::hooks::Hooks;
-use crate::plugins::kept_instance::KeptInstance;
-use crate::plugins::plugin::LoadedPlugin;
-use crate::plugins::store::{CallFailure, PluginState};
-use crate::plugins::stream_state::StreamState;
-use crate::plugins::warm::{Prepare, Warm};
+use crate::plugins::platform::accounting::{Answer, Hook, Measured, Outcome, cpu_timed};
+use crate::plugins::platform::plugin::LoadedPlugin;
+use crate::plugins::runtime::hooks::Hooks;
+use crate::plugins::runtime::kept_instance::KeptInstance;
+use crate::plugins::runtime::store::{CallFailure, PluginState};
+use crate::plugins::runtime::stream_state::StreamState;
+use crate::plugins::runtime::warm::{Prepare, Warm};
 use crate::sessions::SessionStore;
 
 /// What a call may keep beyond itself: its request's session store, and a stream adapter's
 /// call its stream's state and the instance the stream's calls share.
 #[derive(Default)]
-pub(super) struct Kept {
-    pub(super) session: Option<Arc<SessionStore>>,
-    pub(super) stream: Option<Arc<StreamState>>,
-    pub(super) instance: Option<Arc<KeptInstance>>,
+pub(in crate::plugins) struct Kept {
+    pub(in crate::plugins) session: Option<Arc<SessionStore>>,
+    pub(in crate::plugins) stream: Option<Arc<StreamState>>,
+    pub(in crate::plugins) instance: Option<Arc<KeptInstance>>,
     /// The target model's `max_batch_size`, for the host's primitives.
-    pub(super) max_batch: Option<usize>,
+    pub(in crate::plugins) max_batch: Option<usize>,
 }
 
 impl Kept {
     /// A call that may keep what its request's `session` keeps.
-    pub(super) fn session(session: Option<Arc<SessionStore>>) -> Kept {
+    pub(in crate::plugins) fn session(session: Option<Arc<SessionStore>>) -> Kept {
         Kept {
             session,
             ..Kept::default()
@@ -48,7 +48,7 @@ impl PluginHost {
     /// With `kept.instance`, an instance whose call succeeded is kept there for the next call
     /// while the engine's budget allows ([`KeptInstance`]); otherwise it is dropped.
     /// Callers only call hooks a plugin exports (selection checks it).
-    pub(super) async fn call<P, T>(
+    pub(in crate::plugins) async fn call<P, T>(
         &self,
         plugin: &Arc<LoadedPlugin>,
         kept: Kept,

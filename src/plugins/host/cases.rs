@@ -1,4 +1,4 @@
-//! Golden cases run through the host ([`crate::plugins::cases`]): each case's hook called as a
+//! Golden cases run through the host ([`crate::plugins::platform::cases`]): each case's hook called as a
 //! request's would be, what it answered compared with what the case expects; a plugin whose
 //! case fails keeps its whole manifest out (`gate`, in every load).
 
@@ -9,12 +9,12 @@ use serde_json::{Value, json};
 
 use super::PluginHost;
 use crate::engine::InferResponse;
-use crate::plugins::cases::outcome::{
+use crate::plugins::platform::cases::outcome::{
     answered, body, generate_request_answer, headers, output_tensors, reply_answer, request_answer,
     responses,
 };
-use crate::plugins::cases::{Case, CaseHook, Cases, compare, outcome};
-use crate::plugins::plugin::{LoadError, LoadedPlugin};
+use crate::plugins::platform::cases::{Case, CaseHook, Cases, compare, outcome};
+use crate::plugins::platform::plugin::{LoadError, LoadedPlugin};
 use crate::plugins::{PluginInvocation, StreamPosition};
 
 /// What running one plugin's cases found.

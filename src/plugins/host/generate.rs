@@ -6,15 +6,15 @@
 use std::sync::Arc;
 
 use super::{LoadedPlugin, PluginHost};
-use crate::plugins::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs as WitGenerateInputs;
-use crate::plugins::bindings::stream::exports::trident::plugin::stream_adapter;
-use crate::plugins::boundary::{
+use crate::plugins::wit::bindings::generate_request::exports::trident::plugin::generate_request_adapter::GenerateInputs as WitGenerateInputs;
+use crate::plugins::wit::bindings::stream::exports::trident::plugin::stream_adapter;
+use crate::plugins::runtime::boundary::{
     AdaptedGenerate, GenerateInputs, HookResult, PluginInvocation, PluginReply, StreamPosition,
     converted,
 };
-use crate::plugins::convert;
-use crate::plugins::kept_instance::KeptInstance;
-use crate::plugins::stream_state::StreamState;
+use crate::plugins::wit::convert;
+use crate::plugins::runtime::kept_instance::KeptInstance;
+use crate::plugins::runtime::stream_state::StreamState;
 
 impl PluginHost {
     /// Calls a generate request adapter.
@@ -28,7 +28,7 @@ impl PluginHost {
             .call(
                 plugin,
                 super::call::Kept::session(session),
-                crate::plugins::accounting::Hook::GenerateRequest,
+                crate::plugins::platform::accounting::Hook::GenerateRequest,
                 |hooks| hooks.generate_request.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -64,7 +64,7 @@ impl PluginHost {
             .call(
                 plugin,
                 super::call::Kept::session(session),
-                crate::plugins::accounting::Hook::GenerateResponse,
+                crate::plugins::platform::accounting::Hook::GenerateResponse,
                 |hooks| hooks.generate_response.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {
@@ -108,7 +108,7 @@ impl PluginHost {
                     instance: instance.map(Arc::clone),
                     max_batch: None,
                 },
-                crate::plugins::accounting::Hook::Stream,
+                crate::plugins::platform::accounting::Hook::Stream,
                 |hooks| hooks.stream.as_ref(),
                 move |instance, store| {
                     Box::pin(async move {

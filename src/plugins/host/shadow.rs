@@ -1,4 +1,4 @@
-//! Starting a shadow's candidate after a request's answer is made ([`crate::plugins::shadow`]):
+//! Starting a shadow's candidate after a request's answer is made ([`crate::plugins::platform::shadow`]):
 //! on the shadow thread, within the shadow budget, its verdict counted.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::PluginHost;
 use crate::engine::InferResponse;
-use crate::plugins::shadow::{Shadow, ShadowHook, Verdict};
+use crate::plugins::platform::shadow::{Shadow, ShadowHook, Verdict};
 use crate::plugins::{AdaptedRequest, PluginInvocation, PluginReply};
 
 /// A request whose answer a shadow compares with its candidate's: what the candidate is

@@ -1,0 +1,215 @@
+//! Golden cases: invocations a plugin carries with what it must answer, run before it serves.
+//!
+//! A manifest names a plugin's cases file beside its `.wasm` (`cases = { path, sha256 }`),
+//! pinned by digest and covered by its signature ([`crate::plugins::platform::signing::signed_message`]). trident
+//! runs every case when the plugin loads, at start and at every reload (`SIGHUP`,
+//! `POST /plugins/reload`, a multi-model load), through the host that serves requests, with the
+//! plugin's own memory and time limits, before the plugin serves anything. A case that fails
+//! refuses the load, naming the case and the first differences; at a reload the plugins already
+//! loaded keep serving. `trident plugin test` runs the same cases where the author builds.
+//!
+//! ```toml
+//! [tolerance]                       # for every case; numpy's isclose, with its defaults
+//! absolute = 1e-8
+//! relative = 1e-5
+//!
+//! [[case]]
+//! name = "two rows"
+//! hook = "request"                  # request (default), response, generate-request,
+//!                                   # generate-response, stream, oom
+//! content_type = "text/csv"
+//! accept = "application/json"       # optional, as are model (default "model") and headers
+//! headers = { "x-tenant" = "a" }
+//! body = "1,2\n3,4\n"               # or body_base64; neither: an empty body
+//! # response: the model's outputs, KServe v2 tensors; generate-response and stream: the model's
+//! # responses, a list of objects (`[{ TEXT = "a" }, { TEXT = "b" }]`)
+//! # outputs = [{ name = "OUTPUT0", datatype = "FP32", shape = [1, 2], data = [0.5, 0.5] }]
+//! expect = { inputs = [{ name = "INPUT0", datatype = "FP32", shape = [2, 2], data = [1, 2, 3, 4] }] }
+//! ```
+//!
+//! What a case expects is compared with what the plugin answered ([`outcome`]: a JSON value of
+//! the same shape for every hook) by [`compare`]: each key the case gives must be there and
+//! match, keys it leaves out are not checked; lists match item for item; numbers match within
+//! the tolerance (integers exactly); strings match whole, except `message`, which the plugin's
+//! message must contain. A refusal is `{ status = 400, message = "..." }`.
+
+pub mod compare;
+pub mod outcome;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use self::compare::Tolerance;
+use crate::plugins::runtime::assets::AssetSpec;
+
+/// The largest cases file.
+pub const MAX_CASES_BYTES: u64 = 1 << 20;
+/// The most cases one plugin may carry (each runs at every load, within the plugin's time
+/// limit: the load takes at most this many calls' time more).
+pub const MAX_CASES: usize = 64;
+/// The differences a failing case reports.
+pub const MAX_REPORTED: usize = 5;
+
+/// The hooks a case can call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaseHook {
+    /// The request adapter: expects `inputs` (and `outputs`, the outputs it asks for).
+    #[default]
+    Request,
+    /// The response adapter on the case's `outputs`: expects `status`, `content_type`,
+    /// `headers`, `body` or `json`.
+    Response,
+    /// The generate request adapter: expects `stream`, and `json` or `inputs`.
+    GenerateRequest,
+    /// The generate response adapter on the case's `outputs` (responses): as `response`.
+    GenerateResponse,
+    /// The stream adapter, once per response of `outputs` and once at the end: expects
+    /// `events` (each a JSON value where the payload is JSON, else its text).
+    Stream,
+    /// The OOM classifier, on the engine error message the case's `body` gives: expects
+    /// `out_of_memory` (true or false).
+    Oom,
+}
+
+impl CaseHook {
+    /// The hook it calls, and the name of the interface that exports it.
+    pub fn export(self) -> (crate::plugins::platform::accounting::Hook, &'static str) {
+        use crate::plugins::platform::accounting::Hook;
+        match self {
+            CaseHook::Request => (Hook::Request, "request-adapter"),
+            CaseHook::Response => (Hook::Response, "response-adapter"),
+            CaseHook::GenerateRequest => (Hook::GenerateRequest, "generate-request-adapter"),
+            CaseHook::GenerateResponse => (Hook::GenerateResponse, "generate-response-adapter"),
+            CaseHook::Stream => (Hook::Stream, "stream-adapter"),
+            CaseHook::Oom => (Hook::Oom, "oom-classifier"),
+        }
+    }
+}
+
+/// One case: an invocation, and what the plugin must answer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// Names the case in errors and reports.
+    pub name: String,
+    /// The hook it calls.
+    #[serde(default)]
+    pub hook: CaseHook,
+    /// The model name the invocation carries.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// The request's `Content-Type`.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// The request's `Accept`.
+    #[serde(default)]
+    pub accept: Option<String>,
+    /// Other request headers (the plugin sees those its manifest entry lets it see).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The request body, as text.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// The request body, base64 (for bytes that are not text).
+    #[serde(default)]
+    pub body_base64: Option<String>,
+    /// For the response hooks: the model's outputs (`response`: KServe v2 output tensors;
+    /// `generate-response`, `stream`: a list of response objects).
+    #[serde(default)]
+    pub outputs: Option<toml::Value>,
+    /// This case's tolerance, instead of the file's.
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+    /// What the plugin must answer ([`compare`]).
+    pub expect: toml::Table,
+}
+
+fn default_model() -> String {
+    "model".into()
+}
+
+/// A cases file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile {
+    #[serde(default)]
+    tolerance: Tolerance,
+    #[serde(default, rename = "case")]
+    cases: Vec<Case>,
+}
+
+/// A plugin's cases, read and checked, and the digest of their file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cases {
+    /// The cases, in file order.
+    pub cases: Vec<Case>,
+    /// The tolerance of cases that give none.
+    pub tolerance: Tolerance,
+    /// The file's SHA-256 (lower-case hex), which the plugin's signature covers.
+    pub sha256: String,
+}
+
+impl Cases {
+    /// The cases in `bytes` (a cases file's contents); an error says which case is wrong and why.
+    pub fn parse(bytes: &[u8]) -> Result<Cases, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())?;
+        let file: CasesFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if file.cases.is_empty() {
+            return Err("holds no [[case]]".into());
+        }
+        if file.cases.len() > MAX_CASES {
+            return Err(format!(
+                "holds {} cases; a plugin may carry at most {MAX_CASES}",
+                file.cases.len()
+            ));
+        }
+        file.tolerance.check()?;
+        let mut names = std::collections::BTreeSet::new();
+        for case in &file.cases {
+            let fail = |why: String| format!("case '{}': {why}", case.name.escape_debug());
+            if case.name.trim().is_empty() || !names.insert(case.name.as_str()) {
+                return Err(fail("each case needs a name of its own".into()));
+            }
+            if let Some(tolerance) = &case.tolerance {
+                tolerance.check().map_err(fail)?;
+            }
+            outcome::check(case).map_err(fail)?;
+        }
+        Ok(Cases {
+            cases: file.cases,
+            tolerance: file.tolerance,
+            sha256: crate::plugins::runtime::digest::sha256_hex(bytes),
+        })
+    }
+}
+
+/// Reads a plugin's cases file (`spec`, resolved against the manifest's `folder`) as its assets
+/// are read: a regular file inside the folder, pinned by digest, a kind Secure Mode allows.
+pub async fn read(
+    folder: &Path,
+    spec: Option<&AssetSpec>,
+    secure_mode: bool,
+) -> Result<Option<Arc<Cases>>, String> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let bytes = crate::plugins::runtime::assets::read_one(
+        folder,
+        "cases",
+        spec,
+        (MAX_CASES_BYTES, "a cases file"),
+        secure_mode,
+    )
+    .await?;
+    let cases = Cases::parse(&bytes).map_err(|why| {
+        format!(
+            "cases ({}): {why}",
+            crate::plugins::runtime::assets::shown_path(&spec.path, folder)
+        )
+    })?;
+    Ok(Some(Arc::new(cases)))
+}
