@@ -15,7 +15,9 @@
 # debootstrap, from binaries built on the host (BINARIES=prebuilt), and runs it as SageMaker does;
 # docs/DEPLOY.md goes from here to an endpoint.
 
-ARG TRITON_IMAGE=nvcr.io/nvidia/tritonserver:24.10-py3
+# The newest Triton release (26.11: every 2026 advisory in SECURITY.md is fixed in it). Its CUDA
+# line needs a newer GPU driver than 24.10's did: docs/DEPLOY.md says which AMI.
+ARG TRITON_IMAGE=nvcr.io/nvidia/tritonserver:26.11-py3
 ARG DEBIAN_IMAGE=docker.io/library/debian:bookworm-slim
 # `source`: compile trident in the image's build stage. `prebuilt`: take target/image/trident and
 # target/image/libtriton_trident.so from the context (scripts/image puts them there; the cpu
