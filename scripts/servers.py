@@ -42,7 +42,7 @@ def wait_ready(port, proc, what, timeout=180):
 
 def serving_pid(pid):
     """The process that serves for `trident serve` started as `pid`: its serving process (the
-    supervisor's one child, see the README's Process model), or `pid` itself when it serves
+    supervisor's one child, see docs/serving.md, "Process model"), or `pid` itself when it serves
     alone. CPU and memory are the serving process's; the supervisor only waits."""
     try:
         for task in os.listdir(f"/proc/{pid}/task"):

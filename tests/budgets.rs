@@ -1,4 +1,4 @@
-//! The resource budget, measured on `trident serve` as a process (README, "Budgets"): hostile
+//! The resource budget, measured on `trident serve` as a process (docs/serving.md, "Budgets"): hostile
 //! bodies of the worst shapes found cost the serving process a small multiple of what is in
 //! flight, are refused with 400, and leave it serving with its memory at rest where it was:
 //! on `/invocations` (v2 JSON, the binary header, generate) and on a multi-model endpoint's
@@ -216,7 +216,7 @@ fn twenty_hostile_bodies_at_once_cost_a_small_multiple_of_themselves() {
     );
     // Back to serving ordinary traffic (health checks on a few connections at once, so every
     // serving thread sees some): mimalloc gives freed memory back on the allocating thread's
-    // next activity after its purge delay (1 s), never from an idle thread (README, "Budgets").
+    // next activity after its purge delay (1 s), never from an idle thread (docs/serving.md, "Budgets").
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         std::thread::scope(|scope| {

@@ -224,7 +224,7 @@ fn a_single_model_artifact_a_control_forbids_is_not_loaded_and_ping_says_why() {
     });
 }
 
-/// The worked example of the README's Secure Mode section: the Python CSV adapter, signed with
+/// The worked example of docs/secure-mode.md: the Python CSV adapter, signed with
 /// the platform's key, on a native model, under all five controls.
 #[test]
 fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_controls() {

@@ -2,6 +2,7 @@
 //! tools (`plugin`), which the server never runs.
 
 pub mod plugin;
+pub mod settings;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,6 +41,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Print the configuration reference (every setting of `serve`) as Markdown.
+    #[command(hide = true)]
+    Settings,
     /// Load the Triton core and report where it was found and its C API version.
     CheckTriton {
         /// A Triton installation (folder with lib/libtritonserver.so) or the library file itself.
@@ -81,7 +85,7 @@ fn confine_serving_process(config: &crate::config::Config) -> Result<(), String>
     let enforced = serving::confine(&serving::grants(&needs), isolation)?;
     let what = match enforced {
         serving::Enforced::Fully | serving::Enforced::Partly => {
-            "writes only to its staging, temporary, shared-memory and state folders"
+            "writes only to the folders it was granted"
         }
         serving::Enforced::Not if isolation == crate::confine::Isolation::Off => "not confined",
         serving::Enforced::Not => "not confined (this kernel has no Landlock)",
@@ -141,6 +145,10 @@ impl Cli {
             }
             Command::ConfineStub { stub, args } => Ok(crate::confine::stub::run(&stub, &args)),
             Command::Plugin(command) => command.run().map(|()| ExitCode::SUCCESS),
+            Command::Settings => {
+                settings::write_reference(&mut std::io::stdout().lock())?;
+                Ok(ExitCode::SUCCESS)
+            }
             Command::CheckTriton { triton_home } => {
                 let triton = triton::library::load(triton_home.as_deref())?;
                 let mut out = std::io::stdout().lock();

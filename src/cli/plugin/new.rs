@@ -138,7 +138,7 @@ fn test_section(kind: Kind, wasm: &str) -> String {
              trident plugin test {wasm} --cases cases.toml\n```"
         ),
         Kind::Image | Kind::Text => format!(
-            "Write golden cases for it (trident's plugins/README.md, \"Golden cases\") and run them \
+            "Write golden cases for it (trident's book, docs/plugins/writing.md, \"Golden cases\") and run them \
              with `trident plugin test {wasm} --cases cases.toml` and the same `--asset` and \
              `--config` as above."
         ),

@@ -3,12 +3,12 @@
 // `INPUT0`), made by trident's native image primitives (`toTensor`): decoding, EXIF orientation,
 // resizing, cropping and normalization at native speed, with the image-tensor plugin's
 // configuration keys (defaults: torchvision's ImageNet preprocessing). Add your own steps around
-// it; see trident's plugins/README.md.
+// it; see trident's book, docs/plugins/writing.md.
 
 import { config } from "trident:plugin/host@0.1.0";
 import { toTensor } from "trident:plugin/images@0.1.0";
 
-// The configuration keys handed to toTensor (see plugins/README.md, "Images in, labels out").
+// The configuration keys handed to toTensor (see docs/plugins/images-and-text.md, "Images in, labels out").
 const KEYS = ["size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
   "batch", "max_pixels", "max_image_bytes", "max_images"];
 

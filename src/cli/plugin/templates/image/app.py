@@ -3,7 +3,7 @@ several make a batch) becomes one normalized tensor, named by the `input` config
 `INPUT0`), made by trident's native image primitives (`images.to_tensor`): decoding, EXIF
 orientation, resizing, cropping and normalization at native speed, with the image-tensor plugin's
 configuration keys (defaults: torchvision's ImageNet preprocessing). Add your own steps around it;
-see trident's plugins/README.md."""
+see trident's book, docs/plugins/writing.md."""
 
 from wit_world import exports
 from wit_world.exports.request_adapter import Adapted_Tensors, TensorRequest
@@ -11,7 +11,7 @@ from wit_world.imports import images
 from wit_world.imports.host import config
 from wit_world.imports.types import Invocation
 
-# The configuration keys handed to images.to_tensor (see plugins/README.md, "Images in, labels out").
+# The configuration keys handed to images.to_tensor (see docs/plugins/images-and-text.md, "Images in, labels out").
 KEYS = ["size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
         "batch", "max_pixels", "max_image_bytes", "max_images"]
 

@@ -3,7 +3,7 @@
 //! `INPUT0`), made by trident's native image primitives (`images::to_tensor`): decoding, EXIF
 //! orientation, resizing, cropping and normalization, with the image-tensor plugin's
 //! configuration keys (defaults: torchvision's ImageNet preprocessing). Add your own steps around
-//! it; see trident's plugins/README.md.
+//! it; see trident's book, docs/plugins/writing.md.
 
 wit_bindgen::generate!({ world: "request-adapter-plugin", path: "wit" });
 
@@ -15,7 +15,7 @@ use trident::plugin::host::config;
 use trident::plugin::images::to_tensor;
 use trident::plugin::types::{Invocation, PluginError};
 
-/// The configuration keys handed to `to_tensor` (see plugins/README.md, "Images in, labels out").
+/// The configuration keys handed to `to_tensor` (see docs/plugins/images-and-text.md, "Images in, labels out").
 const KEYS: [&str; 13] = [
     "size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
     "batch", "max_pixels", "max_image_bytes", "max_images",

@@ -1,6 +1,6 @@
 // {{name}}: a trident request adapter. A body of numbers separated by commas or white space
 // becomes one FP32 tensor of shape `[1, n]`, named by the `input` config (default `INPUT0`).
-// Change `adaptRequest` to read your payload; see trident's plugins/README.md.
+// Change `adaptRequest` to read your payload; see trident's book, docs/plugins/writing.md.
 
 import { config } from "trident:plugin/host@0.1.0";
 

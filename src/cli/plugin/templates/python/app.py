@@ -1,6 +1,6 @@
 """{{name}}: a trident request adapter. A body of numbers separated by commas or white space
 becomes one FP32 tensor of shape `[1, n]`, named by the `input` config (default `INPUT0`).
-Change `adapt_request` to read your payload; see trident's plugins/README.md."""
+Change `adapt_request` to read your payload; see trident's book, docs/plugins/writing.md."""
 
 import re
 import struct

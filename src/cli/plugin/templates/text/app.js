@@ -2,12 +2,12 @@
 // transformer takes, `input_ids`, `attention_mask` and `token_type_ids`, made by trident's native
 // text primitives (`tokenize`) with the model's `tokenizer.json` (the asset `tokenizer`) and the
 // tokenize plugin's configuration keys (defaults: 512 tokens, padded and truncated, INT64, a
-// batch dimension). Add your own steps around it; see trident's plugins/README.md.
+// batch dimension). Add your own steps around it; see trident's book, docs/plugins/writing.md.
 
 import { config } from "trident:plugin/host@0.1.0";
 import { tokenize } from "trident:plugin/text@0.1.0";
 
-// The configuration keys handed to tokenize (see plugins/README.md, "Text in, text out").
+// The configuration keys handed to tokenize (see docs/plugins/images-and-text.md, "Text in, text out").
 const KEYS = ["max_length", "padding", "truncation", "add_special_tokens", "datatype", "batch", "pad_token",
   "max_text_bytes", "max_texts"];
 

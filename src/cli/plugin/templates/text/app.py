@@ -2,7 +2,7 @@
 transformer takes, `input_ids`, `attention_mask` and `token_type_ids`, made by trident's native
 text primitives (`text.tokenize`) with the model's `tokenizer.json` (the asset `tokenizer`) and
 the tokenize plugin's configuration keys (defaults: 512 tokens, padded and truncated, INT64, a
-batch dimension). Add your own steps around it; see trident's plugins/README.md."""
+batch dimension). Add your own steps around it; see trident's book, docs/plugins/writing.md."""
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -11,7 +11,7 @@ from wit_world.imports import text
 from wit_world.imports.host import config
 from wit_world.imports.types import Invocation, PluginError_BadRequest
 
-# The configuration keys handed to text.tokenize (see plugins/README.md, "Text in, text out").
+# The configuration keys handed to text.tokenize (see docs/plugins/images-and-text.md, "Text in, text out").
 KEYS = ["max_length", "padding", "truncation", "add_special_tokens", "datatype", "batch", "pad_token",
         "max_text_bytes", "max_texts"]
 

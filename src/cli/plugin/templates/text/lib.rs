@@ -2,7 +2,7 @@
 //! transformer takes, `input_ids`, `attention_mask` and `token_type_ids`, made by trident's native
 //! text primitives (`text::tokenize`) with the model's `tokenizer.json` (the asset `tokenizer`)
 //! and the tokenize plugin's configuration keys (defaults: 512 tokens, padded and truncated,
-//! INT64, a batch dimension). Add your own steps around it; see trident's plugins/README.md.
+//! INT64, a batch dimension). Add your own steps around it; see trident's book, docs/plugins/writing.md.
 
 wit_bindgen::generate!({ world: "request-adapter-plugin", path: "wit" });
 
@@ -14,7 +14,7 @@ use trident::plugin::host::config;
 use trident::plugin::text::tokenize;
 use trident::plugin::types::{Invocation, PluginError};
 
-/// The configuration keys handed to `tokenize` (see plugins/README.md, "Text in, text out").
+/// The configuration keys handed to `tokenize` (see docs/plugins/images-and-text.md, "Text in, text out").
 const KEYS: [&str; 9] = [
     "max_length", "padding", "truncation", "add_special_tokens", "datatype", "batch", "pad_token",
     "max_text_bytes", "max_texts",
