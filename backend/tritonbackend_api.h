@@ -135,7 +135,30 @@ struct TRITONSERVER_Error* TRITONBACKEND_ResponseSend(
     struct TRITONBACKEND_Response* response, const uint32_t send_flags,
     struct TRITONSERVER_Error* error);
 
+/* Backends */
+
+struct TRITONSERVER_Error* TRITONBACKEND_BackendName(
+    struct TRITONBACKEND_Backend* backend, const char** name);
+
 /* Models and instances */
+
+struct TRITONSERVER_Error* TRITONBACKEND_ModelBackend(
+    struct TRITONBACKEND_Model* model, struct TRITONBACKEND_Backend** backend);
+
+struct TRITONSERVER_Error* TRITONBACKEND_ModelRepository(
+    struct TRITONBACKEND_Model* model, TRITONBACKEND_ArtifactType* artifact_type,
+    const char** location);
+
+struct TRITONSERVER_Error* TRITONBACKEND_ModelAutoCompleteConfig(
+    struct TRITONBACKEND_Model* model, bool* auto_complete_config);
+
+struct TRITONSERVER_Error* TRITONBACKEND_ModelSetConfig(
+    struct TRITONBACKEND_Model* model, const uint32_t config_version,
+    struct TRITONSERVER_Message* model_config);
+
+struct TRITONSERVER_Error* TRITONBACKEND_ModelInstanceKind(
+    struct TRITONBACKEND_ModelInstance* instance,
+    TRITONSERVER_InstanceGroupKind* kind);
 
 struct TRITONSERVER_Error* TRITONBACKEND_ModelName(
     struct TRITONBACKEND_Model* model, const char** name);

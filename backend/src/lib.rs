@@ -20,6 +20,7 @@ mod execute;
 mod ffi;
 mod model;
 pub mod models;
+mod onnxruntime;
 mod request;
 mod response;
 pub mod settings;
@@ -28,7 +29,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
 use error::{BackendError, check};
-use model::{InstanceState, ModelState};
+use model::{AnyInstance, AnyModel};
 
 /// Runs `body`, turning its error or its panic into an error Triton takes ownership of.
 fn guard(
@@ -136,7 +137,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInitialize(
     guard("TRITONBACKEND_ModelInitialize", || {
         // SAFETY: `model` is the live model Triton passed in, with no state yet.
         unsafe {
-            let state = ModelState::read(model)?;
+            let state = AnyModel::load(model)?;
             attach(
                 model,
                 state,
@@ -158,7 +159,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelFinalize(
     guard("TRITONBACKEND_ModelFinalize", || {
         // SAFETY: `model` is live; its state is the ModelState ModelInitialize attached.
         unsafe {
-            detach::<_, ModelState>(
+            detach::<_, AnyModel>(
                 model,
                 ffi::TRITONBACKEND_ModelState,
                 "TRITONBACKEND_ModelState",
@@ -192,7 +193,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceInitialize(
             if model_state.is_null() {
                 return Err(BackendError::internal("the model has no state"));
             }
-            (*model_state.cast::<ModelState>()).instance()
+            (*model_state.cast::<AnyModel>()).instance(instance)?
         };
         // SAFETY: `instance` is live, with no state yet.
         unsafe {
@@ -217,7 +218,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceFinalize(
     guard("TRITONBACKEND_ModelInstanceFinalize", || {
         // SAFETY: `instance` is live; its state is the InstanceState InstanceInitialize attached.
         unsafe {
-            detach::<_, InstanceState>(
+            detach::<_, AnyInstance>(
                 instance,
                 ffi::TRITONBACKEND_ModelInstanceState,
                 "TRITONBACKEND_ModelInstanceState",
@@ -254,7 +255,7 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
     }
     // SAFETY: the state is the InstanceState InstanceInitialize set, freed only at finalize,
     // which Triton never runs during an execute.
-    let state = unsafe { &*state.cast::<InstanceState>() };
+    let state = unsafe { &*state.cast::<AnyInstance>() };
     let requests = if request_count == 0 || requests.is_null() {
         &[][..]
     } else {
@@ -265,7 +266,10 @@ pub unsafe extern "C" fn TRITONBACKEND_ModelInstanceExecute(
     // requests; the requests are ours either way, so success is reported.
     // SAFETY: `instance`, `state` and `requests` are this execute's, as `run` requires.
     let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
-        execute::run(instance, state, requests)
+        match state {
+            AnyInstance::Native(state) => execute::run(instance, state, requests),
+            AnyInstance::Onnx(state) => onnxruntime::execute::run(instance, state, requests),
+        }
     }));
     ptr::null_mut()
 }

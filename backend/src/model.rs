@@ -11,7 +11,78 @@ use crate::ffi;
 use crate::models::sequence_sum::Sums;
 use crate::settings::ModelSettings;
 
-/// A loaded model: its name and the settings its configuration chose.
+/// A model loaded by either backend this library is: `trident`'s native models or
+/// `onnxruntime`'s ONNX models (Triton loads the library once under each name).
+pub enum AnyModel {
+    /// A native model (`backend: "trident"`).
+    Native(ModelState),
+    /// An ONNX model (`backend: "onnxruntime"`).
+    Onnx(crate::onnxruntime::OnnxModel),
+}
+
+/// An instance of an [`AnyModel`].
+pub enum AnyInstance {
+    /// An instance of a native model.
+    Native(InstanceState),
+    /// An instance of an ONNX model: its session.
+    Onnx(crate::onnxruntime::OnnxInstance),
+}
+
+impl AnyModel {
+    /// Loads `model` as the backend Triton loaded this library as.
+    ///
+    /// # Safety
+    /// `model` is the model Triton passed to `TRITONBACKEND_ModelInitialize`.
+    pub unsafe fn load(model: *mut ffi::TRITONBACKEND_Model) -> Result<AnyModel, BackendError> {
+        // SAFETY: `model` is live (caller's contract).
+        unsafe {
+            if backend_name(model)? == crate::onnxruntime::BACKEND_NAME {
+                Ok(AnyModel::Onnx(crate::onnxruntime::OnnxModel::load(model)?))
+            } else {
+                Ok(AnyModel::Native(ModelState::read(model)?))
+            }
+        }
+    }
+
+    /// The state of a new instance of this model.
+    ///
+    /// # Safety
+    /// `instance` is a live instance of this model.
+    pub unsafe fn instance(
+        &self,
+        instance: *mut ffi::TRITONBACKEND_ModelInstance,
+    ) -> Result<AnyInstance, BackendError> {
+        match self {
+            AnyModel::Native(model) => Ok(AnyInstance::Native(model.instance())),
+            // SAFETY: `instance` is live (caller's contract).
+            AnyModel::Onnx(model) => Ok(AnyInstance::Onnx(unsafe { model.instance(instance)? })),
+        }
+    }
+}
+
+/// The name Triton loaded this library under for `model` (`trident`, `onnxruntime`).
+///
+/// # Safety
+/// `model` is a live model.
+unsafe fn backend_name(model: *mut ffi::TRITONBACKEND_Model) -> Result<String, BackendError> {
+    let mut backend = ptr::null_mut();
+    let mut name = ptr::null();
+    // SAFETY: `model` is live, so is its backend; the name is a NUL-terminated string Triton
+    // owns, copied at once.
+    unsafe {
+        check(
+            ffi::TRITONBACKEND_ModelBackend(model, &mut backend),
+            "TRITONBACKEND_ModelBackend",
+        )?;
+        check(
+            ffi::TRITONBACKEND_BackendName(backend, &mut name),
+            "TRITONBACKEND_BackendName",
+        )?;
+        Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+/// A loaded native model: its name and the settings its configuration chose.
 pub struct ModelState {
     /// The model's name, for messages.
     pub name: String,
@@ -63,30 +134,49 @@ impl Drop for ConfigMessage {
     }
 }
 
+/// A model's name, as Triton knows it.
+///
+/// # Safety
+/// `model` is a live model Triton passed in.
+pub unsafe fn model_name(model: *mut ffi::TRITONBACKEND_Model) -> Result<String, BackendError> {
+    let mut name = ptr::null();
+    // SAFETY: `model` is live (caller's contract); the name is a NUL-terminated string Triton
+    // owns, copied at once.
+    unsafe {
+        check(
+            ffi::TRITONBACKEND_ModelName(model, &mut name),
+            "TRITONBACKEND_ModelName",
+        )?;
+        Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+/// A model's configuration as Triton's JSON (version 1 of the message).
+///
+/// # Safety
+/// `model` is a live model Triton passed in.
+pub unsafe fn config_json(model: *mut ffi::TRITONBACKEND_Model) -> Result<Vec<u8>, BackendError> {
+    let mut raw = ptr::null_mut();
+    // SAFETY: `model` is live (caller's contract); the message becomes ours, freed on drop.
+    unsafe {
+        check(
+            ffi::TRITONBACKEND_ModelConfig(model, 1, &mut raw),
+            "TRITONBACKEND_ModelConfig",
+        )?
+    };
+    let config = ConfigMessage { raw };
+    Ok(config.json()?.to_vec())
+}
+
 impl ModelState {
     /// Reads the model's name and configuration.
     ///
     /// # Safety
     /// `model` is the model Triton passed to `TRITONBACKEND_ModelInitialize`.
     pub unsafe fn read(model: *mut ffi::TRITONBACKEND_Model) -> Result<ModelState, BackendError> {
-        let mut name = ptr::null();
-        let mut raw = ptr::null_mut();
-        // SAFETY: `model` is live for the call (caller's contract); the name is a NUL-terminated
-        // string Triton owns, copied at once; the configuration message becomes ours.
-        let name = unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelName(model, &mut name),
-                "TRITONBACKEND_ModelName",
-            )?;
-            let name = CStr::from_ptr(name).to_string_lossy().into_owned();
-            check(
-                ffi::TRITONBACKEND_ModelConfig(model, 1, &mut raw),
-                "TRITONBACKEND_ModelConfig",
-            )?;
-            name
-        };
-        let config = ConfigMessage { raw };
-        let settings = ModelSettings::from_config_json(config.json()?)
+        // SAFETY: `model` is live (caller's contract).
+        let (name, config) = unsafe { (model_name(model)?, config_json(model)?) };
+        let settings = ModelSettings::from_config_json(&config)
             .map_err(|e| BackendError::new(e.code, format!("model {name}: {}", e.message)))?;
         Ok(ModelState { name, settings })
     }

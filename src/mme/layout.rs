@@ -18,11 +18,13 @@ pub struct Layout {
 pub struct LayoutError(pub String);
 
 /// Finds the model at `url` (already validated):
-/// - `<url>/config.pbtxt` exists: the url is the model folder, its parent the repository;
+/// - `<url>/config.pbtxt` exists, or every subfolder of the url is a version folder (`1/`,
+///   `2/`: a model with no configuration, say a bare `1/model.onnx` that Triton completes): the
+///   url is the model folder, its parent the repository;
 /// - otherwise the url is the repository, and its model folder is its only subfolder or, among
 ///   several, the one whose `config.pbtxt` declares `platform: "ensemble"`.
 pub fn find_model(url: &Path) -> Result<Layout, LayoutError> {
-    if url.join("config.pbtxt").is_file() {
+    if url.join("config.pbtxt").is_file() || holds_only_versions(url) {
         let folder = url.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
             LayoutError(format!("model url '{}' has no folder name", url.display()))
         })?;
@@ -66,6 +68,26 @@ pub fn find_model(url: &Path) -> Result<Layout, LayoutError> {
     })
 }
 
+/// Whether `folder` has subfolders and every one is named by a version number.
+fn holds_only_versions(folder: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return false;
+    };
+    let mut versions = 0;
+    for entry in entries.filter_map(Result::ok) {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        versions += 1;
+    }
+    versions > 0
+}
+
 /// Whether a `config.pbtxt` declares `platform: "ensemble"` (comments ignored).
 pub fn is_ensemble(config: &Path) -> bool {
     // A regular file of a sane size only: a FIFO would block, and the core refuses what is
@@ -97,6 +119,20 @@ mod tests {
         let layout = find_model(&url).unwrap();
         assert_eq!(layout.repository, root.path().join("hash"));
         assert_eq!(layout.folder, "model");
+    }
+
+    #[test]
+    fn url_with_only_version_folders_is_the_model_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let url = root.path().join("hash/model");
+        write(&url.join("1/model.onnx"), "onnx");
+        write(&url.join("labels.txt"), "cat");
+        let layout = find_model(&url).unwrap();
+        assert_eq!(layout.repository, root.path().join("hash"));
+        assert_eq!(layout.folder, "model");
+        // A folder that is not a version makes the url a repository again.
+        write(&url.join("extra/config.pbtxt"), "backend: \"python\"");
+        assert!(find_model(&url).is_err());
     }
 
     #[test]
