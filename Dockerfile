@@ -11,7 +11,9 @@
 #
 # Both carry SageMaker's labels, trident as the entrypoint with `serve` as SageMaker passes it, and
 # trident's native backend at /opt/tritonserver/backends/trident beside Triton's; neither keeps
-# a toolchain or a build folder. scripts/image builds the cpu flavour on a base it makes with
+# a toolchain or a build folder. Backends: nvidia has NVIDIA's (onnxruntime, pytorch, tensorrt,
+# python, ...) and trident's; cpu has python (PyPI's Triton), trident's, and onnxruntime, which
+# is trident's own (the same library, backend/src/onnxruntime/) over ONNX Runtime from PyPI. scripts/image builds the cpu flavour on a base it makes with
 # debootstrap, from binaries built on the host (BINARIES=prebuilt), and runs it as SageMaker does;
 # docs/DEPLOY.md goes from here to an endpoint.
 
@@ -48,6 +50,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY scripts/install-triton /usr/local/src/install-triton
 RUN TRITON_PYTHON=/usr/bin/python3 /usr/local/src/install-triton /opt/tritonserver
+# ONNX Runtime's library from its pinned PyPI wheel, for trident's onnxruntime backend.
+COPY scripts/install-onnxruntime /usr/local/src/install-onnxruntime
+RUN /usr/local/src/install-onnxruntime /opt/tritonserver/backends/onnxruntime
 
 # ---- cpu: trident and its native backend, compiled against that runtime ----------------------
 FROM cpu-triton AS cpu-build
@@ -78,13 +83,17 @@ FROM cpu-python AS cpu
 COPY --from=cpu-triton /opt/tritonserver /opt/tritonserver
 COPY --from=cpu-binaries /out/trident /usr/local/bin/trident
 COPY --from=cpu-binaries /out/libtriton_trident.so /opt/tritonserver/backends/trident/libtriton_trident.so
+# The same library is the onnxruntime backend (it serves ONNX models when Triton loads it as that).
+COPY --from=cpu-binaries /out/libtriton_trident.so /opt/tritonserver/backends/onnxruntime/libtriton_onnxruntime.so
 # The vetted plugins trident ships (plugins/README.md): a manifest names them by path and digest.
 COPY --from=cpu-binaries /out/plugins/ /opt/trident/plugins/
 # Fail the build, not the first request, when a library cannot be resolved.
 RUN ! ldd /usr/local/bin/trident /opt/tritonserver/lib/libtritonserver.so \
         /opt/tritonserver/backends/python/libtriton_python.so \
         /opt/tritonserver/backends/python/triton_python_backend_stub.bin \
-        /opt/tritonserver/backends/trident/libtriton_trident.so | grep 'not found' \
+        /opt/tritonserver/backends/trident/libtriton_trident.so \
+        /opt/tritonserver/backends/onnxruntime/libtriton_onnxruntime.so \
+        /opt/tritonserver/backends/onnxruntime/libonnxruntime.so.1 | grep 'not found' \
  && /usr/local/bin/trident check-triton
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
       com.amazonaws.sagemaker.capabilities.multi-models=true \

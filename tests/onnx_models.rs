@@ -50,10 +50,12 @@ fn main() -> std::process::ExitCode {
     let checks: &[Check<Fixture>] = checks![
         text_detection_matches_onnx_runtime_single_and_batched,
         text_recognition_matches_onnx_runtime_with_a_configuration_of_its_own,
+        resnet50_matches_onnx_runtime_through_a_multi_model_load,
         every_type_the_backend_carries_round_trips,
         a_multi_model_load_serves_a_bare_model_onnx_and_unloads,
         configurations_are_read_as_triton_reads_them,
         broken_models_fail_their_load_clearly_and_the_endpoint_serves_on,
+        external_data_is_read_beside_the_model_and_nowhere_else,
         bad_requests_are_400_and_the_next_request_is_served,
     ];
     common::run_checks(start(), checks)
@@ -71,6 +73,11 @@ fn start() -> Fixture {
     python_client(
         "onnx_models.py",
         &format!("build:{}", small.path().display()),
+        &json!({}),
+    );
+    python_client(
+        "onnx_models.py",
+        &format!("resnet50:{}", small.path().join("resnet50.onnx").display()),
         &json!({}),
     );
     let repository = tempfile::tempdir().unwrap();
@@ -402,6 +409,37 @@ fn text_recognition_matches_onnx_runtime_with_a_configuration_of_its_own(
     Ok(())
 }
 
+fn resnet50_matches_onnx_runtime_through_a_multi_model_load(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("mme");
+    let model = f.small.path().join("resnet50.onnx");
+    let loaded = load(at, "resnet", &artifact(f, "resnet", &model, None));
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let images = Tensor::fp32(&[3, 3, 224, 224], &values(61, 3 * 3 * 224 * 224));
+    let expected = reference(&model, &[("input", &images)]);
+    let one = rows(&images, 0, 1);
+    let got = infer(at, "/models/resnet/invoke", &[("input", &one)])?;
+    close(
+        "one image",
+        &got["logits"],
+        &rows(&expected["logits"], 0, 1),
+    )?;
+    let two = rows(&images, 1, 3);
+    let got = infer(at, "/models/resnet/invoke", &[("input", &two)])?;
+    close(
+        "two images",
+        &got["logits"],
+        &rows(&expected["logits"], 1, 3),
+    )?;
+    let unloaded = request(at, "DELETE", "/models/resnet", &[], b"");
+    ensure!(
+        unloaded.status == 200,
+        "{} {}",
+        unloaded.status,
+        unloaded.text()
+    );
+    Ok(())
+}
+
 fn every_type_the_backend_carries_round_trips(f: &Fixture) -> Result<(), Failed> {
     let random = common::pseudo_random(3, 6);
     let mut inputs: Vec<(String, Tensor)> = Vec::new();
@@ -661,6 +699,39 @@ fn broken_models_fail_their_load_clearly_and_the_endpoint_serves_on(
         );
         detect_through(f, "steady", 41)?;
     }
+    Ok(())
+}
+
+fn external_data_is_read_beside_the_model_and_nowhere_else(f: &Fixture) -> Result<(), Failed> {
+    let at = f.at("mme");
+    let url = artifact(f, "external", &f.small.path().join("external.onnx"), None);
+    std::fs::copy(
+        f.small.path().join("weights.bin"),
+        Path::new(&url).join("1/weights.bin"),
+    )?;
+    let loaded = load(at, "external", &url);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let x = Tensor::fp32(&[1, 4], &[10.0, 10.0, 10.0, 10.0]);
+    let got = infer(at, "/models/external/invoke", &[("x", &x)])?;
+    ensure!(
+        got["y"].floats() == [10.0, 11.0, 12.0, 13.0],
+        "{:?}",
+        got["y"].floats()
+    );
+    // Weights named outside the model's folder: refused by ONNX Runtime, the load fails clearly.
+    let url = artifact(f, "outside", &f.small.path().join("escape.onnx"), None);
+    std::fs::copy(
+        f.small.path().join("weights.bin"),
+        Path::new(&url).join("weights.bin"),
+    )?;
+    let failed = load(at, "outside", &url);
+    ensure!(
+        failed.status == 400 && failed.error().contains("escapes model directory"),
+        "{} {}",
+        failed.status,
+        failed.text()
+    );
+    infer(at, "/models/external/invoke", &[("x", &x)])?;
     Ok(())
 }
 

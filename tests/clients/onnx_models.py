@@ -3,7 +3,15 @@
   onnx_models.py build:DIR      writes the tests' small models into DIR (each DIR/<name>.onnx):
                                 `types`: one Identity per type the backend carries (FP32, FP16,
                                 INT8, INT32, INT64, BOOL, STRING), batchable; `unknown_op`: a
-                                node whose operator no runtime has.
+                                node whose operator no runtime has; `external.onnx` with its
+                                weights in `weights.bin` beside it (y = x + [0, 1, 2, 3]), and
+                                `escape.onnx`, whose weights are named `../weights.bin`.
+  onnx_models.py resnet50:FILE  writes ResNet-50 (He et al. 2015, torchvision's layout: 7x7 stem,
+                                bottlenecks [3, 4, 6, 3], batch norm folded into the convolutions,
+                                1000 classes) with seeded random weights: input `input`
+                                [N, 3, 224, 224], output `logits` [N, 1000]. torch's Linux wheels
+                                are CUDA builds (2.8 GiB with their dependencies), so the graph is
+                                written with `onnx`'s helpers instead of torch.onnx.export.
   onnx_models.py MODEL          reads {"inputs": {name: {"dtype", "shape", "b64"}}} on stdin,
                                 runs MODEL in an onnxruntime.InferenceSession (the reference
                                 every output of trident's backend is compared with) and prints
@@ -59,6 +67,76 @@ def build(folder):
     model.ir_version = 8
     onnx.save(model, os.path.join(folder, "unknown_op.onnx"))
 
+    np.arange(4, dtype=np.float32).tofile(os.path.join(folder, "weights.bin"))
+    for file, location in [("external.onnx", "weights.bin"), ("escape.onnx", "../weights.bin")]:
+        weights = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4],
+                                   data_location=TensorProto.EXTERNAL)
+        entry = weights.external_data.add()
+        entry.key, entry.value = "location", location
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+        graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "external", [x], [y], [weights])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        with open(os.path.join(folder, file), "wb") as out:
+            out.write(model.SerializeToString())
+
+
+def resnet50(path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(50)
+    nodes, weights = [], []
+    counter = [0]
+
+    def name(prefix):
+        counter[0] += 1
+        return f"{prefix}{counter[0]}"
+
+    def conv(x, cin, cout, k, stride, relu=True):
+        w, b, y = name("w"), name("b"), name("conv")
+        # He initialisation keeps activations in range through 50 layers.
+        weights.append(numpy_helper.from_array(
+            (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k)) * 0.5).astype(np.float32), w))
+        weights.append(numpy_helper.from_array((rng.standard_normal(cout) * 0.01).astype(np.float32), b))
+        nodes.append(helper.make_node("Conv", [x, w, b], [y], kernel_shape=[k, k], strides=[stride, stride],
+                                      pads=[k // 2] * 4))
+        if not relu:
+            return y
+        out = name("relu")
+        nodes.append(helper.make_node("Relu", [y], [out]))
+        return out
+
+    x = conv("input", 3, 64, 7, 2)
+    pooled = name("pool")
+    nodes.append(helper.make_node("MaxPool", [x], [pooled], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
+    x, cin = pooled, 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for block in range(blocks):
+            s = stride if block == 0 else 1
+            y = conv(x, cin, width, 1, 1)
+            y = conv(y, width, width, 3, s)
+            y = conv(y, width, width * 4, 1, 1, relu=False)
+            shortcut = conv(x, cin, width * 4, 1, s, relu=False) if block == 0 else x
+            added, out = name("add"), name("relu")
+            nodes.append(helper.make_node("Add", [y, shortcut], [added]))
+            nodes.append(helper.make_node("Relu", [added], [out]))
+            x, cin = out, width * 4
+    gap, flat = name("gap"), name("flat")
+    nodes.append(helper.make_node("GlobalAveragePool", [x], [gap]))
+    nodes.append(helper.make_node("Flatten", [gap], [flat], axis=1))
+    weights.append(numpy_helper.from_array((rng.standard_normal((1000, 2048)) * 0.02).astype(np.float32), "fc_w"))
+    weights.append(numpy_helper.from_array(np.zeros(1000, np.float32), "fc_b"))
+    nodes.append(helper.make_node("Gemm", [flat, "fc_w", "fc_b"], ["logits"], transB=1))
+    graph = helper.make_graph(
+        nodes, "resnet50",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
 
 def run(model):
     import onnxruntime
@@ -88,7 +166,10 @@ def run(model):
 
 if __name__ == "__main__":
     argument = sys.argv[1]
-    if argument.startswith("build:"):
+    if argument.startswith("resnet50:"):
+        resnet50(argument[len("resnet50:"):])
+        json.dump({"built": argument[len("resnet50:"):]}, sys.stdout)
+    elif argument.startswith("build:"):
         folder = argument[len("build:"):]
         build(folder)
         json.dump({"built": sorted(os.listdir(folder))}, sys.stdout)

@@ -16,6 +16,7 @@ mod deploy_doc;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use libtest_mimic::Failed;
 use serde_json::json;
 
@@ -54,6 +55,7 @@ fn main() -> std::process::ExitCode {
         a_killed_stub_is_survived_and_reaped,
         a_killed_serving_process_is_survived_and_reaped,
         multi_model_endpoint_serves_from_opt_ml_models,
+        an_onnx_model_repository_is_served_unchanged,
         deploy_md_local_commands_run,
     ];
     let image = image().map(|image| (image.clone(), root_of(&image)));
@@ -240,6 +242,8 @@ fn image_holds_the_runtime_and_no_build_leftovers(f: &Fixture) -> Result<(), Fai
         "opt/tritonserver/backends/python/libtriton_python.so",
         "opt/tritonserver/backends/python/triton_python_backend_stub",
         "opt/tritonserver/backends/trident/libtriton_trident.so",
+        "opt/tritonserver/backends/onnxruntime/libtriton_onnxruntime.so",
+        "opt/tritonserver/backends/onnxruntime/libonnxruntime.so.1",
     ] {
         ensure!(
             f.rootfs().join(needed).exists(),
@@ -252,6 +256,7 @@ fn image_holds_the_runtime_and_no_build_leftovers(f: &Fixture) -> Result<(), Fai
         "src",
         "out",
         "usr/local/src/install-triton",
+        "usr/local/src/install-onnxruntime",
         "usr/bin/cargo",
         "usr/bin/rustc",
         "usr/bin/gcc",
@@ -479,5 +484,66 @@ fn multi_model_endpoint_serves_from_opt_ml_models(f: &Fixture) -> Result<(), Fai
     ensure!(unloaded.status == 200, "unload: {}", unloaded.status);
     let gone = request(addr, "POST", "/models/affine/invoke", &[], b"{}");
     ensure!(gone.status == 404, "invoke after unload: {}", gone.status);
+    Ok(())
+}
+
+/// A customer's ONNX repository as Triton's images serve it (PP-OCRv4's text detector, a
+/// `model.onnx` and no configuration): the cpu image loads it with its onnxruntime backend and
+/// answers as ONNX Runtime's Python does.
+fn an_onnx_model_repository_is_served_unchanged(f: &Fixture) -> Result<(), Failed> {
+    let pretrained =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-models/ch_PP-OCRv4_det_infer.onnx");
+    let repository = tempfile::tempdir()?;
+    std::fs::create_dir_all(repository.path().join("detector/1"))?;
+    std::fs::copy(&pretrained, repository.path().join("detector/1/model.onnx"))?;
+    let mut container = Container::start(f.image(), Volume::Model(repository.path()), &[]);
+    container.wait_healthy(&[], Duration::from_secs(120));
+    let pixels: Vec<f32> = common::pseudo_random(5, 3 * 32 * 32)
+        .into_iter()
+        .map(|r| (r % 2000) as f32 / 1000.0 - 1.0)
+        .collect();
+    let body = json!({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3, 32, 32], "data": pixels}]});
+    let response = post_json(container.addr(), "/invocations", &body);
+    ensure!(
+        response.status == 200,
+        "{} {}",
+        response.status,
+        response.text()
+    );
+    let output = &response.json()["outputs"][0];
+    ensure!(
+        output["name"] == "sigmoid_0.tmp_0" && output["shape"] == json!([1, 1, 32, 32]),
+        "{output}"
+    );
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let bytes: Vec<u8> = pixels.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let expected = common::process::python_client(
+        "onnx_models.py",
+        &pretrained.display().to_string(),
+        &json!({"inputs": {"x": {"dtype": "FP32", "shape": [1, 3, 32, 32], "b64": b64.encode(bytes)}}}),
+    );
+    let expected: Vec<f32> = b64
+        .decode(
+            expected["outputs"]["sigmoid_0.tmp_0"]["b64"]
+                .as_str()
+                .unwrap_or(""),
+        )?
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|c| f32::from_le_bytes(*c))
+        .collect();
+    let got: Vec<f64> = serde_json::from_value(output["data"].clone())?;
+    ensure!(
+        got.len() == expected.len(),
+        "{} values, ONNX Runtime gives {}",
+        got.len(),
+        expected.len()
+    );
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        let (g, e) = (*g as f32, *e);
+        let agree = g == e || (g - e).abs() <= (1e-5 * e.abs()).max(1e-6);
+        ensure!(agree, "element {i}: {g}, ONNX Runtime gives {e}");
+    }
     Ok(())
 }

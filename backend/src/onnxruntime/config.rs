@@ -82,6 +82,17 @@ pub struct OnnxConfig {
     pub session: SessionOptions,
 }
 
+/// The `session.*` configuration entries passed to ONNX Runtime: Triton's documented one and
+/// the thread and numeric switches. ONNX Runtime's other entries include file paths (external
+/// initializers' folder, saved models), which a configuration must not reach.
+const SESSION_ENTRIES: &[&str] = &[
+    "session.use_device_allocator_for_initializers",
+    "session.intra_op.allow_spinning",
+    "session.inter_op.allow_spinning",
+    "session.disable_prepacking",
+    "session.set_denormal_as_zero",
+];
+
 impl OnnxConfig {
     /// Reads the configuration Triton hands over as JSON.
     pub fn from_json(config: &Value) -> Result<OnnxConfig, BackendError> {
@@ -251,8 +262,15 @@ fn session_options(config: &Value) -> Result<SessionOptions, BackendError> {
             }
             "enable_mem_arena" => options.mem_arena = Some(boolean(key, text)?),
             "enable_mem_pattern" => options.mem_pattern = Some(boolean(key, text)?),
-            key if key.starts_with("session.") => {
+            key if SESSION_ENTRIES.contains(&key) => {
                 options.entries.push((key.to_string(), text.to_string()));
+            }
+            key if key.starts_with("session.") => {
+                return Err(invalid(format!(
+                    "parameter {key}: the onnxruntime backend passes only these session entries \
+                     to ONNX Runtime: {} (others can name files outside the model)",
+                    SESSION_ENTRIES.join(", ")
+                )));
             }
             // Read by Triton's backend for its GPU providers (cudnn_conv_algo_search,
             // gpu_mem_limit, ...) or its run options: nothing to do here. Other keys are the
@@ -368,6 +386,11 @@ mod tests {
                 "enable_mem_arena",
             ),
             (json!({"max_batch_size": -1}), "max_batch_size"),
+            (
+                json!({"parameters": {"session.model_external_initializers_file_folder_path":
+                    {"string_value": "/etc"}}}),
+                "session.model_external_initializers_file_folder_path",
+            ),
             (
                 json!({"input": [{"name": "x", "data_type": "TYPE_FP8", "dims": [1]}]}),
                 "input 'x'",
