@@ -75,7 +75,7 @@ pub unsafe fn run(
     for group in batches(state.config.max_batch_size, pending) {
         let compute_start = now_ns();
         let rows: usize = group.iter().map(|p| p.rows).sum();
-        let mut answered = vec![false; group.len()];
+        let mut answered = vec![None; group.len()];
         let ran = catch_unwind(AssertUnwindSafe(|| {
             serve(state, &requests, &group, &mut answered)
         }))
@@ -86,16 +86,17 @@ pub unsafe fn run(
             )))
         });
         let compute_end = now_ns();
-        for (member, sent) in group.iter().zip(&answered) {
-            if !sent {
+        for (member, answer) in group.iter().zip(&answered) {
+            let ok = answer.unwrap_or_else(|| {
                 let error = ran
                     .clone()
                     .err()
                     .unwrap_or_else(|| BackendError::internal("the request got no response"));
                 answer_error(&requests[member.index], error);
-            }
+                false
+            });
             served[member.index] = Served {
-                ok: *sent && ran.is_ok(),
+                ok,
                 compute_start,
                 compute_end,
             };
@@ -237,13 +238,14 @@ fn same_rows(a: &Pending<'_>, b: &Pending<'_>) -> bool {
     })
 }
 
-/// Runs one group and answers each member, marking `answered[i]` as each response goes out.
+/// Runs one group and answers each member, setting `answered[i]` (whether it succeeded) as each
+/// response goes out.
 /// An `Err` means the run failed; the caller answers those not yet answered.
 fn serve(
     state: &OnnxInstance,
     requests: &[Request],
     group: &[Pending<'_>],
-    answered: &mut [bool],
+    answered: &mut [Option<bool>],
 ) -> Result<(), BackendError> {
     let config = &state.config;
     let batched = config.max_batch_size > 0;
@@ -288,11 +290,13 @@ fn serve(
         let request = &requests[member.index];
         let answer = respond(state, request, &produced, member, first_row, rows, batched);
         first_row += member.rows;
-        let sent = match answer {
+        // Answered once, whatever the send says: a failed send leaves nothing to retry, and a
+        // second final response would be one too many.
+        answered[slot] = Some(answer.is_ok());
+        let _ = match answer {
             Ok(response) => response.send(true, None),
             Err(error) => Response::new(request).and_then(|r| r.send(true, Some(error))),
         };
-        answered[slot] = sent.is_ok();
     }
     Ok(())
 }
