@@ -12,6 +12,10 @@
                                 [N, 3, 224, 224], output `logits` [N, 1000]. torch's Linux wheels
                                 are CUDA builds (2.8 GiB with their dependencies), so the graph is
                                 written with `onnx`'s helpers instead of torch.onnx.export.
+  onnx_models.py bert:FILE      writes a BERT-base-sized encoder (12 layers, hidden 768, 12 heads,
+                                feed-forward 3072, a 30522-word vocabulary, 512 positions; about
+                                110 M weights, seeded): inputs `input_ids` and `attention_mask`,
+                                INT64 [N, S]; output `last_hidden_state` [N, S, 768].
   onnx_models.py MODEL          reads {"inputs": {name: {"dtype", "shape", "b64"}}} on stdin,
                                 runs MODEL in an onnxruntime.InferenceSession (the reference
                                 every output of trident's backend is compared with) and prints
@@ -138,6 +142,89 @@ def resnet50(path):
     onnx.save(model, path)
 
 
+def bert(path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(110)
+    hidden, heads, layers, ffn, vocab, positions = 768, 12, 12, 3072, 30522, 512
+    nodes, weights = [], []
+
+    def weight(name, shape, scale=0.02):
+        weights.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def constant(name, value):
+        weights.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op, inputs, output, **attributes):
+        nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        return output
+
+    def layer_norm(x, prefix):
+        gamma = constant(f"{prefix}.gamma", np.ones(hidden, np.float32))
+        beta = constant(f"{prefix}.beta", np.zeros(hidden, np.float32))
+        return node("LayerNormalization", [x, gamma, beta], f"{prefix}.out", axis=-1, epsilon=1e-12)
+
+    def dense(x, prefix, cin, cout):
+        product = node("MatMul", [x, weight(f"{prefix}.w", (cin, cout))], f"{prefix}.mm")
+        return node("Add", [product, constant(f"{prefix}.b", np.zeros(cout, np.float32))], f"{prefix}.out")
+
+    # Embeddings: words plus positions 0..S-1, normalised.
+    words = node("Gather", [weight("embeddings.words", (vocab, hidden)), "input_ids"], "embeddings.w")
+    shape = node("Shape", ["input_ids"], "ids.shape")
+    length = node("Gather", [shape, constant("one", np.array(1, np.int64))], "ids.length")
+    ids = node("Range", [constant("zero", np.array(0, np.int64)), length, constant("step", np.array(1, np.int64))],
+               "positions")
+    position = node("Gather", [weight("embeddings.positions", (positions, hidden)), ids], "embeddings.p")
+    x = layer_norm(node("Add", [words, position], "embeddings.sum"), "embeddings.norm")
+    # The mask as an additive bias: 0 where attended, -10000 where padded, [N, 1, 1, S].
+    mask = node("Cast", ["attention_mask"], "mask.f", to=TensorProto.FLOAT)
+    inverted = node("Sub", [constant("mask.one", np.array(1.0, np.float32)), mask], "mask.inv")
+    bias = node("Mul", [inverted, constant("mask.big", np.array(-10000.0, np.float32))], "mask.bias")
+    bias = node("Unsqueeze", [bias, constant("mask.axes", np.array([1, 2], np.int64))], "mask.4d")
+    split = constant("heads.shape", np.array([0, 0, heads, hidden // heads], np.int64))
+    merge = constant("merge.shape", np.array([0, 0, hidden], np.int64))
+    scale = constant("scale", np.array(1.0 / np.sqrt(hidden // heads), np.float32))
+    for i in range(layers):
+        p = f"layer{i}"
+
+        def heads_of(name):
+            projected = dense(x, f"{p}.{name}", hidden, hidden)
+            reshaped = node("Reshape", [projected, split], f"{p}.{name}.split")
+            return node("Transpose", [reshaped], f"{p}.{name}.heads", perm=[0, 2, 1, 3])
+
+        q, k, v = heads_of("q"), heads_of("k"), heads_of("v")
+        kt = node("Transpose", [k], f"{p}.kt", perm=[0, 1, 3, 2])
+        scores = node("Mul", [node("MatMul", [q, kt], f"{p}.qk"), scale], f"{p}.scaled")
+        probabilities = node("Softmax", [node("Add", [scores, bias], f"{p}.masked")], f"{p}.p", axis=-1)
+        context = node("Transpose", [node("MatMul", [probabilities, v], f"{p}.ctx")], f"{p}.ctx.t",
+                       perm=[0, 2, 1, 3])
+        context = node("Reshape", [context, merge], f"{p}.ctx.merged")
+        attended = dense(context, f"{p}.o", hidden, hidden)
+        x = layer_norm(node("Add", [attended, x], f"{p}.res1"), f"{p}.norm1")
+        up = dense(x, f"{p}.up", hidden, ffn)
+        # GELU, as BERT has it: x * (1 + erf(x / sqrt 2)) / 2.
+        erf = node("Erf", [node("Div", [up, constant(f"{p}.sqrt2", np.array(np.sqrt(2.0), np.float32))],
+                                f"{p}.scaled.up")], f"{p}.erf")
+        gelu = node("Mul", [node("Mul", [up, node("Add", [erf, constant(f"{p}.one", np.array(1.0, np.float32))],
+                                                   f"{p}.erf1")], f"{p}.gx"),
+                            constant(f"{p}.half", np.array(0.5, np.float32))], f"{p}.gelu")
+        down = dense(gelu, f"{p}.down", ffn, hidden)
+        x = layer_norm(node("Add", [down, x], f"{p}.res2"), f"{p}.norm2")
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
+    graph = helper.make_graph(
+        nodes, "bert",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
+        weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
 def run(model):
     import onnxruntime
 
@@ -166,9 +253,10 @@ def run(model):
 
 if __name__ == "__main__":
     argument = sys.argv[1]
-    if argument.startswith("resnet50:"):
-        resnet50(argument[len("resnet50:"):])
-        json.dump({"built": argument[len("resnet50:"):]}, sys.stdout)
+    if argument.startswith(("resnet50:", "bert:")):
+        builder, path = argument.split(":", 1)
+        {"resnet50": resnet50, "bert": bert}[builder](path)
+        json.dump({"built": path}, sys.stdout)
     elif argument.startswith("build:"):
         folder = argument[len("build:"):]
         build(folder)
