@@ -1,7 +1,8 @@
 """The ONNX table of scripts/bench (`--only onnx`): an FP32 tensor in, the network's output out,
-with dynamic batching on, on two networks at the ends of the range: ResNet-50 (compute-bound:
-about 4 GFLOP an image; tests/clients/onnx_models.py writes it with seeded weights) and PP-OCRv4's
-text recognizer on one 48x320 crop (small: where the serving path shows).
+with dynamic batching on, on three networks: ResNet-50 (compute-bound: about 4 GFLOP an image;
+tests/clients/onnx_models.py writes it with seeded weights), PP-OCRv4's text recognizer on one
+48x320 crop (20 ms of compute here: still compute-bound), and PP-OCR's text direction
+classifier on one 48x192 crop (0.6 MB, about 1 ms: where the serving path shows).
 
 - Triton's SageMaker frontend: what a user of Triton's PyPI build must do on CPU, where it has no
   onnxruntime backend: a python-backend model running ONNX Runtime's Python package on the same
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / "target/test-clients/python/bin/python"
 RECOGNIZER = ROOT / "target/test-models/ch_PP-OCRv4_rec_infer.onnx"
+CLASSIFIER = ROOT / "target/test-models/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 # ONNX Runtime's Python package for Triton's python stubs (no dependencies: the stub's NumPy).
 STUB_PACKAGES = ROOT / "target/bench-python"
 ONNXRUNTIME = "onnxruntime==1.31.1 --hash=sha256:5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f"
@@ -43,7 +45,10 @@ NETWORKS = [
     # (name, input, one row's shape, output)
     ("resnet50", "input", [3, 224, 224], "logits"),
     ("ocr_rec", "x", [3, 48, 320], "softmax_11.tmp_0"),
+    ("ocr_cls", "x", [3, 48, 192], "save_infer_model/scale_0.tmp_1"),
 ]
+# Each network's output dims without the batch.
+OUTPUT_DIMS = {"resnet50": "1000", "ocr_rec": "-1, 6625", "ocr_cls": "2"}
 
 PYTHON_MODEL = '''
 import os
@@ -119,7 +124,7 @@ def prepare(tmp):
         subprocess.run(["python3", "-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes",
                         "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
                         "--target", str(STUB_PACKAGES), "-r", str(requirements)], check=True)
-    return {"resnet50": resnet, "ocr_rec": RECOGNIZER}
+    return {"resnet50": resnet, "ocr_rec": RECOGNIZER, "ocr_cls": CLASSIFIER}
 
 
 def repositories(tmp, network, model_file, cores):
@@ -130,7 +135,7 @@ def repositories(tmp, network, model_file, cores):
     for repository in (triton, trident):
         (repository / name / "1").mkdir(parents=True)
         shutil.copy(model_file, repository / name / "1/model.onnx")
-    out_dims = "1000" if name == "resnet50" else "-1, 6625"
+    out_dims = OUTPUT_DIMS[name]
     tensors = (f'input [ {{ name: "{input_name}", data_type: TYPE_FP32, dims: [ {dims} ] }} ]\n'
                f'output [ {{ name: "{output}", data_type: TYPE_FP32, dims: [ {out_dims} ] }} ]\n'
                f'max_batch_size: {MAX_BATCH}\ndynamic_batching {{ }}\n'
@@ -177,6 +182,18 @@ def answers_agree(ports, request, content_type):
         raise SystemExit(f"bench: the servers disagree on {request.name}")
 
 
+def settle(pids, tree_cpu, timeout=60):
+    """Waits until the servers are idle: under 2% of a core for a second."""
+    deadline = time.monotonic() + timeout
+    last = sum(tree_cpu(pid) for pid in pids)
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = sum(tree_cpu(pid) for pid in pids)
+        if now - last < 0.02:
+            return
+        last = now
+
+
 def steady(run, pid, duration, tree_cpu):
     """`run()` (a wrk run of `duration` seconds), with `cpu_us` from the middle half of it."""
     done = {}
@@ -221,6 +238,9 @@ def onnx_rows(tmp, start_servers, wrk, script, concurrencies, duration, tree_cpu
                     wrk(port, "/invocations", "POST", request, content_type, c, 2, script)  # warm-up
                     results[who] = steady(lambda: wrk(port, "/invocations", "POST", request, content_type, c,
                                                       duration, script), pid, duration, tree_cpu)
+                    # The queue a run leaves (at c=64 on ResNet-50, seconds of work) drains before
+                    # the other server is measured.
+                    settle([servers.triton.pid, servers.trident_pid], tree_cpu)
                 rows.append([name, c, results["triton"], results["trident"]])
         finally:
             servers.stop()
@@ -236,8 +256,9 @@ def table(rows, fmt):
              "thread each: Triton's frontend with a python-backend model running ONNX Runtime's Python package "
              "(Triton's PyPI build has no onnxruntime backend) against trident's onnxruntime backend, the same "
              "`model.onnx`; the floor is ONNX Runtime in one process, no HTTP, one session per core running "
-             "batches of min(c / cores, 8). ResNet-50 (seeded weights) and PP-OCRv4's recognizer on one 48x320 "
-             "crop; latency in ms, CPU per request in µs counting every process of the server:", "",
+             "batches of min(c / cores, 8). ResNet-50 (seeded weights), PP-OCRv4's recognizer on one 48x320 "
+             "crop, PP-OCR's direction classifier on one 48x192 crop; latency in ms, CPU per request in µs "
+             "(steady state) counting every process of the server:", "",
              "| network | conc. | Triton req/s | trident req/s | ratio | Triton p50 | trident p50 | Triton p99 | "
              "trident p99 | Triton CPU | trident CPU | ratio | floor req/s | floor CPU | trident/floor CPU | "
              "errors T/t |",
