@@ -58,6 +58,7 @@ fn main() -> std::process::ExitCode {
         broken_models_fail_their_load_clearly_and_the_endpoint_serves_on,
         external_data_is_read_beside_the_model_and_nowhere_else,
         bad_requests_are_400_and_the_next_request_is_served,
+        a_run_whose_client_left_is_stopped_and_its_instance_serves_again,
     ];
     common::run_checks(start(), checks)
 }
@@ -826,5 +827,54 @@ fn bad_requests_are_400_and_the_next_request_is_served(f: &Fixture) -> Result<()
         );
         infer(at, "/invocations", &[("x", &good)]).map_err(|e| format!("after {what}: {e:?}"))?;
     }
+    Ok(())
+}
+
+fn a_run_whose_client_left_is_stopped_and_its_instance_serves_again(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let at = f.at("mme");
+    // One instance, so a run that never ends would hold it for good.
+    let config =
+        "platform: \"onnxruntime_onnx\"\ninstance_group [ { kind: KIND_CPU, count: 1 } ]\n";
+    let url = artifact(f, "spin", &f.small.path().join("spin.onnx"), Some(config));
+    let loaded = load(at, "spin", &url);
+    ensure!(loaded.status == 200, "{} {}", loaded.status, loaded.text());
+    let (n, x) = (int64(&[1], &[3]), Tensor::fp32(&[1], &[1.0]));
+    let small = [("n", &n), ("x", &x)];
+    let got = infer(at, "/models/spin/invoke", &small)?;
+    ensure!(got["y"].floats() == [4.0], "{:?}", got["y"].floats());
+
+    // 10^15 iterations: days of work. The client leaves after half a second.
+    let body = json!({"inputs": [
+        {"name": "n", "datatype": "INT64", "shape": [1], "data": [1_000_000_000_000_000i64]},
+        {"name": "x", "datatype": "FP32", "shape": [1], "data": [0.0]}
+    ]})
+    .to_string();
+    {
+        use std::io::Write;
+        let mut stream = std::net::TcpStream::connect(at)?;
+        write!(
+            stream,
+            "POST /models/spin/invoke HTTP/1.1\r\nHost: {at}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let started = std::time::Instant::now();
+    let got = infer(at, "/models/spin/invoke", &small)?;
+    ensure!(got["y"].floats() == [4.0], "{:?}", got["y"].floats());
+    ensure!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the instance came back after {:?}",
+        started.elapsed()
+    );
+    let unloaded = request(at, "DELETE", "/models/spin", &[], b"");
+    ensure!(
+        unloaded.status == 200,
+        "{} {}",
+        unloaded.status,
+        unloaded.text()
+    );
     Ok(())
 }

@@ -5,7 +5,9 @@
                                 INT8, INT32, INT64, BOOL, STRING), batchable; `unknown_op`: a
                                 node whose operator no runtime has; `external.onnx` with its
                                 weights in `weights.bin` beside it (y = x + [0, 1, 2, 3]), and
-                                `escape.onnx`, whose weights are named `../weights.bin`.
+                                `escape.onnx`, whose weights are named `../weights.bin`;
+                                `spin.onnx`: y = x + n, one Loop iteration per unit of `n`
+                                (INT64 [1]: a client's n of 10^15 computes for days).
   onnx_models.py resnet50:FILE  writes ResNet-50 (He et al. 2015, torchvision's layout: 7x7 stem,
                                 bottlenecks [3, 4, 6, 3], batch norm folded into the convolutions,
                                 1000 classes) with seeded random weights: input `input`
@@ -84,6 +86,27 @@ def build(folder):
         model.ir_version = 8
         with open(os.path.join(folder, file), "wb") as out:
             out.write(model.SerializeToString())
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Squeeze", ["n"], ["trips"]),
+         helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
+        "spin",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, os.path.join(folder, "spin.onnx"))
 
 
 def resnet50(path):

@@ -5,9 +5,10 @@
 
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use ort::memory::Allocator;
-use ort::session::SessionOutputs;
+use ort::session::{RunOptions, SessionOutputs};
 use ort::value::{DynTensor, DynValue, Tensor, ValueType};
 
 use crate::clock::now_ns;
@@ -281,8 +282,15 @@ fn serve(
         .session
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut outputs = session
-        .run(feeds)
+    let options = Arc::new(
+        RunOptions::new().map_err(|e| BackendError::internal(format!("run options: {e}")))?,
+    );
+    let watched: Vec<_> = group.iter().map(|p| requests[p.index].raw()).collect();
+    let mut outputs = state
+        .watch
+        .during(&watched, &options, || {
+            session.run_with_options(feeds, &*options)
+        })
         .map_err(|e| run_error(&state.model, &e))?;
     let produced = take_outputs(state, &mut outputs, group)?;
     let mut first_row = 0;

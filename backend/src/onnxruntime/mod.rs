@@ -17,6 +17,7 @@ mod session;
 mod tensors;
 mod types;
 mod validate;
+mod watch;
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -54,6 +55,8 @@ pub struct OnnxInstance {
     /// The session. Only the instance's execute thread runs it; the lock makes that a checked
     /// fact (ONNX Runtime's run takes the session mutably).
     pub session: Mutex<Session>,
+    /// Stops a run once every one of its clients has gone.
+    pub watch: watch::Watch,
 }
 
 impl OnnxModel {
@@ -136,10 +139,16 @@ impl OnnxModel {
             &self.config,
             &ModelTensors::of(&session).map_err(named)?,
         )?;
+        let watch = watch::Watch::start(&self.name).map_err(|e| {
+            named(BackendError::internal(format!(
+                "cannot start the instance's watcher thread: {e}"
+            )))
+        })?;
         Ok(OnnxInstance {
             model: self.name.clone(),
             config: Arc::clone(&self.config),
             session: Mutex::new(session),
+            watch,
         })
     }
 }
