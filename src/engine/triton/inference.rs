@@ -77,26 +77,52 @@ impl Server {
         request: InferRequest,
         batched: bool,
     ) -> Result<ResponseStream, EngineError> {
-        let triton = self.triton();
-        let model = to_cstring("model name", &request.model_name)?;
-        // SAFETY: `InferenceRequestNew` writes a new request the caller owns; valid server; the
-        // model name outlives the call.
-        let unsubmitted: UnsubmittedRequest = unsafe {
-            Owned::create(triton, |raw| {
-                triton.api.TRITONSERVER_InferenceRequestNew(
-                    raw,
-                    self.raw(),
-                    model.as_ptr(),
-                    request.model_version.unwrap_or(-1),
-                )
-            })
-        }?;
+        let unsubmitted = self.new_request(&request)?;
         let inputs = describe(&unsubmitted, &request)?;
         let classification = (!request.classification.is_empty()).then_some(Classification {
             outputs: request.classification,
             batched,
         });
         self.submit(unsubmitted, inputs, classification)
+    }
+
+    /// `TRITONSERVER_InferenceRequestNew` for `request`'s model, asked again when the core
+    /// answers that the model is unknown. With model namespacing (on by default), the core
+    /// (2.51, and its main branch) finds a model's name in its `global_map_` without the lock
+    /// that a load or unload of any other model holds while it copies a new map over it: a
+    /// request that lands in that copy is told its loaded model does not exist (seen in CI as a
+    /// 400 for one model while two others unloaded). The copy takes microseconds, unless its
+    /// thread is preempted, so the name is looked up again after two yields, 0.1, 1 and 5 ms
+    /// (6.1 ms at most, for a name that is unknown indeed).
+    fn new_request(&self, request: &InferRequest) -> Result<UnsubmittedRequest, EngineError> {
+        const PAUSES_US: [u64; 5] = [0, 0, 100, 1_000, 5_000];
+        let triton = self.triton();
+        let model = to_cstring("model name", &request.model_name)?;
+        let mut pauses = PAUSES_US.iter();
+        loop {
+            // SAFETY: `InferenceRequestNew` writes a new request the caller owns; valid server;
+            // the model name outlives the call.
+            let made: Result<UnsubmittedRequest, EngineError> = unsafe {
+                Owned::create(triton, |raw| {
+                    triton.api.TRITONSERVER_InferenceRequestNew(
+                        raw,
+                        self.raw(),
+                        model.as_ptr(),
+                        request.model_version.unwrap_or(-1),
+                    )
+                })
+            };
+            let unknown = made
+                .as_ref()
+                .is_err_and(|e| e.message.starts_with("Request for unknown model"));
+            match pauses.next() {
+                Some(&pause) if unknown => match pause {
+                    0 => std::thread::yield_now(),
+                    us => std::thread::sleep(std::time::Duration::from_micros(us)),
+                },
+                _ => return made,
+            }
+        }
     }
 
     /// Hands a described request to Triton with its callbacks; on success Triton owns it.
