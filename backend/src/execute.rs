@@ -14,6 +14,7 @@ use crate::models::{
 use crate::request::{Input, Request};
 use crate::response::{Output, Response, ResponseFactory};
 use crate::settings::{ModelKind, ModelSettings};
+use crate::statistics;
 
 /// How one request went: whether it succeeded, and how many batch rows it carried.
 struct Served {
@@ -60,32 +61,20 @@ pub unsafe fn run(
         rows += served.rows;
         let compute_end = now_ns();
         // SAFETY: the instance and the request are live (the request is released only when
-        // `requests` drops, after this); statistics for a request precede its release.
-        let _ = unsafe {
-            crate::error::check(
-                ffi::TRITONBACKEND_ModelInstanceReportStatistics(
-                    instance,
-                    request.raw(),
-                    served.ok,
-                    exec_start,
-                    compute_start,
-                    compute_end,
-                    compute_end,
-                ),
-                "TRITONBACKEND_ModelInstanceReportStatistics",
+        // `requests` drops, after this).
+        unsafe {
+            statistics::request(
+                instance,
+                request.raw(),
+                served.ok,
+                exec_start,
+                compute_start,
+                compute_end,
             )
         };
     }
-    let exec_end = now_ns();
     // SAFETY: the instance is live for the whole execute.
-    let _ = unsafe {
-        crate::error::check(
-            ffi::TRITONBACKEND_ModelInstanceReportBatchStatistics(
-                instance, rows, exec_start, exec_start, exec_end, exec_end,
-            ),
-            "TRITONBACKEND_ModelInstanceReportBatchStatistics",
-        )
-    };
+    unsafe { statistics::batch(instance, rows, exec_start, exec_start, now_ns()) };
     drop(requests);
 }
 

@@ -24,6 +24,7 @@ mod onnxruntime;
 mod request;
 mod response;
 pub mod settings;
+mod statistics;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;

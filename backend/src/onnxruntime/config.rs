@@ -74,8 +74,6 @@ pub struct OnnxConfig {
     pub inputs: Vec<TensorSpec>,
     /// `output`, in order.
     pub outputs: Vec<TensorSpec>,
-    /// Whether the configuration declares any `batch_input`.
-    pub has_batch_inputs: bool,
     /// `default_model_filename`, else `model.onnx`.
     pub model_file: String,
     /// The session's options.
@@ -113,10 +111,6 @@ impl OnnxConfig {
             max_batch_size,
             inputs: tensors(config, "input")?,
             outputs: tensors(config, "output")?,
-            has_batch_inputs: config
-                .get("batch_input")
-                .and_then(Value::as_array)
-                .is_some_and(|list| !list.is_empty()),
             model_file,
             session: session_options(config)?,
         })

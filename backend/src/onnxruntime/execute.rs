@@ -13,10 +13,11 @@ use ort::value::{DynTensor, DynValue, Tensor, ValueType};
 
 use crate::clock::now_ns;
 use crate::dtype::{DataType, bytes_elements, push_bytes_element};
-use crate::error::{BackendError, Code, check};
+use crate::error::{BackendError, Code};
 use crate::ffi;
 use crate::request::{Input, Request};
 use crate::response::{Output, Response};
+use crate::statistics;
 
 use super::OnnxInstance;
 use super::config::TensorSpec;
@@ -103,34 +104,26 @@ pub unsafe fn run(
             };
         }
         // SAFETY: the instance is live for the whole execute.
-        let _ = unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelInstanceReportBatchStatistics(
-                    instance,
-                    rows as u64,
-                    exec_start,
-                    compute_start,
-                    compute_end,
-                    compute_end,
-                ),
-                "TRITONBACKEND_ModelInstanceReportBatchStatistics",
+        unsafe {
+            statistics::batch(
+                instance,
+                rows as u64,
+                exec_start,
+                compute_start,
+                compute_end,
             )
         };
     }
     for (request, served) in requests.iter().zip(&served) {
         // SAFETY: the instance and the request are live (requests are released below).
-        let _ = unsafe {
-            check(
-                ffi::TRITONBACKEND_ModelInstanceReportStatistics(
-                    instance,
-                    request.raw(),
-                    served.ok,
-                    exec_start,
-                    served.compute_start,
-                    served.compute_end,
-                    served.compute_end,
-                ),
-                "TRITONBACKEND_ModelInstanceReportStatistics",
+        unsafe {
+            statistics::request(
+                instance,
+                request.raw(),
+                served.ok,
+                exec_start,
+                served.compute_start,
+                served.compute_end,
             )
         };
     }
