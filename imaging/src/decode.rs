@@ -211,6 +211,33 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     })
 }
 
+/// The width and height `bytes` (one JPEG or PNG image) has once its EXIF orientation is
+/// applied, read from its header within `limits` (what [`decode`] would give, no pixel
+/// decoded): what a response adapter needs to map a model's output back onto the photo.
+pub fn dimensions(bytes: &[u8], limits: &Limits) -> Result<(u32, u32), Error> {
+    use image::metadata::Orientation;
+    let format = sniff(bytes)?;
+    if let Some((width, height)) = png_dimensions(bytes) {
+        check_size(format, width, height, limits)?;
+    }
+    let mut decoder = ImageReader::with_format(Cursor::new(bytes), format)
+        .into_decoder()
+        .map_err(|e| {
+            Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
+        })?;
+    let (width, height) = decoder.dimensions();
+    check_size(format, width, height, limits)?;
+    Ok(match decoder.orientation() {
+        Ok(
+            Orientation::Rotate90
+            | Orientation::Rotate270
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH,
+        ) => (height, width),
+        _ => (width, height),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,9 +96,16 @@ pub fn tensor_from_body_within(
             images.len()
         )));
     }
-    let (width, height) = preprocess.size;
-    let per_image = tensor::bytes_per_image(preprocess);
-    let mut data = Vec::with_capacity(per_image * images.len());
+    if matches!(preprocess.resize, settings::Resize::Limit(_)) && images.len() != 1 {
+        return Err(Error::BadRequest(format!(
+            "this model takes one image per request (each image's tensor has the image's own \
+             size), and the body holds {}",
+            images.len()
+        )));
+    }
+    // Under `limit`, the size is the image's: known once it is decoded.
+    let mut preprocess = std::borrow::Cow::Borrowed(preprocess);
+    let mut data = Vec::new();
     for (index, bytes) in images.iter().enumerate() {
         let name = |e: Error| match (images.len(), e) {
             (1, e) => e,
@@ -112,9 +119,17 @@ pub fn tensor_from_body_within(
         if out_of_time() {
             return Ok(None);
         }
-        let pixels = resize::resize_crop(&rgb, preprocess);
-        tensor::write(&pixels, preprocess, &mut data);
+        if let settings::Resize::Limit(limit) = preprocess.resize {
+            let size = limit_size(&limit, rgb.width(), rgb.height(), limits)?;
+            preprocess.to_mut().size = size;
+        }
+        if data.capacity() == 0 {
+            data.reserve_exact(tensor::bytes_per_image(&preprocess) * images.len());
+        }
+        let pixels = resize::resize_crop(&rgb, &preprocess);
+        tensor::write(&pixels, &preprocess, &mut data);
     }
+    let (width, height) = preprocess.size;
     let mut shape = Vec::with_capacity(4);
     if preprocess.batch {
         shape.push(images.len() as i64);
@@ -125,4 +140,76 @@ pub fn tensor_from_body_within(
         settings::Layout::Nhwc => shape.extend([h, w, c]),
     }
     Ok(Some(Tensor { shape, data }))
+}
+
+/// The tensor size `limit` gives an image of `width`×`height`, refused where a side would pass
+/// [`settings::MAX_SIDE`] or its pixels `limits.max_pixels` (an image of extreme aspect ratio
+/// scaled up by `limit_type = "min"`): the tensor is bounded by configuration, whatever the
+/// image.
+pub fn limit_size(
+    limit: &settings::SideLimit,
+    width: u32,
+    height: u32,
+    limits: &Limits,
+) -> Result<(u32, u32), Error> {
+    let (w, h) = limit.size(width, height);
+    let pixels = u64::from(w) * u64::from(h);
+    if w.max(h) > settings::MAX_SIDE || pixels > limits.max_pixels {
+        return Err(Error::BadRequest(format!(
+            "the image is {width}x{height}, which resize = 'limit' (limit_side {}) makes a {w}x{h} \
+             tensor: over {} pixels a side or max_pixels {} in all; send an image of a less \
+             extreme aspect ratio",
+            limit.side,
+            settings::MAX_SIDE,
+            limits.max_pixels
+        )));
+    }
+    Ok((w, h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(width: u32, height: u32) -> Vec<u8> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        image::DynamicImage::new_rgb8(width, height)
+            .write_to(&mut out, image::ImageFormat::Png)
+            .unwrap();
+        out.into_inner()
+    }
+
+    /// `resize = "limit"`: the tensor takes the image's own size; one image a request; an
+    /// aspect ratio that would make a tensor over the limits is refused by name.
+    #[test]
+    fn limit_tensors_follow_the_image() {
+        let config = |key: &str| (key == "resize").then(|| "limit".to_owned());
+        let preprocess = Preprocess::from_config(config).unwrap();
+        let limits = Limits::default();
+        let tensor = tensor_from_body(Some("image/png"), &png(64, 48), &preprocess, &limits);
+        let tensor = tensor.unwrap();
+        assert_eq!(tensor.shape, [1, 3, 736, 992]);
+        assert_eq!(tensor.data.len(), 3 * 736 * 992 * 4);
+        let b64 = |bytes: &[u8]| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        };
+        let two = format!(
+            r#"{{"instances": [{{"b64": "{}"}}, {{"b64": "{}"}}]}}"#,
+            b64(&png(8, 8)),
+            b64(&png(8, 8))
+        );
+        let error = tensor_from_body(
+            Some("application/json"),
+            two.as_bytes(),
+            &preprocess,
+            &limits,
+        );
+        assert!(matches!(error, Err(Error::BadRequest(m)) if m.contains("one image per request")));
+        let error = tensor_from_body(Some("image/png"), &png(400, 2), &preprocess, &limits);
+        assert!(
+            matches!(&error, Err(Error::BadRequest(m)) if m.contains("400x2") && m.contains("aspect ratio")),
+            "{error:?}"
+        );
+    }
 }

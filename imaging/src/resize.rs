@@ -99,7 +99,8 @@ impl Axis {
 fn geometry(width: u32, height: u32, preprocess: &Preprocess) -> (usize, usize, i64, i64) {
     let (crop_w, crop_h) = preprocess.size;
     match preprocess.resize {
-        Resize::Stretch => (crop_w as usize, crop_h as usize, 0, 0),
+        // `limit`'s size is the image's own, set by the caller (`tensor_from_body_within`).
+        Resize::Stretch | Resize::Limit(_) => (crop_w as usize, crop_h as usize, 0, 0),
         Resize::Shorter(side) => {
             // torchvision: the longer side is int(side * long / short).
             let (w, h) = if width <= height {

@@ -31,6 +31,65 @@ pub enum Resize {
     Shorter(u32),
     /// Straight to the size, whatever the aspect ratio.
     Stretch,
+    /// The whole image, its aspect ratio kept, each side a multiple of a number: a detector's
+    /// input, whose size follows the image's (PaddleOCR's `DetResizeForTest`, as RapidOCR
+    /// runs it). The tensor's size is the image's own, so a request holds one image.
+    Limit(SideLimit),
+}
+
+/// How `resize = "limit"` sizes an image of `w`×`h`, in RapidOCR's steps: first, where the
+/// longer side is over `max_side`, the image is brought down to it (each side then rounded to
+/// the `multiple`); then scaled by `limit_side / shorter` where the shorter side is under
+/// `limit_side` (`limit_type = "min"`), or by `limit_side / longer` where the longer side is
+/// over it (`"max"`); each side is then truncated and rounded to the nearest `multiple` (half to
+/// even, as Python's `round`), and at least one `multiple`. See [`SideLimit::size`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SideLimit {
+    /// The side the limit holds the image to.
+    pub side: u32,
+    /// `true`: the shorter side is brought up to `side` (`min`); `false`: the longer side is
+    /// brought down to it (`max`).
+    pub at_least: bool,
+    /// What each side of the tensor is a multiple of.
+    pub multiple: u32,
+    /// The longest side an image keeps before the limit is applied.
+    pub max_side: u32,
+}
+
+impl SideLimit {
+    /// The tensor's `(width, height)` for an image of `width`×`height` (RapidOCR's
+    /// `reduce_max_side`, then `DetPreProcess.resize`, in their float arithmetic).
+    pub fn size(&self, width: u32, height: u32) -> (u32, u32) {
+        let multiple = f64::from(self.multiple);
+        let scaled = |(w, h): (u32, u32), ratio: f64| -> (u32, u32) {
+            let side = |s: u32| {
+                let truncated = (f64::from(s) * ratio).trunc();
+                let rounded = (truncated / multiple).round_ties_even() * multiple;
+                // At least one multiple, at most what a tensor side may be and more (the
+                // caller refuses a side over MAX_SIDE by name).
+                rounded.clamp(multiple, f64::from(u32::MAX / 2)) as u32
+            };
+            (side(w), side(h))
+        };
+        let mut size = (width, height);
+        let longer = width.max(height);
+        if longer > self.max_side {
+            size = scaled(size, f64::from(self.max_side) / f64::from(longer));
+        }
+        let (w, h) = size;
+        let ratio = if self.at_least {
+            match w.min(h) {
+                shorter if shorter < self.side => f64::from(self.side) / f64::from(shorter),
+                _ => 1.0,
+            }
+        } else {
+            match w.max(h) {
+                longer if longer > self.side => f64::from(self.side) / f64::from(longer),
+                _ => 1.0,
+            }
+        };
+        scaled(size, ratio)
+    }
 }
 
 /// How images become a tensor.
@@ -138,10 +197,14 @@ fn flag(key: &str, text: &str) -> Result<bool, String> {
 
 /// Every configuration key [`Preprocess::from_config`] and [`Limits::from_config`] read: what
 /// a plugin's configuration (or a guest's settings for the host's `images` primitives) may hold.
-pub const KEYS: [&str; 13] = [
+pub const KEYS: [&str; 17] = [
     "size",
     "resize",
     "resize_shorter",
+    "limit_side",
+    "limit_type",
+    "multiple",
+    "max_side",
     "layout",
     "channels",
     "datatype",
@@ -155,8 +218,11 @@ pub const KEYS: [&str; 13] = [
 ];
 
 impl Preprocess {
-    /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `layout`,
-    /// `channels`, `datatype`, `scale`, `mean`, `std`, `batch`); an error names the key.
+    /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `limit_side`,
+    /// `limit_type`, `multiple`, `max_side`, `layout`, `channels`, `datatype`, `scale`, `mean`,
+    /// `std`, `batch`); an error names the key. The `limit` keys are refused unless `resize =
+    /// "limit"`, and `size` and `resize_shorter` with it: a key that would be ignored is a
+    /// mistake.
     pub fn from_config(config: impl Fn(&str) -> Option<String>) -> Result<Preprocess, String> {
         let mut p = Preprocess::default();
         if let Some(size) = config("size") {
@@ -169,13 +235,54 @@ impl Preprocess {
             };
         }
         let shorter_default = (p.size.0.min(p.size.1) * 256).div_ceil(224);
-        p.resize = match config("resize").as_deref() {
+        let limit_keys =
+            ["limit_side", "limit_type", "multiple", "max_side"].map(|k| (k, config(k)));
+        let resize = config("resize");
+        if resize.as_deref() != Some("limit")
+            && let Some((key, _)) = limit_keys.iter().find(|(_, v)| v.is_some())
+        {
+            return Err(format!("{key} is read only with resize = 'limit'"));
+        }
+        p.resize = match resize.as_deref() {
             None | Some("shorter") => Resize::Shorter(match config("resize_shorter") {
                 Some(n) => side("resize_shorter", &n)?,
                 None => shorter_default,
             }),
             Some("stretch") => Resize::Stretch,
-            Some(other) => return Err(format!("resize = '{other}': give shorter or stretch")),
+            Some("limit") => {
+                for key in ["size", "resize_shorter"] {
+                    if config(key).is_some() {
+                        return Err(format!(
+                            "{key} is not read with resize = 'limit' (the tensor's size follows \
+                             the image's); give limit_side, limit_type, multiple or max_side"
+                        ));
+                    }
+                }
+                let [side_, type_, multiple, max_side] = limit_keys.map(|(_, v)| v);
+                Resize::Limit(SideLimit {
+                    side: side_.map_or(Ok(736), |n| side("limit_side", &n))?,
+                    at_least: match type_.as_deref() {
+                        None | Some("min") => true,
+                        Some("max") => false,
+                        Some(other) => {
+                            return Err(format!("limit_type = '{other}': give min or max"));
+                        }
+                    },
+                    multiple: match multiple {
+                        None => 32,
+                        Some(n) => match number::<u32>("multiple", &n)? {
+                            m @ 1..=1024 => m,
+                            _ => return Err(format!("multiple = '{n}': give 1 to 1024")),
+                        },
+                    },
+                    max_side: max_side.map_or(Ok(2000), |n| side("max_side", &n))?,
+                })
+            }
+            Some(other) => {
+                return Err(format!(
+                    "resize = '{other}': give shorter, stretch or limit"
+                ));
+            }
         };
         if let Resize::Shorter(n) = p.resize
             && n < p.size.0.min(p.size.1)
@@ -263,6 +370,79 @@ mod tests {
         let listed: std::collections::BTreeSet<String> =
             super::KEYS.iter().map(|k| (*k).to_owned()).collect();
         assert_eq!(asked.into_inner(), listed);
+    }
+
+    /// Sizes as RapidOCR 1.4.4 computes them (`reduce_max_side` where the longer side is over
+    /// 2000, then `DetPreProcess(736, type).resize`), read off its Python; where it returns no
+    /// image (a side rounded to 0), one multiple instead.
+    #[test]
+    fn limit_sizes_are_rapidocrs() {
+        let limit = |at_least| SideLimit {
+            side: 736,
+            at_least,
+            multiple: 32,
+            max_side: 2000,
+        };
+        for ((w, h), min, max) in [
+            ((640, 480), (992, 736), (640, 480)),
+            ((300, 200), (1088, 736), (288, 192)),
+            ((1000, 800), (992, 800), (736, 576)),
+            ((4032, 3024), (1984, 1504), (736, 544)),
+            ((3024, 4032), (1504, 1984), (544, 736)),
+            ((2001, 100), (15200, 736), (736, 32)),
+            ((100, 20), (3680, 736), (96, 32)),
+            ((737, 1500), (736, 1504), (352, 736)),
+            ((35, 35), (736, 736), (32, 32)),
+            ((1, 1), (736, 736), (32, 32)),
+        ] {
+            assert_eq!(limit(true).size(w, h), min, "min, {w}x{h}");
+            assert_eq!(limit(false).size(w, h), max, "max, {w}x{h}");
+        }
+    }
+
+    #[test]
+    fn limit_keys_only_with_limit() {
+        let p = from(&[
+            ("resize", "limit"),
+            ("limit_type", "max"),
+            ("multiple", "8"),
+        ])
+        .unwrap();
+        assert_eq!(
+            p.resize,
+            Resize::Limit(SideLimit {
+                side: 736,
+                at_least: false,
+                multiple: 8,
+                max_side: 2000
+            })
+        );
+        for (pairs, says) in [
+            (
+                &[("limit_side", "640")][..],
+                "limit_side is read only with resize = 'limit'",
+            ),
+            (
+                &[("resize", "stretch"), ("multiple", "32")],
+                "multiple is read only",
+            ),
+            (
+                &[("resize", "limit"), ("size", "224")],
+                "size is not read with resize = 'limit'",
+            ),
+            (
+                &[("resize", "limit"), ("limit_type", "avg")],
+                "give min or max",
+            ),
+            (&[("resize", "limit"), ("multiple", "0")], "give 1 to 1024"),
+            (
+                &[("resize", "limit"), ("max_side", "9000")],
+                "max_side = '9000'",
+            ),
+        ] {
+            let error = from(pairs).unwrap_err();
+            assert!(error.contains(says), "{pairs:?}: {error}");
+        }
     }
 
     fn from(pairs: &[(&str, &str)]) -> Result<Preprocess, String> {

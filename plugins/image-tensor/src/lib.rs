@@ -6,7 +6,11 @@
 //! Config (manifest `config` table; every key optional, defaults are ImageNet's): `input`
 //! (the tensor's name, default `INPUT0`), `outputs` (comma-separated outputs to ask for;
 //! default all), and the keys of `trident_imaging::settings`: `size` (`224` or `WxH`), `resize`
-//! (`shorter`, default, or `stretch`), `resize_shorter` (default 256 for 224), `layout` (`NCHW`
+//! (`shorter`, default, `stretch`, or `limit`: a detector's input, the image's own size with each
+//! side a multiple of `multiple`, default 32, its shorter side brought up to `limit_side`,
+//! default 736, or its longer down to it with `limit_type = "max"`, after a cap of `max_side`,
+//! default 2000, as RapidOCR sizes PP-OCR's detector input; one image a request, and the model's
+//! height and width must be -1), `resize_shorter` (default 256 for 224), `layout` (`NCHW`
 //! or `NHWC`), `channels` (`RGB` or `BGR`), `datatype` (`FP32`, `FP16`, `UINT8`), `scale`
 //! (default 1/255), `mean` and `std` (three numbers each), `batch` (`true`: a batch dimension
 //! first), `max_pixels` (default 12000000), `max_image_bytes` (default 16 MiB), `max_images`
@@ -144,9 +148,29 @@ impl ModelCheck for Plugin {
             ));
         }
         let (w, h) = settings.preprocess.size;
+        if let trident_imaging::settings::Resize::Limit(_) = settings.preprocess.resize {
+            // The last two dimensions (NCHW) or the two before the last (NHWC).
+            let skip = match settings.preprocess.layout {
+                trident_imaging::settings::Layout::Nchw => 0,
+                trident_imaging::settings::Layout::Nhwc => 1,
+            };
+            let mut spatial = input.shape.iter().rev().skip(skip).take(2);
+            if input.shape.len() >= 3 && spatial.any(|side| *side != -1) {
+                return Err(format!(
+                    "input '{}' is shaped {:?}: its height and width are fixed, and resize = \
+                     'limit' makes a tensor of each image's own size; give them as -1, or use \
+                     resize = 'shorter' or 'stretch' with the model's size",
+                    input.name, input.shape
+                ));
+            }
+        }
+        let (w, h) = match settings.preprocess.resize {
+            trident_imaging::settings::Resize::Limit(_) => (-1, -1),
+            _ => (i64::from(w), i64::from(h)),
+        };
         let image: Vec<i64> = match settings.preprocess.layout {
-            trident_imaging::settings::Layout::Nchw => vec![3, i64::from(h), i64::from(w)],
-            trident_imaging::settings::Layout::Nhwc => vec![i64::from(h), i64::from(w), 3],
+            trident_imaging::settings::Layout::Nchw => vec![3, h, w],
+            trident_imaging::settings::Layout::Nhwc => vec![h, w, 3],
         };
         let mut expected = image;
         if settings.preprocess.batch {
