@@ -55,15 +55,27 @@ pub fn settings(
 }
 
 /// The map's width and height from its shape: the last two dimensions, every one before them
-/// 1 (one photo a request).
-pub fn map_size(name: &str, shape: &[i64]) -> Result<(usize, usize), String> {
+/// 1 (one photo a request). In a model's configuration (`variable`), -1 stands for a dimension
+/// known only at run time, and the width and height are then `None`.
+pub fn map_size(
+    name: &str,
+    shape: &[i64],
+    variable: bool,
+) -> Result<Option<(usize, usize)>, String> {
     let shaped = || {
         format!("output '{name}' is shaped {shape:?}; a map is [1, 1, H, W], [1, H, W] or [H, W]")
     };
+    let fits = |d: i64| d == 1 || (variable && d == -1);
     match shape {
-        [lead @ .., h, w] if lead.len() <= 2 && lead.iter().all(|d| *d == 1 || *d == -1) => {
-            let side = |d: i64| usize::try_from(d).map_err(|_| shaped());
-            Ok((side(*w)?, side(*h)?))
+        [lead @ .., h, w] if lead.len() <= 2 && lead.iter().all(|d| fits(*d)) => {
+            if variable && (*h == -1 || *w == -1) {
+                return Ok(None);
+            }
+            let side = |d: i64| match usize::try_from(d) {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(shaped()),
+            };
+            Ok(Some((side(*w)?, side(*h)?)))
         }
         _ => Err(shaped()),
     }
@@ -142,8 +154,9 @@ mod component {
                     tensor.name, tensor.datatype
                 )));
             }
-            let (width, height) =
-                crate::map_size(&tensor.name, &tensor.shape).map_err(PluginError::Internal)?;
+            let (width, height) = crate::map_size(&tensor.name, &tensor.shape, false)
+                .map_err(PluginError::Internal)?
+                .expect("a tensor's shape has no -1");
             if width.checked_mul(height).and_then(|n| n.checked_mul(4)) != Some(tensor.data.len()) {
                 return Err(PluginError::Internal(format!(
                     "output '{}' holds {} bytes, not {width}x{height} floats",
@@ -196,7 +209,7 @@ mod component {
                 ));
             }
             // The configuration's shape leaves out the batch dimension of a batching model.
-            crate::map_size(&tensor.name, &tensor.shape).map(|_| ())
+            crate::map_size(&tensor.name, &tensor.shape, true).map(|_| ())
         }
     }
 
