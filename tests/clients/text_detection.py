@@ -6,7 +6,7 @@ reference for trident's text-detection example (tests/text_detection.rs).
                                    only: RapidOCR()(path, use_cls=False, use_rec=False))
 
 The photos: lines of text at several sizes on plain and textured backgrounds, a block turned by
-a few degrees, a portrait page, a small label, as PNG and JPEG. Made from seeded randomness, so
+a few degrees, a portrait page, a small label, a phone's 12 MP photo, as PNG and JPEG. Made from seeded randomness, so
 each run makes the same bytes.
 """
 
@@ -60,6 +60,9 @@ def photos():
     made["turned.png"] = turned.rotate(7, resample=Image.BICUBIC, expand=False, fillcolor=(255, 255, 255))
     made["label.png"] = page(rng, (320, 200), 2, [26])
     made["receipt.jpg"] = made["receipt.png"].filter(ImageFilter.GaussianBlur(0.6))
+    # A phone's 12 MP photo (4032x3024) of a page: over RapidOCR's 2000 pixels a side, so
+    # brought down before the detector sees it.
+    made["phone.jpg"] = page(rng, (4032, 3024), 9, [110, 90, 130], noise=2000)
     return made
 
 
