@@ -367,6 +367,14 @@ fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, 
             200,
             "label",
         ),
+        // What SageMaker's runtime sends for a client that names no type: the bytes are read.
+        (
+            "warm.jpg as application/octet-stream",
+            read(&images["warm.jpg"]),
+            "application/octet-stream",
+            200,
+            "label",
+        ),
         ("empty", Vec::new(), "image/png", 400, "empty"),
         // A type the image plugin does not take goes the plain KServe v2 way (the manifest's
         // content_types), which refuses it as JSON.

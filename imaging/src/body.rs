@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::{Error, Limits};
 
 /// The media types a body may have, for errors.
-pub const TAKES: &str =
-    "image/jpeg, image/png, application/x-image, or application/json with base64 images";
+pub const TAKES: &str = "image/jpeg, image/png, application/x-image, application/octet-stream \
+     (an image's bytes), or application/json with base64 images";
 
 /// The essence of a Content-Type (`image/jpeg; q=1` → `image/jpeg`), lower-cased.
 fn essence(content_type: &str) -> String {
@@ -39,7 +39,16 @@ pub fn images<'a>(
 ) -> Result<Vec<Cow<'a, [u8]>>, Error> {
     let kind = content_type.map(essence);
     let images = match kind.as_deref() {
-        None | Some("image/jpeg" | "image/jpg" | "image/png" | "application/x-image") => {
+        // Raw bytes, told apart by their first bytes when decoded. `application/octet-stream`
+        // is what SageMaker's runtime sends when the client names no type.
+        None
+        | Some(
+            "image/jpeg"
+            | "image/jpg"
+            | "image/png"
+            | "application/x-image"
+            | "application/octet-stream",
+        ) => {
             vec![Cow::Borrowed(body)]
         }
         Some("application/json") => from_json(body, limits)?,

@@ -234,7 +234,9 @@ impl Preprocess {
                 }
             };
         }
-        let shorter_default = (p.size.0.min(p.size.1) * 256).div_ceil(224);
+        // `size / 0.875` rounded down, as timm (`crop_pct`) and Hugging Face's image
+        // processors compute the resize before a centre crop: 256 for 224, 182 for 160.
+        let shorter_default = p.size.0.min(p.size.1) * 256 / 224;
         let limit_keys =
             ["limit_side", "limit_type", "multiple", "max_side"].map(|k| (k, config(k)));
         let resize = config("resize");
@@ -482,9 +484,14 @@ mod tests {
             (p.resize, p.layout, p.bgr),
             (Resize::Stretch, Layout::Nhwc, true)
         );
+        // Rounded down, as timm and Hugging Face do (380 / 0.875 = 434.3; 160 / 0.875 = 182.9).
         assert_eq!(
             from(&[("size", "380")]).unwrap().resize,
-            Resize::Shorter(435)
+            Resize::Shorter(434)
+        );
+        assert_eq!(
+            from(&[("size", "160")]).unwrap().resize,
+            Resize::Shorter(182)
         );
         for (key, value, says) in [
             ("size", "0", "1 to 8192"),

@@ -148,7 +148,12 @@ impl Manifest {
             message,
         };
         let mut manifest = Manifest::parse(text).map_err(fail)?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        // A bare file name (`plugins.toml`) has the empty path for its parent: the current
+        // folder, which a canonical path needs spelled as `.`.
+        let base = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
         if let Some(cache) = &mut manifest.compile_cache
             && cache.is_relative()
             && !cache.as_os_str().is_empty()
@@ -263,6 +268,22 @@ mod tests {
         Manifest::parse(&format!(
             "[plugins.csv]\npath = \"csv.wasm\"\nsha256 = \"{DIGEST}\"\nconfig = {{ input = \"X\", rows = 3 }}\n{extra}"
         ))
+    }
+
+    /// `--manifest plugins.toml`, a bare file name, reads its plugins and assets from the
+    /// current folder (its parent is the empty path, which the folder check cannot resolve).
+    #[test]
+    fn a_bare_file_name_is_in_the_current_folder() {
+        let text = format!(
+            "[plugins.csv]\npath = \"csv.wasm\"\nsha256 = \"{DIGEST}\"\n\
+             assets = {{ labels = {{ path = \"labels.txt\", sha256 = \"{DIGEST}\" }} }}\n"
+        );
+        let m = Manifest::from_text(Path::new("plugins.toml"), &text).unwrap();
+        assert_eq!(m.folder, Path::new("."));
+        assert!(m.folder.canonicalize().is_ok());
+        assert_eq!(m.plugins["csv"].path, Path::new("./csv.wasm"));
+        let m = Manifest::from_text(Path::new("conf/plugins.toml"), &text).unwrap();
+        assert_eq!(m.folder, Path::new("conf"));
     }
 
     #[test]
