@@ -288,7 +288,7 @@ fn a_signed_python_plugin_adapts_requests_to_a_native_model_under_all_five_contr
         &manifest,
         format!("require_signatures = true\ntrusted_keys = [\"{other_key}\"]\n{text}").as_bytes(),
     );
-    refused(&env, "not from a trusted key");
+    refused(&env, "or by a key not in trusted_keys");
     write_manifest(Some(PLATFORM_SECRET), "");
     let text = std::fs::read_to_string(&manifest)
         .unwrap()

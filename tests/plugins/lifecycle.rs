@@ -59,7 +59,7 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     let error = load("wrong_key", format!("{signed_header}{wrong_key}"))
         .err()
         .ok_or("untrusted signature accepted")?;
-    ensure!(error.contains("not from a trusted key"), "{error}");
+    ensure!(error.contains("or by a key not in trusted_keys"), "{error}");
 
     let error = load(
         "unknown",

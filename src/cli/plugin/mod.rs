@@ -130,6 +130,27 @@ fn name_path(text: &str) -> Result<(String, PathBuf), String> {
     key_value(text).map(|(name, path)| (name, PathBuf::from(path)))
 }
 
+/// What the signature of `plugin` with `assets` and `cases` covers: the `.wasm`'s bytes, each
+/// asset's digest by name (sorted), the cases file's digest ([`signing::signed_message`]).
+type Bundle = (Vec<u8>, Vec<(String, String)>, Option<String>);
+
+fn bundle(
+    plugin: &Path,
+    assets: &[(String, PathBuf)],
+    cases: Option<&Path>,
+) -> Result<Bundle, String> {
+    let wasm = read(plugin)?;
+    let mut digests = Vec::new();
+    for (name, path) in assets {
+        digests.push((name.clone(), sha256_hex(&read(path)?)));
+    }
+    digests.sort();
+    let cases = cases
+        .map(|path| read(path).map(|bytes| sha256_hex(&bytes)))
+        .transpose()?;
+    Ok((wasm, digests, cases))
+}
+
 /// What the signature of `plugin` with `assets` and `cases` signs
 /// ([`signing::signed_message`]).
 fn signed_bytes(
@@ -137,16 +158,8 @@ fn signed_bytes(
     assets: &[(String, PathBuf)],
     cases: Option<&Path>,
 ) -> Result<Vec<u8>, String> {
-    let wasm = read(plugin)?;
-    let mut digests = Vec::new();
-    for (name, path) in assets {
-        digests.push((name.clone(), sha256_hex(&read(path)?)));
-    }
-    digests.sort();
+    let (wasm, digests, cases) = bundle(plugin, assets, cases)?;
     let digests = digests.iter().map(|(n, d)| (n.as_str(), d.as_str()));
-    let cases = cases
-        .map(|path| read(path).map(|bytes| sha256_hex(&bytes)))
-        .transpose()?;
     Ok(signing::signed_message(&wasm, digests, cases.as_deref()).into_owned())
 }
 
@@ -190,8 +203,15 @@ impl PluginCommand {
                 assets,
                 cases,
             } => {
-                signing::verify_plugin(
-                    &signed_bytes(&plugin, &assets, cases.as_deref())?,
+                let (wasm, digests, cases) = bundle(&plugin, &assets, cases.as_deref())?;
+                let digests: Vec<(&str, &str)> = digests
+                    .iter()
+                    .map(|(n, d)| (n.as_str(), d.as_str()))
+                    .collect();
+                signing::verify_bundle(
+                    &wasm,
+                    &digests,
+                    cases.as_deref(),
                     &plugin,
                     signature.as_deref(),
                     &trusted_keys,

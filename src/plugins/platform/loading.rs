@@ -229,12 +229,11 @@ async fn verify_signature(
         Some(signature) => Some(signature.clone()),
         None => super::signing::read_signature_file(&spec.path).await?,
     };
-    super::signing::verify_plugin(
-        &super::signing::signed_message(
-            bytes,
-            assets.digests(),
-            cases.map(|cases| cases.sha256.as_str()),
-        ),
+    let digests: Vec<(&str, &str)> = assets.digests().collect();
+    super::signing::verify_bundle(
+        bytes,
+        &digests,
+        cases.map(|cases| cases.sha256.as_str()),
         &spec.path,
         signature.as_deref(),
         &manifest.trusted_keys,

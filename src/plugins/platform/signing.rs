@@ -15,6 +15,73 @@ pub fn verify_plugin(
     signature: Option<&str>,
     trusted_keys: &[String],
 ) -> Result<String, String> {
+    let signature = load_signature(path, signature, trusted_keys)?;
+    signer(bytes, &signature, trusted_keys)?
+        .ok_or_else(|| "its signature does not verify with any trusted key".into())
+}
+
+/// [`verify_plugin`] for a plugin with its assets' digests (by name) and its cases file's
+/// ([`signed_message`]). Where the signature does not verify, the error says what it would
+/// have verified over, where that is something the manifest names only in part (the `.wasm`
+/// without its assets or cases: they were left out when it was signed), and otherwise which
+/// files it covers: one changed since it was signed, or a key that is not trusted signed it (a
+/// signature alone cannot tell the two apart).
+pub fn verify_bundle(
+    wasm: &[u8],
+    assets: &[(&str, &str)],
+    cases: Option<&str>,
+    path: &Path,
+    signature: Option<&str>,
+    trusted_keys: &[String],
+) -> Result<String, String> {
+    let signature = load_signature(path, signature, trusted_keys)?;
+    let over = |assets: &[(&str, &str)], cases: Option<&str>| {
+        signer(
+            &signed_message(wasm, assets.iter().copied(), cases),
+            &signature,
+            trusted_keys,
+        )
+    };
+    if let Some(key) = over(assets, cases)? {
+        return Ok(key);
+    }
+    let sign_again = "sign it again with them (trident plugin sign PLUGIN --key KEY --asset \
+                      NAME=FILE --cases FILE)";
+    if (!assets.is_empty() || cases.is_some()) && over(&[], None)?.is_some() {
+        return Err(format!(
+            "its signature, by a trusted key, covers the .wasm alone, not the assets and cases \
+             file the manifest gives it: {sign_again}"
+        ));
+    }
+    if cases.is_some() && over(assets, None)?.is_some() {
+        return Err(format!(
+            "its signature, by a trusted key, covers the .wasm and its assets but not its cases \
+             file: {sign_again}"
+        ));
+    }
+    if !assets.is_empty() && over(&[], cases)?.is_some() {
+        return Err(format!(
+            "its signature, by a trusted key, covers the .wasm and its cases file but not its \
+             assets: {sign_again}"
+        ));
+    }
+    let mut covered = vec!["the .wasm".to_owned()];
+    covered.extend(assets.iter().map(|(name, _)| format!("asset '{name}'")));
+    covered.extend(cases.map(|_| "the cases file".to_owned()));
+    Err(format!(
+        "its signature does not verify with any trusted key over {} as they are now: one of \
+         them changed since it was signed, or it was signed with other files, or by a key not \
+         in trusted_keys",
+        covered.join(", ")
+    ))
+}
+
+/// The signature given, or read from `<path>.sig`; refused where no key is trusted.
+fn load_signature(
+    path: &Path,
+    signature: Option<&str>,
+    trusted_keys: &[String],
+) -> Result<Signature, String> {
     let text = match signature {
         Some(text) => text.to_owned(),
         None => {
@@ -33,13 +100,22 @@ pub fn verify_plugin(
             crate::artifacts::controls::PLUGIN_KEYS_ENV
         ));
     }
+    Ok(signature)
+}
+
+/// The trusted key `signature` over `bytes` verifies with, if any.
+fn signer(
+    bytes: &[u8],
+    signature: &Signature,
+    trusted_keys: &[String],
+) -> Result<Option<String>, String> {
     for hex_key in trusted_keys {
         let key = parse_public_key(hex_key)?;
-        if key.verify(bytes, &signature).is_ok() {
-            return Ok(hex_key.to_ascii_lowercase());
+        if key.verify(bytes, signature).is_ok() {
+            return Ok(Some(hex_key.to_ascii_lowercase()));
         }
     }
-    Err("its signature is not from a trusted key".into())
+    Ok(None)
 }
 
 /// What a plugin's signature signs: the `.wasm` file's bytes when it reads no assets and
@@ -155,7 +231,11 @@ mod tests {
         let path = Path::new("/nonexistent/p.wasm");
         assert!(verify_plugin(b"plugin bytes", path, Some(&signature), &public).is_ok());
         let tampered = verify_plugin(b"plugin bytez", path, Some(&signature), &public);
-        assert!(tampered.unwrap_err().contains("not from a trusted key"));
+        assert!(
+            tampered
+                .unwrap_err()
+                .contains("does not verify with any trusted key")
+        );
         let other = public_key(&"11".repeat(32)).unwrap();
         assert!(verify_plugin(b"plugin bytes", path, Some(&signature), &[other]).is_err());
         let unsigned = verify_plugin(b"plugin bytes", path, None, &public).unwrap_err();
@@ -190,5 +270,46 @@ mod tests {
         assert!(verify_plugin(&other, path, Some(&signature), &public).is_err());
         let only_cases = signed_message(b"wasm", [], Some(&cases));
         assert!(only_cases.starts_with(b"trident-plugin-bundle/1\n"));
+    }
+
+    /// A signature by a trusted key over less than the manifest names says what it left out;
+    /// one over other contents names the files it covers, not an untrusted key.
+    #[test]
+    fn a_bundle_that_does_not_verify_says_what_its_signature_covers() {
+        let public = [public_key(SECRET).unwrap()];
+        let path = Path::new("/nonexistent/p.wasm");
+        let (aa, bb, cc) = ("aa".repeat(32), "bb".repeat(32), "cc".repeat(32));
+        let labels = [("labels", aa.as_str())];
+        let sign_over = |assets: &[(&str, &str)], cases: Option<&str>| {
+            sign(
+                &signed_message(b"wasm", assets.iter().copied(), cases),
+                SECRET,
+            )
+            .unwrap()
+        };
+        let verify = |signature: &str, assets: &[(&str, &str)], cases: Option<&str>| {
+            verify_bundle(b"wasm", assets, cases, path, Some(signature), &public)
+        };
+        let full = sign_over(&labels, Some(&cc));
+        assert!(verify(&full, &labels, Some(&cc)).is_ok());
+        let changed = verify(&full, &[("labels", bb.as_str())], Some(&cc)).unwrap_err();
+        assert!(
+            changed.contains("over the .wasm, asset 'labels', the cases file as they are now")
+                && changed.contains("changed since it was signed"),
+            "{changed}"
+        );
+        let bare = verify(&sign_over(&[], None), &labels, Some(&cc)).unwrap_err();
+        assert!(bare.contains("covers the .wasm alone"), "{bare}");
+        let no_cases = verify(&sign_over(&labels, None), &labels, Some(&cc)).unwrap_err();
+        assert!(no_cases.contains("but not its cases file"), "{no_cases}");
+        let no_assets = verify(&sign_over(&[], Some(&cc)), &labels, Some(&cc)).unwrap_err();
+        assert!(no_assets.contains("but not its assets"), "{no_assets}");
+        let other_key = [public_key(&"11".repeat(32)).unwrap()];
+        let untrusted = verify_bundle(b"wasm", &labels, None, path, Some(&full), &other_key);
+        assert!(
+            untrusted
+                .unwrap_err()
+                .contains("or by a key not in trusted_keys")
+        );
     }
 }
