@@ -461,6 +461,39 @@ fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, 
     assert_eq!(ping.status, 200, "{}", ping.text());
 }
 
+/// Phone photos as phones take them, 12 MP (4032×3024) and 24 MP (6000×4000) JPEGs, are served
+/// by the example's manifest at its limits (`max_pixels`' default, 256 MiB); one over 25 MP is
+/// refused naming the setting, and the next photo is served. (Before, the 12 MP photo was
+/// refused by the 12,000,000-pixel default, naming no setting.)
+#[test]
+fn phone_photos_of_12_and_24_mp_are_served_by_the_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_running, addr) = start(dir.path());
+    let jpeg = |width: u32, height: u32| {
+        let image = trident_imaging::image::RgbImage::from_fn(width, height, |x, y| {
+            trident_imaging::image::Rgb([(x % 256) as u8, (y % 256) as u8, 120])
+        });
+        let mut out = std::io::Cursor::new(Vec::new());
+        image
+            .write_to(&mut out, trident_imaging::image::ImageFormat::Jpeg)
+            .unwrap();
+        out.into_inner()
+    };
+    for (width, height) in [(4032, 3024), (6000, 4000), (3024, 4032)] {
+        let answer = post(addr, "image/jpeg", &[], &jpeg(width, height));
+        assert_five_labels(&answer);
+    }
+    let over = post(addr, "image/jpeg", &[], &jpeg(6000, 4200));
+    assert_eq!(over.status, 400, "{}", over.text());
+    assert!(
+        over.error()
+            .contains("at most 25000000 pixels (set by max_pixels)"),
+        "{}",
+        over.text()
+    );
+    assert_five_labels(&post(addr, "image/jpeg", &[], &jpeg(4032, 3024)));
+}
+
 /// The image plugins check the model before it is served (`model-check`): a configuration that
 /// does not fit the model's tensors stops the start, naming the plugin, the model and what
 /// differs, instead of failing every request; a reload that does not fit keeps the plugins that
@@ -483,7 +516,7 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
                 "input = \"INPUT0\"",
                 "input = \"INPUT0\", max_pixels = \"48000000\"",
             )
-            .replace("memory_limit_mb = 128", "memory_limit_mb = 512")
+            .replace("memory_limit_mb = 256", "memory_limit_mb = 512")
             .replace("time_limit_ms = 1000", "time_limit_ms = 300")
     });
     let (_running, addr) = serve_with(
@@ -526,7 +559,16 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
     );
     let stop = std::sync::atomic::AtomicBool::new(false);
     let good = read(&images["warm.jpg"]);
+    /// Stops the flooding clients however the scope ends: a failed check below panics, and
+    /// the scope would otherwise wait for ever on clients that never stop.
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|scope| {
+        let _stop_clients = StopOnDrop(&stop);
         for client in 0..8 {
             let (stop, body) = (&stop, if client % 2 == 0 { &within } else { &scanned });
             scope.spawn(move || {

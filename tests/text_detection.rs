@@ -365,9 +365,9 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
             return Err(format!("{what}: {} {}", answer.status, answer.text()).into());
         }
     }
-    // Noise the detector may read as thousands of specks, and a 16 MP photo just over the
-    // example's max_pixels: each answered (the candidates capped, the post-processing linear),
-    // or refused naming the limit, and the receipt served after.
+    // Noise the detector may read as thousands of specks, and a photo just over max_pixels
+    // (25 MP): each answered (the candidates capped, the post-processing linear), or refused
+    // naming the limit, and the receipt served after.
     let noise: Vec<u8> = common::pseudo_random(58, 1200 * 1200)
         .iter()
         .flat_map(|r| if r % 3 == 0 { [0u8; 3] } else { [255u8; 3] })
@@ -381,9 +381,13 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
     if answer.status != 200 || !answer.json().is_array() {
         return Err(format!("noise: {} {}", answer.status, answer.text()).into());
     }
-    let answer = post(f.addr, "image/png", &plain_png(4001, 4000, [255, 255, 255]));
-    if answer.status != 400 || !answer.text().contains("at most 16000000 pixels") {
-        return Err(format!("16 MP: {} {}", answer.status, answer.text()).into());
+    let answer = post(f.addr, "image/png", &plain_png(5001, 5000, [255, 255, 255]));
+    if answer.status != 400
+        || !answer
+            .text()
+            .contains("at most 25000000 pixels (set by max_pixels)")
+    {
+        return Err(format!("25 MP: {} {}", answer.status, answer.text()).into());
     }
     let next = boxes(&post(f.addr, "image/png", &receipt))?;
     same_boxes("after noise", &next, &expected, TOLERANCE)

@@ -75,7 +75,7 @@ fn jpeg_is_complete(bytes: &[u8]) -> bool {
 
 /// How many images' worth of pixels at `max_pixels` one JPEG's scans may decode: a baseline
 /// JPEG has one scan (three when its components are not interleaved), a progressive one from
-/// libjpeg ten, mozjpeg's about as many; at the default 12 MP ceiling an image of that size may
+/// libjpeg ten, mozjpeg's about as many; at a 12 MP ceiling an image of that size may
 /// have 16 scans, a 1 MP image 192.
 pub const SCAN_BUDGET: u64 = 16;
 
@@ -161,9 +161,10 @@ fn check_size(format: ImageFormat, width: u32, height: u32, limits: &Limits) -> 
     if pixels > limits.max_pixels {
         return Err(Error::BadRequest(format!(
             "the {} image is {width}x{height} ({pixels} pixels); this endpoint takes images of \
-             at most {} pixels",
+             at most {} pixels (set by {})",
             name(format),
-            limits.max_pixels
+            limits.max_pixels,
+            limits.max_pixels_set_by
         )));
     }
     Ok(())
@@ -289,7 +290,10 @@ mod tests {
         for end in 0..whole.len() {
             assert!(jpeg_scans(&whole[..end]) <= 5);
         }
-        let limits = Limits::default();
+        let limits = Limits {
+            max_pixels: 12_000_000,
+            ..Limits::default()
+        };
         assert!(check_scans(4000, 3000, 16, &limits).is_ok());
         let error = check_scans(4000, 3000, 99, &limits).unwrap_err();
         assert!(

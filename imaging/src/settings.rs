@@ -121,6 +121,9 @@ pub struct Preprocess {
 pub struct Limits {
     /// Pixels of one image (width × height), checked in its header before decoding.
     pub max_pixels: u64,
+    /// What set `max_pixels`, for the refusal to name (`max_pixels`, or the host's share of a
+    /// plugin's memory limit).
+    pub max_pixels_set_by: &'static str,
     /// Bytes of one encoded image.
     pub max_image_bytes: u64,
     /// Images in one request.
@@ -137,7 +140,9 @@ pub const MAX_SIDE: u32 = 8192;
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            max_pixels: 12_000_000,
+            // A 24 MP phone photo (6000×4000) and smaller.
+            max_pixels: 25_000_000,
+            max_pixels_set_by: "max_pixels",
             max_image_bytes: 16 << 20,
             max_images: 32,
             max_batch: None,

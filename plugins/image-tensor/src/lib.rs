@@ -13,7 +13,7 @@
 //! height and width must be -1), `resize_shorter` (default 256 for 224), `layout` (`NCHW`
 //! or `NHWC`), `channels` (`RGB` or `BGR`), `datatype` (`FP32`, `FP16`, `UINT8`), `scale`
 //! (default 1/255), `mean` and `std` (three numbers each), `batch` (`true`: a batch dimension
-//! first), `max_pixels` (default 12000000), `max_image_bytes` (default 16 MiB), `max_images`
+//! first), `max_pixels` (default 25000000), `max_image_bytes` (default 16 MiB), `max_images`
 //! (default 32), and `decode_in`: `host` (default) has trident do the pixel work natively
 //! through its image primitives (`images.to-tensor`, the same code, safe Rust, about three times
 //! faster than inside the sandbox); `sandbox` does it here, in the plugin's own memory and time

@@ -117,6 +117,7 @@ mod component {
     fn photo_size(invocation: &Invocation) -> Result<(u32, u32), PluginError> {
         let limits = trident_imaging::Limits {
             max_pixels: u64::MAX,
+            max_pixels_set_by: "max_pixels",
             max_image_bytes: u64::MAX,
             max_images: 1,
             max_batch: None,

@@ -41,10 +41,12 @@ pub(in crate::plugins) fn to_tensor(
     let internal = |message: String| PluginError::Internal(format!("images.to-tensor: {message}"));
     let preprocess = trident_imaging::Preprocess::from_config(config).map_err(internal)?;
     let mut limits = trident_imaging::Limits::from_config(config).map_err(internal)?;
-    limits.max_pixels = limits
-        .max_pixels
-        .min(memory_limit_bytes / BYTES_PER_PIXEL)
-        .max(1);
+    let share = (memory_limit_bytes / BYTES_PER_PIXEL).max(1);
+    if share < limits.max_pixels {
+        limits.max_pixels = share;
+        limits.max_pixels_set_by = "the plugin's memory_limit_mb: trident decodes an image of \
+            at most an eighth of it in bytes";
+    }
     limits.max_batch = max_batch;
     let tensor = trident_imaging::tensor_from_body_within(
         content_type,
