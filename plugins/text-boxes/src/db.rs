@@ -89,7 +89,8 @@ pub fn boxes(map: &Map, photo: (u32, u32), settings: &Settings) -> Vec<TextBox> 
         if read > budget {
             break;
         }
-        if score < settings.box_thresh {
+        // A map of NaN or infinite values (a broken model) scores nothing: not a box.
+        if !(score >= settings.box_thresh && score.is_finite()) {
             continue;
         }
         let (area, perimeter) = geometry::area_and_perimeter(&rect.corners);
@@ -380,6 +381,22 @@ mod tests {
             if let Some(b) = found.first() {
                 assert_eq!(b.corners, [[0, 0], [49, 0], [49, 49], [0, 49]]);
             }
+        }
+    }
+
+    /// A broken model's NaN or infinite probabilities make no box and no NaN in the answer.
+    #[test]
+    fn nan_and_infinite_maps_make_no_boxes() {
+        for value in [f32::NAN, f32::INFINITY] {
+            let mut values = map_with(50, 50, &[(5, 5, 45, 15, 0.9)]);
+            values[10 * 50 + 20] = value;
+            let map = Map {
+                values: &values,
+                width: 50,
+                height: 50,
+            };
+            let found = boxes(&map, (50, 50), &Settings::default());
+            assert!(found.iter().all(|b| b.score.is_finite()), "{found:?}");
         }
     }
 
