@@ -238,6 +238,60 @@ fn the_example_answers_labels_as_a_python_preprocessing_step_would() {
     agrees(&answers[0], &expected[0], tolerance).unwrap();
     agrees(&answers[1], &expected[1], tolerance).unwrap();
 
+    // Twelve images on a model that takes 8 a request: run as two requests and answered as
+    // one, each image as it is answered alone. (The core refused the 9th image.)
+    let all: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let twelve: Vec<Value> = (0..12)
+        .map(|i| json!({"b64": b64(&all[i % all.len()])}))
+        .collect();
+    let body = json!({ "instances": twelve });
+    let response = post(addr, "application/json", &[], body.to_string().as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answers = response.json();
+    let answers = answers.as_array().expect("a list per image");
+    assert_eq!(answers.len(), 12, "{answers:?}");
+    for (i, answer) in answers.iter().enumerate() {
+        agrees(answer, &expected[i % all.len()], tolerance)
+            .unwrap_or_else(|e| panic!("image {i} of 12: {e}"));
+    }
+
+    // A KServe v2 client reaches the model behind the image plugin, which takes JSON too: its
+    // tensors in, the model's outputs back as v2 JSON, as the binary extension answers them.
+    let pixels: Vec<f32> = (0..3 * 224 * 224)
+        .map(|i| (i % 255) as f32 / 255.0)
+        .collect();
+    let v2 = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                 "shape": [1, 3, 224, 224], "data": pixels}]});
+    let response = post(addr, "application/json", &[], v2.to_string().as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    let outputs = response.json()["outputs"].clone();
+    assert_eq!(outputs[0]["name"], "OUTPUT0", "{outputs}");
+    assert_eq!(outputs[0]["shape"], json!([1, 1000]), "{outputs}");
+    let scores: Vec<f64> = serde_json::from_value(outputs[0]["data"].clone()).unwrap();
+    let header = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32",
+        "shape": [1, 3, 224, 224], "parameters": {"binary_data_size": pixels.len() * 4}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": false}}]})
+    .to_string();
+    let mut binary = header.clone().into_bytes();
+    binary.extend(pixels.iter().flat_map(|p| p.to_le_bytes()));
+    let content_type = format!(
+        "application/vnd.sagemaker-triton.binary+json;json-header-size={}",
+        header.len()
+    );
+    let response = post(addr, &content_type, &[], &binary);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let body = &response.body;
+    // The outputs were asked for as JSON: a JSON header alone, or with its size named.
+    let json_len = response
+        .header("content-type")
+        .and_then(|v| v.split("json-header-size=").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(body.len());
+    let by_binary: Value = serde_json::from_slice(&body[..json_len]).unwrap();
+    let by_binary: Vec<f64> =
+        serde_json::from_value(by_binary["outputs"][0]["data"].clone()).unwrap();
+    assert_eq!(scores, by_binary);
+
     // Triton's classification strings and fewer labels, asked for per request.
     let attributes = [(
         "X-Amzn-SageMaker-Custom-Attributes",
@@ -546,14 +600,14 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
     // The answer comes at the deadline (0.3 s), whatever the work left (about 0.9 s of it on
     // an idle core).
     assert!(took < std::time::Duration::from_millis(800), "{took:?}");
-    // More images than the model takes (its max_batch_size is 8): refused before decoding.
-    let many = json_of(&read(&heavy["progressive_64.jpg"]), 9);
+    // More images than a request may hold (max_images, 32): refused before decoding.
+    let many = json_of(&read(&heavy["progressive_64.jpg"]), 33);
     let refused = post(addr, "application/json", &[], &many);
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert!(
         refused
             .error()
-            .contains("9 images, and the model takes at most 8 a request (its max_batch_size)"),
+            .contains("holds 33 images; this endpoint takes at most 32 per request"),
         "{}",
         refused.text()
     );

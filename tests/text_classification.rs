@@ -158,6 +158,27 @@ fn the_example_answers_labels_as_a_python_tokenizer_step_would() {
         assert_agrees(answer, expected, text);
     }
 
+    // 64 texts, the README's most, on a model that takes 8 a request: run as eight requests
+    // and answered as one, each text as it is answered alone. (The core refused the 9th text.)
+    let many: Vec<&str> = lines.iter().copied().cycle().take(64).collect();
+    let alone = self::expected(&dir.path().join("tokenizer.json"), &many);
+    for count in [9, 17, 64] {
+        let body = json!({ "inputs": &many[..count] }).to_string();
+        let answer = post(addr, "application/json", &[], body.as_bytes());
+        assert_eq!(answer.status, 200, "{count} texts: {}", answer.text());
+        let answers = answer.json();
+        let answers = answers.as_array().expect("a list per text");
+        assert_eq!(answers.len(), count, "{answers:?}");
+        for ((answer, expected), text) in answers.iter().zip(&alone).zip(&many) {
+            assert_agrees(answer, expected, text);
+        }
+    }
+    // Past the plugin's max_texts (64): refused before any text is tokenized.
+    let body = json!({ "inputs": lines.iter().cycle().take(65).collect::<Vec<_>>() }).to_string();
+    let answer = post(addr, "application/json", &[], body.as_bytes());
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(answer.text().contains("65"), "{}", answer.text());
+
     // Triton's classification strings, one label, asked for per request.
     let attributes = [(
         "X-Amzn-SageMaker-Custom-Attributes",

@@ -55,6 +55,10 @@ pub struct Tensor {
     pub shape: Vec<i64>,
     /// Its elements, little-endian, row-major.
     pub data: Vec<u8>,
+    /// The most memory the work held at once beside the body, read off its buffers' sizes:
+    /// the images decoded from base64, the largest decoded image with its resized pixels, and
+    /// the tensor (for a host that accounts its primitives' memory to the calling plugin).
+    pub working_bytes: usize,
 }
 
 /// The tensor a request body makes under `preprocess` and `limits`: every image of the body
@@ -91,8 +95,8 @@ pub fn tensor_from_body_within(
     }
     if let Some(most) = limits.max_batch.filter(|most| images.len() > *most) {
         return Err(Error::BadRequest(format!(
-            "the body holds {} images, and the model takes at most {most} a request (its \
-             max_batch_size)",
+            "the body holds {} images, and at most {most} a request are taken for this model \
+             (by its max_batch_size: a larger batch is run as up to 64 requests of it)",
             images.len()
         )));
     }
@@ -106,6 +110,14 @@ pub fn tensor_from_body_within(
     // Under `limit`, the size is the image's: known once it is decoded.
     let mut preprocess = std::borrow::Cow::Borrowed(preprocess);
     let mut data = Vec::new();
+    // Images decoded from base64 are held for the whole call; the largest image's buffers
+    // for its turn.
+    let held: usize = images
+        .iter()
+        .filter(|bytes| matches!(bytes, std::borrow::Cow::Owned(_)))
+        .map(|bytes| bytes.len())
+        .sum();
+    let mut largest_image = 0usize;
     for (index, bytes) in images.iter().enumerate() {
         let name = |e: Error| match (images.len(), e) {
             (1, e) => e,
@@ -127,8 +139,11 @@ pub fn tensor_from_body_within(
             data.reserve_exact(tensor::bytes_per_image(&preprocess) * images.len());
         }
         let pixels = resize::resize_crop(&rgb, &preprocess);
+        largest_image =
+            largest_image.max(rgb.as_raw().len() + pixels.len() * std::mem::size_of::<f32>());
         tensor::write(&pixels, &preprocess, &mut data);
     }
+    let working_bytes = held + largest_image + data.capacity();
     let (width, height) = preprocess.size;
     let mut shape = Vec::with_capacity(4);
     if preprocess.batch {
@@ -139,7 +154,11 @@ pub fn tensor_from_body_within(
         settings::Layout::Nchw => shape.extend([c, h, w]),
         settings::Layout::Nhwc => shape.extend([h, w, c]),
     }
-    Ok(Some(Tensor { shape, data }))
+    Ok(Some(Tensor {
+        shape,
+        data,
+        working_bytes,
+    }))
 }
 
 /// The tensor size `limit` gives an image of `width`×`height`, refused where a side would pass

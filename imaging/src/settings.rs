@@ -128,9 +128,10 @@ pub struct Limits {
     pub max_image_bytes: u64,
     /// Images in one request.
     pub max_images: usize,
-    /// The most images the model takes in one request (its `max_batch_size`), when it batches
-    /// and the caller knows it: a body of more is refused before any is decoded. Not a
-    /// setting: the host fills it in from the model.
+    /// The most images a request may carry for the model (from its `max_batch_size`: the
+    /// host runs a larger batch as several requests), when it batches and the caller knows
+    /// it: a body of more is refused before any is decoded. Not a setting: the host fills it
+    /// in from the model.
     pub max_batch: Option<usize>,
 }
 

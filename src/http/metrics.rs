@@ -14,21 +14,23 @@ use crate::plugins::LoadedPlugin;
 use crate::plugins::platform::accounting::Hook;
 use crate::plugins::platform::shadow::{Shadow, ShadowHook};
 
-/// A shadow's rows, one per candidate: labelled by `model` for a model artifact's shadow, by
-/// the manifest's model entry for the container's.
+/// A shadow's rows, one per candidate and model whose requests it shadowed (a model entry's
+/// own from its load): labelled by `model` for a model artifact's shadow.
 fn shadow_rows(model: Option<&str>, shadow: &Shadow) -> Vec<ShadowRow> {
     [ShadowHook::Request, ShadowHook::Response]
         .into_iter()
-        .filter_map(|hook| {
-            let candidate = shadow.candidate(hook)?;
-            let (verdicts, latency) = shadow.snapshot(hook);
-            Some(ShadowRow {
-                model: model.unwrap_or(&shadow.model).to_owned(),
-                candidate: candidate.name.to_string(),
-                hook: hook.name(),
-                verdicts,
-                latency,
-            })
+        .filter_map(|hook| Some((hook, shadow.candidate(hook)?)))
+        .flat_map(|(hook, candidate)| {
+            shadow
+                .snapshot(hook)
+                .into_iter()
+                .map(move |(served, verdicts, latency)| ShadowRow {
+                    model: model.map_or(served, str::to_owned),
+                    candidate: candidate.name.to_string(),
+                    hook: hook.name(),
+                    verdicts,
+                    latency,
+                })
         })
         .collect()
 }
@@ -45,7 +47,7 @@ fn account_row(model: &str, plugin: &LoadedPlugin) -> PluginAccountRow {
         hooks: Hook::ALL
             .into_iter()
             .filter(|hook| plugin.exports(*hook))
-            .map(|hook| (hook, plugin.account.snapshot(hook)))
+            .map(|hook| (hook, plugin.account.load().snapshot(hook)))
             .collect(),
     }
 }

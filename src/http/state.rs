@@ -60,6 +60,9 @@ impl<E: crate::engine::Engine> AppState<E> {
             .map_err(|e| e.to_string())?;
         self.check_served_model(&host).await?;
         let count = host.plugins().count();
+        if let Some(earlier) = self.plugins.load_full() {
+            host.continue_from(&earlier);
+        }
         let mut loaded = self.registry.plugin_names();
         loaded.extend(host.plugins().map(|plugin| plugin.name.to_string()));
         self.plugins.store(Some(Arc::new(host)));

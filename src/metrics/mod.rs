@@ -150,8 +150,9 @@ impl Metrics {
         *lock(&self.statuses).entry((route, status)).or_default() += 1;
     }
 
-    /// Records one plugin call: `hook` is `request` or `response`; `outcome` is `ok`, `error`
-    /// (the plugin refused), `trap`, `timeout` or `memory`.
+    /// Records one plugin call: `hook` is `request` or `response`; `outcome` is `ok`, `refused`
+    /// (the plugin's own error), `trap`, `timeout` or `memory`, as `trident_plugin_hook_calls_total`
+    /// names them.
     pub fn observe_plugin(
         &self,
         plugin: &str,

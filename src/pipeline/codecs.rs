@@ -25,11 +25,16 @@ impl Codecs {
     /// The codecs `selection` offers for `invocation`: its request adapter when it takes the
     /// body's content type; its response adapter for requests that adapter took when it
     /// writes what the client accepts, and for plain v2 requests only when the client's
-    /// `Accept` names it (a plain v2 request keeps its v2 answer).
-    pub fn choose(selection: Selection, invocation: &Invocation) -> Codecs {
-        let request = selection
-            .request
-            .filter(|p| p.serves_content_type(invocation.content_type.as_deref()));
+    /// `Accept` names it (a plain v2 request keeps its v2 answer). A KServe v2 inference
+    /// request in JSON is a plain v2 request even where the adapter takes `application/json`
+    /// ([`crate::protocol::v2_sniff`]): v2 clients reach the model behind an adapter of images
+    /// or texts in JSON.
+    pub fn choose(selection: Selection, invocation: &Invocation, body: &[u8]) -> Codecs {
+        let content_type = invocation.content_type.as_deref();
+        let request = selection.request.filter(|p| {
+            p.serves_content_type(content_type)
+                && !(is_json(content_type) && crate::protocol::v2_sniff::is_v2_inference(body))
+        });
         let accept = invocation.accept.as_deref();
         let response = selection.response.filter(|p| {
             if request.is_some() {
@@ -45,4 +50,15 @@ impl Codecs {
             shadow: selection.shadow,
         }
     }
+}
+
+/// Whether a request's Content-Type says JSON as v2 clients send it: `application/json` (any
+/// parameters, any case), or none.
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type.is_none_or(|value| {
+        value
+            .split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    })
 }

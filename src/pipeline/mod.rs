@@ -12,6 +12,7 @@
 //! here knows HTTP or WebSocket: each transport frames an [`Answer`] and maps a [`Failure`] to
 //! a status once (`http::invocations`, `http::bidi_stream`).
 
+mod batches;
 mod codecs;
 pub mod events;
 mod failure;
@@ -118,7 +119,7 @@ impl<E: Engine> Pipeline<'_, E> {
             )
         });
         let codecs = selection
-            .map(|s| Codecs::choose(s, request.invocation))
+            .map(|s| Codecs::choose(s, request.invocation, &request.body))
             .unwrap_or_default();
         let variant = codecs.variant.clone();
         Inferred {
@@ -130,7 +131,10 @@ impl<E: Engine> Pipeline<'_, E> {
     async fn run(&self, request: &Request<'_>, codecs: &Codecs) -> Result<Answer, Failure> {
         let mut shadows = Vec::new();
         let (infer, encoding) = self.decode(request, codecs, &mut shadows).await?;
-        let response = self.one_response(request, infer).await?;
+        let response = match codecs.request.is_some() && request.session.is_none() {
+            true => self.adapted_response(request, infer).await?,
+            false => self.one_response(request, infer).await?,
+        };
         let answer = self
             .encode(request, codecs, response, &encoding, &mut shadows)
             .await?;
@@ -160,7 +164,7 @@ impl<E: Engine> Pipeline<'_, E> {
             ShadowHook::Response => candidate.serves_accept(request.invocation.accept.as_deref()),
         };
         if !takes {
-            shadow.count(hook, Verdict::Skipped, None);
+            shadow.count(request.model, hook, Verdict::Skipped, None);
             return None;
         }
         // The candidate sees the request as a plugin would, without its session's store: a
@@ -197,14 +201,20 @@ impl<E: Engine> Pipeline<'_, E> {
                 .map_err(Failure::Decode);
         };
         let started = Instant::now();
-        // The model's batch bound, so the host's primitives refuse a larger batch before
-        // decoding it (an unknown model answers for itself at the engine).
+        // The most rows an adapted request may carry (the model's batch bound, times the
+        // parts a request is split into: [`batches`]), so the host's primitives refuse a larger
+        // batch before decoding it (an unknown model answers for itself at the engine). A
+        // session's turn is one request of its sequence, never split.
         let max_batch = self
             .engine
             .max_batch_size(request.model)
             .ok()
             .filter(|most| *most > 0)
-            .and_then(|most| usize::try_from(most).ok());
+            .and_then(|most| usize::try_from(most).ok())
+            .map(|most| match request.session {
+                Some(_) => most,
+                None => batches::most_rows(most),
+            });
         let invocation = self
             .plugin_invocation(request, plugin)
             .with_max_batch(max_batch);
@@ -226,6 +236,39 @@ impl<E: Engine> Pipeline<'_, E> {
                     .map_err(Failure::Decode)
             }
         }
+    }
+
+    /// A request adapter's request answered as one response: split into requests of the
+    /// model's `max_batch_size` rows when it carries more, run together, and their responses
+    /// joined ([`batches`]).
+    async fn adapted_response(
+        &self,
+        request: &Request<'_>,
+        infer: InferRequest,
+    ) -> Result<InferResponse, Failure> {
+        let most = self
+            .engine
+            .max_batch_size(request.model)
+            .ok()
+            .and_then(|most| usize::try_from(most).ok())
+            .filter(|most| *most > 0);
+        let (Some(most), Some(rows)) = (most, batches::rows(&infer)) else {
+            return self.one_response(request, infer).await;
+        };
+        if rows <= most {
+            return self.one_response(request, infer).await;
+        }
+        let invalid = |message: String| EngineError::new(ErrorCode::InvalidArg, message);
+        let parts = batches::split(&infer, rows, most).map_err(|m| Failure::Refused(invalid(m)))?;
+        drop(infer);
+        let responses = futures_util::future::try_join_all(
+            parts
+                .into_iter()
+                .map(|part| self.one_response(request, part)),
+        )
+        .await?;
+        batches::join(responses)
+            .map_err(|m| Failure::Model(EngineError::new(ErrorCode::Internal, m)))
     }
 
     /// Submits the request and takes its one response; a decoupled model is refused first.
@@ -341,7 +384,7 @@ impl<E: Engine> Pipeline<'_, E> {
     ) {
         let outcome = match result {
             Ok(Ok(_)) => "ok",
-            Ok(Err(_)) => "error",
+            Ok(Err(_)) => "refused",
             Err(CallFailure::Deadline { .. }) => "timeout",
             Err(CallFailure::Memory { .. }) => "memory",
             Err(CallFailure::Trap { .. }) => "trap",

@@ -144,6 +144,27 @@ impl PluginHost {
         self.plugins.values()
     }
 
+    /// Goes on counting where `earlier` (the host this one replaces at a reload) left off:
+    /// each plugin loaded again unchanged keeps its account, and each shadow comparing the
+    /// same candidates at the same sample its verdicts. Call it before this host serves.
+    pub fn continue_from(&self, earlier: &PluginHost) {
+        for plugin in self.plugins() {
+            if let Some(before) = earlier.plugins.get(&*plugin.name) {
+                plugin.continue_from(before);
+            }
+        }
+        let same = |a: &Option<Arc<LoadedPlugin>>, b: &Option<Arc<LoadedPlugin>>| match (a, b) {
+            (Some(a), Some(b)) => a.same_as(b),
+            (None, None) => true,
+            _ => false,
+        };
+        for shadow in self.shadows() {
+            if let Some(before) = earlier.shadows().find(|s| s.model == shadow.model) {
+                shadow.continue_from(before, same);
+            }
+        }
+    }
+
     /// Calls a request adapter.
     pub async fn adapt_request(
         &self,

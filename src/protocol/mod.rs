@@ -1,5 +1,5 @@
 //! The wire formats, as pure functions: KServe v2 inference JSON, the binary tensor extension
-//! behind SageMaker's mime type, Triton's generate extension, server-sent events, and Triton's
+//! behind SageMaker's mime type, whether a JSON body is a v2 request (`v2_sniff`), Triton's generate extension, server-sent events, and Triton's
 //! (RapidJSON's) wording for a body that is not JSON.
 //!
 //! Nothing here does I/O or knows about HTTP; `pipeline`, `http` and `plugins` call in with bytes
@@ -14,6 +14,7 @@ pub mod tensor_data;
 pub mod v2_envelope;
 pub mod v2_request;
 pub mod v2_response;
+pub mod v2_sniff;
 
 /// Why a body could not be decoded or a response encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

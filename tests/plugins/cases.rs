@@ -16,6 +16,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_reload_whose_case_fails_keeps_the_plugins_serving,
     a_model_whose_plugin_fails_its_case_is_not_loaded,
     plugin_test_prints_every_case_and_fails_on_a_difference,
+    cases_hold_every_value_of_a_tensor_and_set_custom_attributes,
 ];
 
 /// Cases of the CSV request adapters (any language), configured with `datatype = "FP32"`;
@@ -87,6 +88,7 @@ fn cases_gate_the_load_in_each_language(f: &Fixture) -> Result<(), Failed> {
         // The cases' calls are not in the account the plugin serves with.
         let account = host.plugins().next().map(|p| {
             p.account
+                .load()
                 .snapshot(trident::plugins::platform::accounting::Hook::Request)
                 .outcomes
         });
@@ -645,5 +647,117 @@ fn plugin_test_prints_every_case_and_fails_on_a_difference(_: &Fixture) -> Resul
     );
     let (ok, _, stderr) = test(&[guest("csv_request").as_os_str()])?;
     ensure!(!ok && stderr.contains("--cases"), "{stderr}");
+    Ok(())
+}
+
+/// An image adapter held to every value of its tensor: a photo Pillow made, sent as the body
+/// from a file, and numpy's tensor of it as a `.npy` reference (`data_file`), both beside the
+/// cases and pinned there. The adapter passes; the same adapter reading the channels as BGR (red
+/// and blue swapped) is refused naming a value; a changed reference is refused by its digest.
+/// Custom attributes per case hold a response adapter's `top_k`.
+fn cases_hold_every_value_of_a_tensor_and_set_custom_attributes(f: &Fixture) -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let (png, npy) = (dir.path().join("photo.png"), dir.path().join("photo.npy"));
+    let made = common::process::python_client(
+        "reference_tensor.py",
+        "",
+        &serde_json::json!({ "png": png, "npy": npy }),
+    );
+    ensure!(
+        made["shape"] == serde_json::json!([1, 3, 224, 224]),
+        "{made}"
+    );
+    let sha = |path: &Path| {
+        trident::plugins::platform::loading::sha256_hex(&std::fs::read(path).unwrap())
+    };
+    let cases = format!(
+        r#"
+[files]
+photo = {{ path = "photo.png", sha256 = "{}" }}
+tensor = {{ path = "photo.npy", sha256 = "{}" }}
+
+[[case]]
+name = "every value of a photo"
+content_type = "image/png"
+body_file = "photo"
+tolerance = {{ absolute = 1e-5, relative = 0 }}
+expect = {{ inputs = [{{ name = "INPUT0", datatype = "FP32", data_file = "tensor" }}] }}
+"#,
+        sha(&png),
+        sha(&npy)
+    );
+    let entry = cases_entry(dir.path(), "image.cases.toml", &cases);
+    let image = |channels: &str| {
+        plugin(
+            "image",
+            "image_tensor",
+            &format!(
+                "config = {{ input = \"INPUT0\", size = \"224\", resize_shorter = \"224\", \
+                 channels = \"{channels}\" }}\n{entry}"
+            ),
+        )
+    };
+    load_in(f, dir.path(), &image("RGB")).map_err(|e| format!("the reference refused: {e}"))?;
+    let error = load_in(f, dir.path(), &image("BGR"))
+        .err()
+        .ok_or("red and blue swapped passed its cases")?;
+    ensure!(
+        error.contains("golden case 'every value of a photo' fails: inputs[0].data[0]: expected"),
+        "{error}"
+    );
+    // The reference changed after the cases were pinned: refused by its digest, by name.
+    let mut changed = std::fs::read(&npy)?;
+    let last = changed.len() - 1;
+    changed[last] ^= 1;
+    std::fs::write(&npy, changed)?;
+    let error = load_in(f, dir.path(), &image("RGB"))
+        .err()
+        .ok_or("a changed reference accepted")?;
+    ensure!(
+        error.contains("cases file 'tensor'") && error.contains("sha256"),
+        "{error}"
+    );
+
+    // Custom attributes, as a client sends them: top_k over the plugin's k, and past it.
+    std::fs::write(dir.path().join("labels.txt"), "a\nb\nc\nd\n")?;
+    let labels = format!(
+        "assets = {{ labels = {{ path = \"labels.txt\", sha256 = \"{}\" }} }}",
+        sha(&dir.path().join("labels.txt"))
+    );
+    let top_k = |expect: &str| {
+        format!(
+            r#"
+[[case]]
+name = "top two"
+hook = "response"
+custom_attributes = "top_k=2"
+outputs = [{{ name = "OUTPUT0", datatype = "FP32", shape = [1, 4], data = [0.1, 0.4, 0.3, 0.2] }}]
+expect = {expect}
+
+[[case]]
+name = "more than k"
+hook = "response"
+custom_attributes = "top_k=4"
+outputs = [{{ name = "OUTPUT0", datatype = "FP32", shape = [1, 4], data = [0.1, 0.4, 0.3, 0.2] }}]
+expect = {{ status = 400, message = "top_k" }}
+"#
+        )
+    };
+    let labels_plugin = |cases: &str| {
+        let entry = cases_entry(dir.path(), "labels.cases.toml", cases);
+        plugin(
+            "labels",
+            "top_k_labels",
+            &format!("config = {{ output = \"OUTPUT0\", k = \"3\" }}\n{labels}\n{entry}"),
+        )
+    };
+    let two = r#"{ json = [{ label = "b" }, { label = "c" }] }"#;
+    load_in(f, dir.path(), &labels_plugin(&top_k(two)))
+        .map_err(|e| format!("top_k=2 as a case's attribute: {e}"))?;
+    let three = r#"{ json = [{ label = "b" }, { label = "c" }, { label = "d" }] }"#;
+    let error = load_in(f, dir.path(), &labels_plugin(&top_k(three)))
+        .err()
+        .ok_or("the case's top_k was not applied")?;
+    ensure!(error.contains("golden case 'top two' fails"), "{error}");
     Ok(())
 }

@@ -79,6 +79,73 @@ fn load_refuses_bad_digests_signatures_keys_and_configs(f: &Fixture) -> Result<(
     .err()
     .ok_or("bad config accepted")?;
     ensure!(error.contains("COMPLEX"), "{error}");
+
+    // A config key the plugin does not read (a misspelling) is refused, naming it and the key
+    // it most likely meant, in each language's build: Rust's and Python's checks run once in
+    // a copied instance, JavaScript's in each instance.
+    let python =
+        common::plugins::python_guest("plugins/python/csv_request", "request-adapter-plugin");
+    let js = common::plugins::js_guest("plugins/js/csv_request", "request-adapter-plugin");
+    for (language, entry) in [
+        (
+            "rust",
+            plugin(
+                "csv",
+                "csv_request",
+                "config = { heaedr = \"true\", inptu = \"X\" }",
+            ),
+        ),
+        (
+            "python",
+            plugin_at(
+                "csv",
+                &python,
+                "config = { heaedr = \"true\", inptu = \"X\" }",
+            ),
+        ),
+        (
+            "js",
+            plugin_at("csv", &js, "config = { heaedr = \"true\", inptu = \"X\" }"),
+        ),
+    ] {
+        let error = load(&format!("misspelled_{language}"), entry)
+            .err()
+            .ok_or(format!("{language}: misspelled keys accepted"))?;
+        ensure!(
+            error.contains("`heaedr` (did you mean `header`?)")
+                && error.contains("`inptu` (did you mean `input`?)")
+                && error.contains("the keys it reads: datatype, header, input, outputs"),
+            "{language}: {error}"
+        );
+    }
+    // A key no plugin key resembles is named as it is.
+    let error = load(
+        "unread",
+        plugin("csv", "csv_request", "config = { colour = \"blue\" }"),
+    )
+    .err()
+    .ok_or("an unread key accepted")?;
+    ensure!(
+        error.contains("config key `colour` is not read by this plugin"),
+        "{error}"
+    );
+    // A plugin that reads a key only in its calls loads with unread_config = "warn".
+    load(
+        "warned",
+        plugin(
+            "csv",
+            "csv_request",
+            "unread_config = \"warn\"\nconfig = { colour = \"blue\" }",
+        ),
+    )
+    .map_err(|e| format!("unread_config = \"warn\" refused: {e}"))?;
+    let error = load(
+        "bad_unread_config",
+        plugin("csv", "csv_request", "unread_config = \"ignore\""),
+    )
+    .err()
+    .ok_or("unread_config = ignore accepted")?;
+    ensure!(error.contains("unread_config"), "{error}");
     Ok(())
 }
 
@@ -107,6 +174,31 @@ fn reload_swaps_plugins_or_keeps_the_old_set(f: &Fixture) -> Result<(), Failed> 
         refused.text()
     );
     ensure!(refused.error().contains("bogus"), "{}", refused.text());
+    let still = send(at, "text/csv", Some("text/csv"), &[], "2\n");
+    ensure!(
+        still.status == 200 && still.text() == "5\n",
+        "{} {}",
+        still.status,
+        still.text()
+    );
+
+    // So is a misspelled config key, and the old plugins keep serving.
+    ensure!(good.contains("datatype = \"FP32\""), "{good}");
+    std::fs::write(
+        &path,
+        good.replace("datatype = \"FP32\"", "datatyp = \"FP32\""),
+    )?;
+    let refused = reload();
+    std::fs::write(&path, &good)?;
+    ensure!(
+        refused.status == 400
+            && refused
+                .error()
+                .contains("`datatyp` (did you mean `datatype`?)"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
     let still = send(at, "text/csv", Some("text/csv"), &[], "2\n");
     ensure!(
         still.status == 200 && still.text() == "5\n",

@@ -291,6 +291,20 @@ fn manifests() -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            // A `*` entry's shadow at full sample: the candidate is the serving adapter's
+            // build under another name (fast, and the same answers).
+            "shadow_star",
+            format!(
+                "{csv}{}[models.\"*\"]\nrequest = \"csv\"\n\
+                 shadow = {{ request = \"csv_copy\", sample = 1.0 }}\n",
+                plugin(
+                    "csv_copy",
+                    "csv_request",
+                    "content_types = [\"text/csv\"]\nconfig = { input = \"INPUT0\", datatype = \"FP32\" }",
+                )
+            ),
+        ),
+        (
             "shadow_loop",
             format!(
                 "{csv}{}[models.affine]\nrequest = \"csv\"\n\

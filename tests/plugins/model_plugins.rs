@@ -577,7 +577,9 @@ fn a_models_plugins_are_held_to_its_budget_and_copies_compiled_once(
         let mut text = String::new();
         for index in 0..16 {
             let config = if configured {
-                format!("config = {{ copy = \"{index}\" }}\n")
+                // A key the adapter does not read, allowed by `unread_config`: each copy's
+                // configuration differs, so each is a plugin of its own.
+                format!("unread_config = \"warn\"\nconfig = {{ copy = \"{index}\" }}\n")
             } else {
                 String::new()
             };

@@ -2,7 +2,9 @@
 //! `differs` on exactly those, an identical one (another language's build) `same`, the
 //! client's answers are the serving adapters' throughout, the differences are logged without
 //! the client's values, and a candidate that loops is stopped, counted `failed`, and makes the
-//! shadows of the requests behind it `skipped` instead of holding them.
+//! shadows of the requests behind it `skipped` past the shadow queue instead of holding them;
+//! a burst at full sample is judged whole, counted by the model served (not the `*` entry), and
+//! a reload that leaves the plugins as they were keeps every count.
 
 use super::*;
 
@@ -10,6 +12,7 @@ use super::*;
 pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_candidate_that_differs_on_a_tenth_is_counted_so_and_answers_stay_the_servings,
     a_candidate_that_loops_fails_and_the_shadows_behind_it_are_skipped,
+    a_burst_is_judged_whole_by_model_and_an_unchanged_reload_keeps_the_counts,
 ];
 
 /// The shadow verdicts of `candidate` on `at`'s `/metrics`, in the order same, differs,
@@ -29,7 +32,18 @@ fn verdicts(at: SocketAddr, candidate: &str, hook: &str) -> [u64; 4] {
 
 /// Waits (at most 10 s) until `candidate`'s verdicts add up to `total`.
 fn settled(at: SocketAddr, candidate: &str, hook: &str, total: u64) -> Result<[u64; 4], Failed> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    settled_within(at, candidate, hook, total, Duration::from_secs(10))
+}
+
+/// Waits (at most `wait`) until `candidate`'s verdicts add up to `total`.
+fn settled_within(
+    at: SocketAddr,
+    candidate: &str,
+    hook: &str,
+    total: u64,
+    wait: Duration,
+) -> Result<[u64; 4], Failed> {
+    let deadline = Instant::now() + wait;
     loop {
         let counts = verdicts(at, candidate, hook);
         if counts.iter().sum::<u64>() >= total {
@@ -37,7 +51,7 @@ fn settled(at: SocketAddr, candidate: &str, hook: &str, total: u64) -> Result<[u
         }
         ensure!(
             Instant::now() < deadline,
-            "{candidate}: {counts:?} after 10 s, {total} expected"
+            "{candidate}: {counts:?} after {wait:?}, {total} expected"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -107,7 +121,11 @@ fn a_candidate_that_loops_fails_and_the_shadows_behind_it_are_skipped(
     f: &Fixture,
 ) -> Result<(), Failed> {
     let at = f.at("shadow_loop");
-    for n in 1..=5u64 {
+    // Each looping call holds the one shadow slot for its whole 200 ms time limit: past the
+    // queue (16 a slot) the shadows behind it are skipped, however fast the requests come.
+    const REQUESTS: u64 = 40;
+    let burst = Instant::now();
+    for n in 1..=REQUESTS {
         let started = Instant::now();
         let answer = send(at, "text/csv", None, &[], &format!("{n}\n"));
         ensure!(
@@ -123,11 +141,106 @@ fn a_candidate_that_loops_fails_and_the_shadows_behind_it_are_skipped(
             started.elapsed()
         );
     }
-    let [same, differs, failed, skipped] = settled(at, "loop", "request", 5)?;
+    let took = burst.elapsed();
+    let wait = Duration::from_millis(200) * (REQUESTS as u32) + Duration::from_secs(5);
+    let [same, differs, failed, skipped] = settled_within(at, "loop", "request", REQUESTS, wait)?;
+    // At most the running one and the queue's 16, and one more for each 200 ms the burst took,
+    // were run.
+    let could_run = 17 + (took.as_millis() / 200) as u64;
     ensure!(
-        same == 0 && differs == 0 && failed >= 1 && skipped >= 1 && failed + skipped == 5,
-        "{:?}",
+        same == 0
+            && differs == 0
+            && failed >= 1
+            && failed + skipped == REQUESTS
+            && skipped >= REQUESTS.saturating_sub(could_run),
+        "{:?} (the burst took {took:?})",
         [same, differs, failed, skipped]
     );
+    still_fine(f)
+}
+
+fn a_burst_is_judged_whole_by_model_and_an_unchanged_reload_keeps_the_counts(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let at = f.at("shadow_star");
+    // 16 requests back to back (the shadow queue's length), not waiting for their shadows:
+    // every one is judged, none skipped.
+    for n in 1..=16u64 {
+        let answer = send(at, "text/csv", None, &[], &format!("{n}\n"));
+        ensure!(
+            answer.status == 200,
+            "{n}: {} {}",
+            answer.status,
+            answer.text()
+        );
+    }
+    let counts = settled(at, "csv_copy", "request", 16)?;
+    ensure!(counts == [16, 0, 0, 0], "{counts:?}");
+    // Labelled by the model served, not the manifest's `*` entry.
+    let text = get(at, "/metrics").text();
+    ensure!(
+        !text.contains("trident_plugin_shadow_total{model=\"*\""),
+        "a shadow series labelled *"
+    );
+    let ok_calls = |text: &str| -> u64 {
+        let prefix = "trident_plugin_hook_calls_total{plugin=\"csv\",model=\"\",hook=\"request\",outcome=\"ok\"} ";
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    ensure!(ok_calls(&text) == 16, "csv's account: {}", ok_calls(&text));
+
+    // The same manifest loaded again: every count goes on.
+    let reload = || request(at, "POST", "/plugins/reload", &[], b"");
+    let reloaded = reload();
+    ensure!(
+        reloaded.status == 200,
+        "{} {}",
+        reloaded.status,
+        reloaded.text()
+    );
+    ensure!(
+        verdicts(at, "csv_copy", "request") == [16, 0, 0, 0],
+        "after the reload: {:?}",
+        verdicts(at, "csv_copy", "request")
+    );
+    let answer = send(at, "text/csv", None, &[], "3\n");
+    ensure!(answer.status == 200, "{} {}", answer.status, answer.text());
+    ensure!(
+        settled(at, "csv_copy", "request", 17)? == [17, 0, 0, 0],
+        "after the reload"
+    );
+    let text = get(at, "/metrics").text();
+    ensure!(
+        ok_calls(&text) == 17,
+        "csv's account after the reload: {}",
+        ok_calls(&text)
+    );
+
+    // Another sample is another shadow: its counts start again; the unchanged adapter's stay.
+    let path = f.manifests.path().join("shadow_star.toml");
+    let good = std::fs::read_to_string(&path)?;
+    std::fs::write(&path, good.replace("sample = 1.0", "sample = 0.999"))?;
+    let changed = reload();
+    std::fs::write(&path, &good)?;
+    ensure!(
+        changed.status == 200,
+        "{} {}",
+        changed.status,
+        changed.text()
+    );
+    ensure!(
+        verdicts(at, "csv_copy", "request") == [0, 0, 0, 0],
+        "a changed shadow kept its counts: {:?}",
+        verdicts(at, "csv_copy", "request")
+    );
+    let text = get(at, "/metrics").text();
+    ensure!(
+        ok_calls(&text) == 17,
+        "csv's account after a shadow's change: {}",
+        ok_calls(&text)
+    );
+    ensure!(reload().status == 200, "the manifest restored");
     still_fine(f)
 }

@@ -93,6 +93,9 @@ function datatype() {
 
 export const lifecycle = {
   checkConfig() {
+    // Every key this plugin reads is read here: trident refuses a key check-config did not
+    // read, so a misspelled one fails the load instead of leaving its default serving.
+    for (const key of ["input", "outputs", "header"]) config(key);
     datatype();
   },
 };

@@ -125,6 +125,11 @@ impl Guest for Plugin {
 
 impl Lifecycle for Plugin {
     fn check_config() -> Result<(), String> {
+        // Every key this plugin reads is read here: trident refuses a key check-config did
+        // not read, so a misspelled one fails the load instead of leaving its default serving.
+        for key in ["input", "outputs"] {
+            let _ = config(key);
+        }
         datatype().map(|_| ())
     }
 }

@@ -65,7 +65,9 @@ def elements(tensor):
 
 class Lifecycle(exports.Lifecycle):
     def check_config(self) -> None:
-        pass
+        # Every key this plugin reads is read here: trident refuses a key check-config did
+        # not read, so a misspelled one fails the load instead of leaving its default serving.
+        config("output")
 
 
 class ResponseAdapter(exports.ResponseAdapter):

@@ -41,6 +41,10 @@ def datatype():
 
 class Lifecycle(exports.Lifecycle):
     def check_config(self) -> None:
+        # Every key this plugin reads is read here: trident refuses a key check-config did
+        # not read, so a misspelled one fails the load instead of leaving its default serving.
+        for key in ("input", "outputs", "header"):
+            config(key)
         datatype()
 
 

@@ -40,7 +40,10 @@ def keep(key, value):
 
 class Lifecycle(exports.Lifecycle):
     def check_config(self) -> None:
-        pass
+        # Every key this plugin reads is read here: trident refuses a key check-config did
+        # not read, so a misspelled one fails the load instead of leaving its default serving.
+        for key in ("input", "output"):
+            config(key)
 
 
 class RequestAdapter(exports.RequestAdapter):

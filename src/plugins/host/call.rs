@@ -121,7 +121,7 @@ impl PluginHost {
             Err(CallFailure::Memory { .. }) => Outcome::Memory,
             Err(CallFailure::Trap { .. }) => Outcome::Trap,
         };
-        plugin.account.record(kind, outcome, measured.cost());
+        plugin.account.load().record(kind, outcome, measured.cost());
         result
     }
 }

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use super::PluginHost;
 use crate::engine::InferResponse;
 use crate::plugins::platform::cases::outcome::{
-    answered, body, generate_request_answer, headers, output_tensors, reply_answer, request_answer,
+    answered, generate_request_answer, headers, output_tensors, reply_answer, request_answer,
     responses,
 };
-use crate::plugins::platform::cases::{Case, CaseHook, Cases, compare, outcome};
+use crate::plugins::platform::cases::{Case, CaseHook, Cases, compare};
 use crate::plugins::platform::plugin::{LoadError, LoadedPlugin};
 use crate::plugins::{PluginInvocation, StreamPosition};
 
@@ -49,9 +49,9 @@ pub async fn run_plugin(
     let mut results = Vec::with_capacity(cases.cases.len());
     for case in &cases.cases {
         let tolerance = case.tolerance.unwrap_or(cases.tolerance);
-        let differences = match of(host, plugin, case).await {
-            Ok(answer) => compare::differences(&outcome::expected(case), &answer, tolerance),
-            Err(why) => vec![why],
+        let differences = match (of(host, plugin, cases, case).await, cases.expected(case)) {
+            (Ok(answer), Ok(expected)) => compare::differences(&expected, &answer, tolerance),
+            (Err(why), _) | (_, Err(why)) => vec![why],
         };
         let failed = !differences.is_empty();
         results.push((case.name.clone(), differences));
@@ -90,7 +90,7 @@ pub async fn gate(host: &PluginHost) -> Result<(), LoadError> {
             "golden cases passed"
         );
         // The account is of the plugin's traffic: the cases' calls are not kept in it.
-        plugin.account.reset();
+        plugin.account.load().reset();
     }
     Ok(())
 }
@@ -100,29 +100,28 @@ pub async fn gate(host: &PluginHost) -> Result<(), LoadError> {
 pub async fn of(
     host: &PluginHost,
     plugin: &Arc<LoadedPlugin>,
+    cases: &Cases,
     case: &Case,
 ) -> Result<Value, String> {
-    let invocation = crate::invocation::Invocation {
-        content_type: case.content_type.clone(),
-        accept: case.accept.clone(),
-        ..Default::default()
-    };
+    let headers = headers(case)?;
+    // SageMaker's headers as a request's are read; the case's own fields over them.
+    let mut invocation = crate::invocation::Invocation::from_headers(&headers);
+    invocation.content_type = case.content_type.clone();
+    invocation.accept = case.accept.clone();
+    if let Some(attributes) = &case.custom_attributes {
+        invocation.custom_attributes = Some(attributes.clone());
+    }
+    let body = cases.body(case)?;
     let wit = PluginInvocation::new(
         "/invocations",
         &case.model,
         &invocation,
-        &headers(case)?,
+        &headers,
         &plugin.headers,
-        &body(case)?,
+        &body,
         None,
     );
-    let outputs = case
-        .outputs
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| e.to_string())?
-        .unwrap_or(Value::Null);
+    let outputs = cases.outputs(case)?;
     let (hook, export) = case.hook.export();
     if !plugin.exports(hook) {
         return Err(format!("the plugin does not export {export}"));
@@ -155,7 +154,7 @@ pub async fn of(
             ))
         }
         CaseHook::Oom => {
-            let message = String::from_utf8_lossy(&body(case)?).into_owned();
+            let message = String::from_utf8_lossy(&body).into_owned();
             match answered(host.classify_oom(plugin, &message).await.map(Ok)) {
                 Ok(verdict) => json!({"status": 200, "out_of_memory": verdict}),
                 Err(failure) => failure,

@@ -45,9 +45,12 @@ impl PluginHost {
         if calls.is_empty() {
             return;
         }
-        let skipped: Vec<(Arc<Shadow>, ShadowHook)> = calls
+        let skipped: Vec<(Arc<Shadow>, String, ShadowHook)> = calls
             .iter()
-            .map(|call| (Arc::clone(&call.shadow), call.serving.hook()))
+            .map(|call| {
+                let model = call.model.clone();
+                (Arc::clone(&call.shadow), model, call.serving.hook())
+            })
             .collect();
         let host = Arc::clone(self);
         let run = async move {
@@ -60,13 +63,13 @@ impl PluginHost {
         // The verdicts are counted once the shadow's slot of the budget is back: a client that
         // sees them counted finds the budget free for its next request's shadows.
         let count = |verdicts: Vec<Judged>| {
-            for (shadow, hook, verdict, took) in verdicts {
-                shadow.count(hook, verdict, Some(took));
+            for (shadow, model, hook, verdict, took) in verdicts {
+                shadow.count(&model, hook, verdict, Some(took));
             }
         };
         if !self.runtime.spawn_shadow(run, count) {
-            for (shadow, hook) in skipped {
-                shadow.count(hook, Verdict::Skipped, None);
+            for (shadow, model, hook) in skipped {
+                shadow.count(&model, hook, Verdict::Skipped, None);
             }
         }
     }
@@ -92,13 +95,19 @@ impl PluginHost {
                 (call.shadow.judge_response(&serving, result, id), took)
             }
         };
-        Some((call.shadow, hook, verdict, took))
+        Some((call.shadow, call.model, hook, verdict, took))
     }
 }
 
-/// A candidate's verdict, to be counted: the shadow, the hook, the verdict and the candidate's
-/// time.
-type Judged = (Arc<Shadow>, ShadowHook, Verdict, std::time::Duration);
+/// A candidate's verdict, to be counted: the shadow, the request's model, the hook, the
+/// verdict and the candidate's time.
+type Judged = (
+    Arc<Shadow>,
+    String,
+    ShadowHook,
+    Verdict,
+    std::time::Duration,
+);
 
 impl Serving {
     /// The hook whose candidate it is compared with.

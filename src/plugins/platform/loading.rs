@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use wasmtime::component::InstancePre;
 
-use super::manifest::{Manifest, PluginSpec};
+use super::manifest::{Manifest, PluginSpec, UnreadConfig};
 use super::plugin::{LoadError, LoadedPlugin};
 use crate::plugins::runtime::compile_cache::CompileCache;
 use crate::plugins::runtime::engine::{Pool, Runtime, compile};
@@ -277,6 +277,8 @@ async fn load_one(
         .iter()
         .find(|(key, _)| *key == same)
         .map(|(_, done)| done.clone());
+    // A plugin loaded with the same bytes, configuration and assets read the same keys.
+    let fresh = earlier.is_none();
     let (pre, init_each, components) = match earlier {
         Some((pre, init_each)) => (pre, init_each, 0),
         None => {
@@ -300,7 +302,8 @@ async fn load_one(
         pre,
         init_each,
         cases,
-        account: super::accounting::PluginAccount::default(),
+        account: arc_swap::ArcSwap::from_pointee(super::accounting::PluginAccount::default()),
+        identity: format!("{name}|{spec:?}"),
         sha256: spec.sha256.to_ascii_lowercase(),
         signer,
     };
@@ -311,8 +314,30 @@ async fn load_one(
     if init_each {
         check_config(runtime, &plugin).await?;
     }
+    if fresh {
+        refuse_unread_config(name, spec, &plugin.limits.config)?;
+    }
     tracing::info!(plugin = name, sha256 = %spec.sha256, "plugin loaded");
     Ok((plugin, components))
+}
+
+/// Refuses (or, under `unread_config = "warn"`, logs) the configuration keys the plugin's
+/// `check-config` did not ask for ([`crate::plugins::runtime::config`]).
+fn refuse_unread_config(
+    name: &str,
+    spec: &PluginSpec,
+    config: &crate::plugins::runtime::config::PluginConfig,
+) -> Result<(), String> {
+    let Some(why) = config.unread_keys() else {
+        return Ok(());
+    };
+    match spec.unread_config {
+        UnreadConfig::Refuse => Err(why),
+        UnreadConfig::Warn => {
+            tracing::warn!(plugin = name, "{why}");
+            Ok(())
+        }
+    }
 }
 
 /// The plugin compiled from its initialised state ([`crate::plugins::runtime::snapshot`]), and whether each

@@ -24,13 +24,34 @@ pub struct LoadedPlugin {
     pub(in crate::plugins) init_each: bool,
     /// Its golden cases, run before it serves ([`super::cases`]).
     pub cases: Option<Arc<super::cases::Cases>>,
-    /// What its calls cost, by hook ([`super::accounting`]).
-    pub account: super::accounting::PluginAccount,
+    /// What its calls cost, by hook ([`super::accounting`]); the account of the plugin it
+    /// replaced when a reload left it as it was ([`LoadedPlugin::continue_from`]).
+    pub account: arc_swap::ArcSwap<super::accounting::PluginAccount>,
+    /// Its name and manifest entry (file and digest, limits, media types, configuration,
+    /// assets and their digests): two loads of the same identity are the same plugin.
+    pub(in crate::plugins) identity: String,
     /// Its `.wasm` file's SHA-256, as the manifest pins it (lower-case hex).
     pub sha256: String,
     /// The trusted key (hex) whose signature it carries; `None` when signatures are not
     /// required.
     pub signer: Option<String>,
+}
+
+impl LoadedPlugin {
+    /// Whether `other` is this plugin loaded again unchanged (a reload of the same manifest
+    /// entry, with the same file, configuration and assets).
+    pub fn same_as(&self, other: &LoadedPlugin) -> bool {
+        self.identity == other.identity
+    }
+
+    /// Goes on counting in `earlier`'s account when it is this plugin loaded before
+    /// ([`LoadedPlugin::same_as`]): a reload that leaves a plugin as it was keeps its series.
+    /// Calls still running on `earlier` count in the same account.
+    pub fn continue_from(&self, earlier: &LoadedPlugin) {
+        if self.same_as(earlier) {
+            self.account.store(earlier.account.load_full());
+        }
+    }
 }
 
 /// A plugin that cannot be loaded.

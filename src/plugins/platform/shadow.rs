@@ -19,7 +19,7 @@
 //!   serving one (status, content type and headers exactly; a JSON body within the tolerance,
 //!   any other body byte for byte). The model runs once, for the serving adapter.
 //! - **Verdicts.** `same`, `differs`, `failed` (the candidate refused, trapped or ran out of
-//!   time or memory where the serving adapter answered), `skipped` (the shadow budget was spent,
+//!   time or memory where the serving adapter answered), `skipped` (the shadow queue was full,
 //!   or the candidate does not take the request's media type). The first
 //!   [`LOGGED_DIFFERENCES`] differences of each shadow are logged with where the answers differ;
 //!   the values themselves only with `log_values = true` (they are the client's data).
@@ -30,12 +30,17 @@
 //!   for CPU and was counted failed). Shadow calls run in a share of their own (a quarter of the
 //!   engine's, at least one) and their primitives in permits of their own: they never take a
 //!   slot of the share the requests are served in. A shadow that finds the shadow budget spent
-//!   (as when the shadow thread gets no CPU) when its request's answer is made is skipped, so
-//!   under load they are dropped first. (Before, a candidate held one of the engine's slots for
+//!   when its request's answer is made waits for a slot in a bounded queue
+//!   ([`crate::plugins::runtime::engine::SHADOW_QUEUE`] per slot), in order; one that finds the
+//!   queue full (as when the shadow thread gets no CPU) is skipped, so under load they are
+//!   dropped first. (Before, a candidate held one of the engine's slots for
 //!   its whole run: the serving adapter's wait for a slot rose by half with 12 MP images at c=8.)
 //!   A request's verdicts are counted once its shadows' slot of the budget is back.
+//! - **Counted** by the model whose request it was (a `*` entry's shadow has rows per model,
+//!   [`MAX_SHADOW_MODELS`] at most).
 //! - **Promote** a candidate by naming it in `request`/`response` and reloading; the shadow's
-//!   counts go with the plugins it compared.
+//!   counts go with the plugins it compared (a reload that leaves the shadow as it was keeps
+//!   them: [`Shadow::continue_from`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -122,6 +127,40 @@ impl Tally {
     }
 }
 
+/// The most models a shadow counts apart (a `*` entry shadows every model it serves); the
+/// verdicts of further models are counted together under the model `""`.
+pub const MAX_SHADOW_MODELS: usize = 64;
+
+/// One shadow's verdicts and candidate times, by the model whose request each was and by hook.
+/// Shared by the shadow of a reloaded manifest when its plugins are unchanged
+/// ([`Shadow::continue_from`]).
+#[derive(Debug, Default)]
+struct Tallies {
+    by_model: std::sync::Mutex<std::collections::BTreeMap<String, Arc<[Tally; 2]>>>,
+}
+
+impl Tallies {
+    /// The tallies of `model`'s requests, made on its first verdict.
+    fn of(&self, model: &str) -> Arc<[Tally; 2]> {
+        let mut by_model = self
+            .by_model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(tally) = by_model.get(model) {
+            return Arc::clone(tally);
+        }
+        let key = match by_model.len() < MAX_SHADOW_MODELS {
+            true => model,
+            false => "",
+        };
+        Arc::clone(
+            by_model
+                .entry(key.to_owned())
+                .or_insert_with(|| Arc::new([Tally::new(), Tally::new()])),
+        )
+    }
+}
+
 /// One model's shadow: its candidates, how many requests it samples, and what it found.
 pub struct Shadow {
     /// The model entry of the manifest it belongs to (`*` for every model without one).
@@ -133,7 +172,7 @@ pub struct Shadow {
     sample_per_million: u64,
     log_values: bool,
     tolerance: Tolerance,
-    tallies: [Tally; 2],
+    tallies: arc_swap::ArcSwap<Tallies>,
     logged: AtomicU32,
     requests: AtomicU64,
 }
@@ -183,7 +222,14 @@ impl Shadow {
             sample_per_million: (spec.sample * 1e6).round() as u64,
             log_values: spec.log_values,
             tolerance: spec.tolerance,
-            tallies: [Tally::new(), Tally::new()],
+            tallies: {
+                let tallies = Tallies::default();
+                // A model's own entry has its rows from the start, at zero.
+                if model != "*" {
+                    tallies.of(model);
+                }
+                arc_swap::ArcSwap::from_pointee(tallies)
+            },
             logged: AtomicU32::new(0),
             requests: AtomicU64::new(0),
         })
@@ -203,9 +249,10 @@ impl Shadow {
         point % 1_000_000 < self.sample_per_million
     }
 
-    /// Counts a verdict, and the candidate call's time when it ran.
-    pub fn count(&self, hook: ShadowHook, verdict: Verdict, took: Option<Duration>) {
-        let tally = &self.tallies[hook as usize];
+    /// Counts a verdict on a request to `model`, and the candidate call's time when it ran.
+    pub fn count(&self, model: &str, hook: ShadowHook, verdict: Verdict, took: Option<Duration>) {
+        let tallies = self.tallies.load().of(model);
+        let tally = &tallies[hook as usize];
         let at = Verdict::ALL.iter().position(|v| *v == verdict).unwrap_or(0);
         tally.verdicts[at].fetch_add(1, Ordering::Relaxed);
         if let Some(took) = took {
@@ -213,14 +260,42 @@ impl Shadow {
         }
     }
 
-    /// The verdicts of `hook` so far, in [`Verdict::ALL`]'s order, and its candidate's call
-    /// times.
-    pub fn snapshot(&self, hook: ShadowHook) -> ([u64; 4], HistogramSnapshot) {
-        let tally = &self.tallies[hook as usize];
-        (
-            std::array::from_fn(|i| tally.verdicts[i].load(Ordering::Relaxed)),
-            tally.latency.snapshot(),
-        )
+    /// The verdicts of `hook` so far by model, each in [`Verdict::ALL`]'s order, with its
+    /// candidate's call times; sorted by model.
+    pub fn snapshot(&self, hook: ShadowHook) -> Vec<(String, [u64; 4], HistogramSnapshot)> {
+        let tallies = self.tallies.load();
+        let by_model = tallies
+            .by_model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        by_model
+            .iter()
+            .map(|(model, tallies)| {
+                let tally = &tallies[hook as usize];
+                (
+                    model.clone(),
+                    std::array::from_fn(|i| tally.verdicts[i].load(Ordering::Relaxed)),
+                    tally.latency.snapshot(),
+                )
+            })
+            .collect()
+    }
+
+    /// Goes on counting where `earlier` (the same model entry's shadow before a reload) left
+    /// off, when it runs the same candidates (`same`: by file, configuration, assets and
+    /// limits) at the same sample: a reload that leaves a shadow as it was keeps its series.
+    pub fn continue_from(
+        &self,
+        earlier: &Shadow,
+        same: impl Fn(&Option<Arc<LoadedPlugin>>, &Option<Arc<LoadedPlugin>>) -> bool,
+    ) {
+        if self.model == earlier.model
+            && self.sample_per_million == earlier.sample_per_million
+            && same(&self.request, &earlier.request)
+            && same(&self.response, &earlier.response)
+        {
+            self.tallies.store(earlier.tallies.load_full());
+        }
     }
 
     /// The candidate of `hook`.
@@ -345,22 +420,78 @@ mod tests {
     fn verdicts_are_counted_by_hook() {
         let tenth = shadow(0.1);
         tenth.count(
+            "m",
             ShadowHook::Request,
             Verdict::Same,
             Some(Duration::from_micros(80)),
         );
         tenth.count(
+            "m",
             ShadowHook::Request,
             Verdict::Differs,
             Some(Duration::from_micros(90)),
         );
-        tenth.count(ShadowHook::Response, Verdict::Skipped, None);
-        let (request, latency) = tenth.snapshot(ShadowHook::Request);
-        assert_eq!(request, [1, 1, 0, 0]);
-        assert_eq!(latency.count, 2);
-        let (response, latency) = tenth.snapshot(ShadowHook::Response);
-        assert_eq!(response, [0, 0, 0, 1]);
-        assert_eq!(latency.count, 0);
+        tenth.count("m", ShadowHook::Response, Verdict::Skipped, None);
+        let rows = tenth.snapshot(ShadowHook::Request);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].0.as_str(), rows[0].1), ("m", [1, 1, 0, 0]));
+        assert_eq!(rows[0].2.count, 2);
+        let rows = tenth.snapshot(ShadowHook::Response);
+        assert_eq!(rows[0].1, [0, 0, 0, 1]);
+        assert_eq!(rows[0].2.count, 0);
+    }
+
+    #[test]
+    fn a_star_shadow_counts_by_the_model_served_within_a_bound() {
+        let spec = ShadowSpec {
+            request: None,
+            response: None,
+            sample: 1.0,
+            log_values: false,
+            tolerance: Tolerance::default(),
+        };
+        let star = Shadow::of("*", &spec, |_| None).unwrap();
+        assert!(star.snapshot(ShadowHook::Request).is_empty());
+        star.count("resnet", ShadowHook::Request, Verdict::Same, None);
+        star.count("bert", ShadowHook::Request, Verdict::Differs, None);
+        star.count("resnet", ShadowHook::Request, Verdict::Same, None);
+        let rows: Vec<(String, [u64; 4])> = star
+            .snapshot(ShadowHook::Request)
+            .into_iter()
+            .map(|(model, verdicts, _)| (model, verdicts))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("bert".to_owned(), [0, 1, 0, 0]),
+                ("resnet".to_owned(), [2, 0, 0, 0])
+            ]
+        );
+        for i in 0..200 {
+            star.count(&format!("m{i}"), ShadowHook::Request, Verdict::Same, None);
+        }
+        let rows = star.snapshot(ShadowHook::Request);
+        assert_eq!(rows.len(), MAX_SHADOW_MODELS + 1);
+        let rest = rows.iter().find(|(model, ..)| model.is_empty()).unwrap();
+        assert_eq!(rest.1, [200 - (MAX_SHADOW_MODELS as u64 - 2), 0, 0, 0]);
+        // A reload that leaves the shadow as it was goes on counting; another sample starts again.
+        let again = Shadow::of("*", &spec, |_| None).unwrap();
+        again.continue_from(&star, |a, b| a.is_none() && b.is_none());
+        assert_eq!(
+            again.snapshot(ShadowHook::Request).len(),
+            MAX_SHADOW_MODELS + 1
+        );
+        let changed = Shadow::of(
+            "*",
+            &ShadowSpec {
+                sample: 0.5,
+                ..spec
+            },
+            |_| None,
+        )
+        .unwrap();
+        changed.continue_from(&star, |a, b| a.is_none() && b.is_none());
+        assert!(changed.snapshot(ShadowHook::Request).is_empty());
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::plugins::wit::bindings::types::{Datatype, PluginError, Tensor};
 const BYTES_PER_PIXEL: u64 = 8;
 
 /// The tensor of the `images` interface's `to-tensor`, for a guest whose memory limit is
-/// `memory_limit_bytes`; `None` once `out_of_time` says so (asked between images).
+/// `memory_limit_bytes`, with the most of the host's memory the work held at once; `None`
+/// once `out_of_time` says so (asked between images).
 pub(in crate::plugins) fn to_tensor(
     memory_limit_bytes: u64,
     max_batch: Option<usize>,
@@ -23,7 +24,7 @@ pub(in crate::plugins) fn to_tensor(
     body: &[u8],
     settings: &[(String, String)],
     out_of_time: &dyn Fn() -> bool,
-) -> Result<Option<Tensor>, PluginError> {
+) -> Result<Option<(Tensor, usize)>, PluginError> {
     if let Some((key, _)) = settings
         .iter()
         .find(|(key, _)| !trident_imaging::settings::KEYS.contains(&key.as_str()))
@@ -64,11 +65,14 @@ pub(in crate::plugins) fn to_tensor(
         trident_imaging::settings::Datatype::Fp16 => Datatype::Fp16,
         trident_imaging::settings::Datatype::Uint8 => Datatype::Uint8,
     };
-    Ok(tensor.map(|tensor| Tensor {
-        name,
-        datatype,
-        shape: tensor.shape,
-        data: tensor.data,
+    Ok(tensor.map(|tensor| {
+        let made = Tensor {
+            name,
+            datatype,
+            shape: tensor.shape,
+            data: tensor.data,
+        };
+        (made, tensor.working_bytes)
     }))
 }
 
@@ -108,7 +112,9 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(tensor.shape, vec![1, 3, 8, 8]);
+        assert_eq!(tensor.0.shape, vec![1, 3, 8, 8]);
+        // The host held the decoded image (30,000 bytes), its pixels and the tensor.
+        assert_eq!(tensor.1, 30_000 + 2 * 8 * 8 * 3 * 4, "{}", tensor.1);
         // 10,000 pixels need 80,000 bytes of the host: a 64 KiB guest may not ask for them.
         let error = to_tensor(64 << 10, None, "x".into(), None, &png, &[], &|| false).unwrap_err();
         assert!(matches!(error, PluginError::BadRequest(m) if m.contains("8192 pixels")));
@@ -129,7 +135,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            matches!(&error, PluginError::BadRequest(m) if m.contains("3 images, and the model takes at most 2 a request (its max_batch_size)")),
+            matches!(&error, PluginError::BadRequest(m) if m.contains("3 images, and at most 2 a request are taken for this model")),
             "{error:?}"
         );
     }

@@ -194,7 +194,8 @@ pub(in crate::plugins) fn tokenize(
         tokenizer.settings().batch && texts.len() > *most && texts.len() <= limits.max_texts
     }) {
         return Err(PluginError::BadRequest(format!(
-            "{} texts, and the model takes at most {most} a request (its max_batch_size)",
+            "{} texts, and at most {most} a request are taken for this model (by its \
+             max_batch_size: a larger batch is run as up to 64 requests of it)",
             texts.len()
         )));
     }
@@ -398,7 +399,7 @@ mod tests {
             &|| panic!("nothing is tokenized"),
         );
         assert!(
-            matches!(&error, Err(PluginError::BadRequest(m)) if m.contains("3 texts, and the model takes at most 2 a request (its max_batch_size)")),
+            matches!(&error, Err(PluginError::BadRequest(m)) if m.contains("3 texts, and at most 2 a request are taken for this model")),
             "{error:?}"
         );
         let stopped = tokenize(

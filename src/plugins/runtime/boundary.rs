@@ -93,8 +93,9 @@ pub struct StreamPosition {
 pub struct PluginInvocation {
     pub(in crate::plugins) wit: Arc<WitInvocation>,
     pub(in crate::plugins) session: Option<Arc<SessionStore>>,
-    /// The most rows the target model takes in one request (its `max_batch_size`), when it
-    /// batches: the host's image and text primitives refuse a body of more before decoding it.
+    /// The most rows a request may carry for the target model, when it batches (its
+    /// `max_batch_size`, times the requests the pipeline splits a batch into): the host's
+    /// image and text primitives refuse a body of more before decoding it.
     pub(in crate::plugins) max_batch: Option<usize>,
 }
 
@@ -126,7 +127,7 @@ impl PluginInvocation {
         }
     }
 
-    /// The invocation, for a model that takes at most `max_batch` rows a request (its
+    /// The invocation, for a model given at most `max_batch` rows a request (from its
     /// `max_batch_size`; `None`: it does not batch, or it is not known).
     pub fn with_max_batch(mut self, max_batch: Option<usize>) -> PluginInvocation {
         self.max_batch = max_batch;

@@ -42,6 +42,8 @@ pub struct Runtime {
     /// How many shadow tasks may run at once: a quarter of the share, at least one
     /// ([`crate::plugins::platform::shadow`]).
     shadows: Arc<tokio::sync::Semaphore>,
+    /// How many shadow tasks may wait for a slot of `shadows`: [`SHADOW_QUEUE`] per slot.
+    shadow_queue: Arc<tokio::sync::Semaphore>,
     /// The share shadow candidates' calls run in, as large as the shadow budget: they never
     /// take a slot of `share`.
     shadow_share: Share,
@@ -58,6 +60,11 @@ pub struct Runtime {
 /// not: wasmtime's own work making the instance (a Python guest's first instance on a busy
 /// machine took over 200 ms when the slack was 20 ms, and its load failed) and the time the
 /// call waits for a CPU. So it is generous: the time limit itself is the epoch's to enforce.
+/// How many shadow tasks may wait for each slot of the shadow budget: a burst of sampled
+/// requests is shadowed in order, not skipped, while the queue holds at most this many
+/// requests' bodies per slot and each waits at most this many calls' time limits.
+pub const SHADOW_QUEUE: usize = 16;
+
 const WALL_SLACK: Duration = Duration::from_secs(1);
 
 /// Bytes of each pooled memory (and table) kept mapped between calls, when a slot is reset with
@@ -220,6 +227,9 @@ impl Runtime {
             shadows: Arc::new(tokio::sync::Semaphore::new(
                 (pool.share(threads.guest_threads) / 4).max(1),
             )),
+            shadow_queue: Arc::new(tokio::sync::Semaphore::new(
+                (pool.share(threads.guest_threads) / 4).max(1) * SHADOW_QUEUE,
+            )),
             shadow_share: Share::new((pool.share(threads.guest_threads) / 4).max(1)),
             shadow_primitives: PrimitiveShare::new((pool.share(threads.guest_threads) / 4).max(1)),
             guests: threads.guests.clone(),
@@ -244,7 +254,7 @@ impl Runtime {
     ) -> Limits {
         Limits {
             plugin: Arc::from(plugin),
-            config: Arc::new(config),
+            config: Arc::new(super::config::PluginConfig::new(config)),
             assets,
             memory_limit_mb,
             time_limit_ms,
@@ -295,21 +305,26 @@ impl Runtime {
     }
 
     /// Starts `shadow` on the shadow thread (the lowest CPU priority), its calls in the shadow
-    /// share, when the shadow budget has room, and hands what it made to `then` once its slot
-    /// of the budget is given back (so whoever sees `then`'s effect finds the budget free);
-    /// `false` (nothing started) otherwise. Nothing of the serving share is taken or waited
-    /// for.
+    /// share, once a slot of the shadow budget is free, and hands what it made to `then` once
+    /// its slot is given back (so whoever sees `then`'s effect finds the budget free). It waits
+    /// for its slot in a queue of [`SHADOW_QUEUE`] per slot, in order; `false` (nothing
+    /// started) when the queue is full. Nothing of the serving share is taken or waited for.
     pub fn spawn_shadow<T: Send + 'static>(
         &self,
         shadow: impl std::future::Future<Output = T> + Send + 'static,
         then: impl FnOnce(T) + Send + 'static,
     ) -> bool {
-        let Ok(permit) = Arc::clone(&self.shadows).try_acquire_owned() else {
+        let Ok(queued) = Arc::clone(&self.shadow_queue).try_acquire_owned() else {
             return false;
         };
+        let slots = Arc::clone(&self.shadows);
         self.shadow_thread.spawn(scheduler::as_shadow(async move {
+            // The semaphore is never closed: a slot always comes.
+            let Ok(slot) = slots.acquire_owned().await else {
+                return;
+            };
             let made = shadow.await;
-            drop(permit);
+            drop((slot, queued));
             then(made);
         }));
         true

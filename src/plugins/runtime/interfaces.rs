@@ -18,18 +18,23 @@ impl bindings::images::Host for PluginState {
         settings: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<Tensor, PluginError>> {
         let (memory_limit_bytes, max_batch) = (self.memory_limit_bytes(), self.max_batch);
-        self.primitive(move |budget| {
-            images::to_tensor(
-                memory_limit_bytes,
-                max_batch,
-                name,
-                content_type.as_deref(),
-                &body,
-                &settings,
-                &|| budget.exhausted(),
-            )
-        })
-        .await
+        let made = self
+            .primitive(move |budget| {
+                images::to_tensor(
+                    memory_limit_bytes,
+                    max_batch,
+                    name,
+                    content_type.as_deref(),
+                    &body,
+                    &settings,
+                    &|| budget.exhausted(),
+                )
+            })
+            .await?;
+        Ok(made.map(|(tensor, working_bytes)| {
+            self.host_bytes = self.host_bytes.max(working_bytes);
+            tensor
+        }))
     }
 }
 

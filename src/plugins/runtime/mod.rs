@@ -12,6 +12,7 @@
 //! - [`hooks`]: one table of the hooks a plugin may export, and one way to call each;
 //! - [`snapshot`]: a plugin's state built once at load (its `check-config`) and copied into every
 //!   call's instance;
+//! - [`config`]: the plugin's configuration as `host.config` answers it, noting the keys read;
 //! - [`assets`]: the files a plugin reads, verified with it; [`digest`]: the SHA-256 everything
 //!   is pinned by;
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
@@ -25,6 +26,7 @@
 pub mod assets;
 pub mod boundary;
 pub mod compile_cache;
+pub mod config;
 pub mod counters;
 pub mod digest;
 pub mod engine;

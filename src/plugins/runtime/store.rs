@@ -3,7 +3,6 @@
 //! configuration), its memory limiter and epoch deadline, its captured output, and how a call's failure is
 //! classified when it ends ([`CallStore::finish`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +11,7 @@ use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::assets::Assets;
+use super::config::PluginConfig;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
 use super::output::CapturedOutput;
 use super::stream_state::StreamState;
@@ -68,7 +68,7 @@ pub struct PluginState {
     table: ResourceTable,
     limiter: MemoryLimiter,
     plugin: Arc<str>,
-    config: Arc<BTreeMap<String, String>>,
+    config: Arc<PluginConfig>,
     pub(super) assets: Assets,
     /// When the guest code now running must stop (armed before instantiation and again before
     /// the call, so an instance made ahead of time gets its whole time limit).
@@ -88,6 +88,9 @@ pub struct PluginState {
     /// The most rows the request's model takes (its `max_batch_size`), set for a request
     /// adapter's call: the primitives refuse a body of more images or texts before decoding.
     pub(in crate::plugins) max_batch: Option<usize>,
+    /// The most of the host's memory a primitive held for this store's calls at once (images
+    /// decoded outside the sandbox), counted in the call's peak memory.
+    pub(super) host_bytes: usize,
 }
 
 impl PluginState {
@@ -123,7 +126,7 @@ impl WasiView for PluginState {
 
 impl host::Host for PluginState {
     fn config(&mut self, key: String) -> Option<String> {
-        self.config.get(&key).cloned()
+        self.config.get(&key)
     }
 
     fn log(&mut self, level: host::Level, message: String) {
@@ -242,8 +245,8 @@ impl ResourceLimiter for MemoryLimiter {
 pub struct Limits {
     /// The plugin's name, for errors and logs.
     pub plugin: Arc<str>,
-    /// The plugin's configuration, which `host.config` answers from.
-    pub config: Arc<BTreeMap<String, String>>,
+    /// The plugin's configuration, which `host.config` answers from (noting the keys asked).
+    pub config: Arc<PluginConfig>,
     /// The plugin's assets, which `assets.get` answers from.
     pub assets: Assets,
     /// The linear memory a call may use, in MiB.
@@ -333,6 +336,7 @@ impl CallStore {
             primitives: limits.primitives.clone(),
             shadow_primitives: limits.shadow_primitives.clone(),
             max_batch: None,
+            host_bytes: 0,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -363,9 +367,11 @@ impl CallStore {
         limiter.largest_bytes <= limiter.limit_bytes / 2
     }
 
-    /// The largest any of the instance's memories has grown to, in bytes.
+    /// The largest any of the instance's memories has grown to, with the host's memory its
+    /// primitives held for it at most (an image decoded natively), in bytes.
     pub fn peak_memory_bytes(&self) -> u64 {
-        self.store.data().limiter.largest_bytes as u64
+        let state = self.store.data();
+        (state.limiter.largest_bytes as u64).saturating_add(state.host_bytes as u64)
     }
 
     /// Starts the time limit afresh: the guest may run for the plugin's limit from now.

@@ -20,11 +20,32 @@
 //! content_type = "text/csv"
 //! accept = "application/json"       # optional, as are model (default "model") and headers
 //! headers = { "x-tenant" = "a" }
-//! body = "1,2\n3,4\n"               # or body_base64; neither: an empty body
+//! custom_attributes = "top_k=2"     # X-Amzn-SageMaker-Custom-Attributes, as a client sends it
+//! body = "1,2\n3,4\n"               # or body_base64, or body_file; none: an empty body
 //! # response: the model's outputs, KServe v2 tensors; generate-response and stream: the model's
 //! # responses, a list of objects (`[{ TEXT = "a" }, { TEXT = "b" }]`)
 //! # outputs = [{ name = "OUTPUT0", datatype = "FP32", shape = [1, 2], data = [0.5, 0.5] }]
 //! expect = { inputs = [{ name = "INPUT0", datatype = "FP32", shape = [2, 2], data = [1, 2, 3, 4] }] }
+//! ```
+//!
+//! A case too large for the file (a photo, the 150,528 floats of an image adapter's tensor) takes
+//! it from a file beside the manifest, named in `[files]` and pinned there by its digest, so that
+//! the plugin's signature over the cases file covers it: `body_file = "cat"` sends a file as the
+//! body, and `data_file = "cat_tensor"` in an expected tensor (or output) gives its `data` (and
+//! its `shape`, when the case gives none) from a NumPy `.npy` file ([`npy`]), compared within
+//! the tolerance as any number:
+//!
+//! ```toml
+//! [files]
+//! cat = { path = "cat.jpg", sha256 = "<sha256>" }
+//! cat_tensor = { path = "cat_input.npy", sha256 = "<sha256>" }  # numpy.save of the reference
+//!
+//! [[case]]
+//! name = "a cat, every value"
+//! content_type = "image/jpeg"
+//! body_file = "cat"
+//! tolerance = { absolute = 1e-3, relative = 0 }
+//! expect = { inputs = [{ name = "INPUT0", datatype = "FP32", data_file = "cat_tensor" }] }
 //! ```
 //!
 //! What a case expects is compared with what the plugin answered ([`outcome`]: a JSON value of
@@ -34,6 +55,7 @@
 //! message must contain. A refusal is `{ status = 400, message = "..." }`.
 
 pub mod compare;
+pub mod npy;
 pub mod outcome;
 
 use std::collections::BTreeMap;
@@ -41,6 +63,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 pub use self::compare::Tolerance;
 use crate::plugins::runtime::assets::AssetSpec;
@@ -52,6 +75,11 @@ pub const MAX_CASES_BYTES: u64 = 1 << 20;
 pub const MAX_CASES: usize = 64;
 /// The differences a failing case reports.
 pub const MAX_REPORTED: usize = 5;
+/// The most files (`[files]`) one cases file may name.
+pub const MAX_CASE_FILES: usize = 16;
+/// The most bytes the files of one cases file may hold together (they are kept with the plugin
+/// for the cases of every load).
+pub const MAX_CASE_FILES_BYTES: u64 = 32 << 20;
 
 /// The hooks a case can call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -108,15 +136,22 @@ pub struct Case {
     /// The request's `Accept`.
     #[serde(default)]
     pub accept: Option<String>,
-    /// Other request headers (the plugin sees those its manifest entry lets it see).
+    /// Other request headers (the plugin sees those its manifest entry lets it see; SageMaker's
+    /// are read as a request's are).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// `X-Amzn-SageMaker-Custom-Attributes`, as a client sends it (`top_k=2, format=triton`).
+    #[serde(default)]
+    pub custom_attributes: Option<String>,
     /// The request body, as text.
     #[serde(default)]
     pub body: Option<String>,
     /// The request body, base64 (for bytes that are not text).
     #[serde(default)]
     pub body_base64: Option<String>,
+    /// The request body: the file of `[files]` so named (a photo, too large for the cases file).
+    #[serde(default)]
+    pub body_file: Option<String>,
     /// For the response hooks: the model's outputs (`response`: KServe v2 output tensors;
     /// `generate-response`, `stream`: a list of response objects).
     #[serde(default)]
@@ -140,6 +175,8 @@ struct CasesFile {
     tolerance: Tolerance,
     #[serde(default, rename = "case")]
     cases: Vec<Case>,
+    #[serde(default)]
+    files: BTreeMap<String, AssetSpec>,
 }
 
 /// A plugin's cases, read and checked, and the digest of their file.
@@ -151,6 +188,11 @@ pub struct Cases {
     pub tolerance: Tolerance,
     /// The file's SHA-256 (lower-case hex), which the plugin's signature covers.
     pub sha256: String,
+    /// The files its cases take bodies and reference tensors from (`[files]`), each pinned by
+    /// its digest in the cases file.
+    pub files: BTreeMap<String, AssetSpec>,
+    /// Their contents, read with the cases ([`read`]).
+    pub contents: BTreeMap<String, Arc<Vec<u8>>>,
 }
 
 impl Cases {
@@ -168,6 +210,14 @@ impl Cases {
             ));
         }
         file.tolerance.check()?;
+        if file.files.len() > MAX_CASE_FILES {
+            return Err(format!(
+                "names {} files; a cases file may name at most {MAX_CASE_FILES}",
+                file.files.len()
+            ));
+        }
+        crate::plugins::runtime::assets::check_specs(&file.files)
+            .map_err(|why| format!("[files]: {why}"))?;
         let mut names = std::collections::BTreeSet::new();
         for case in &file.cases {
             let fail = |why: String| format!("case '{}': {why}", case.name.escape_debug());
@@ -178,12 +228,116 @@ impl Cases {
                 tolerance.check().map_err(fail)?;
             }
             outcome::check(case).map_err(fail)?;
+            let named = |name: &str| match file.files.contains_key(name) {
+                true => Ok(()),
+                false => Err(fail(format!(
+                    "names the file '{}', which [files] does not",
+                    name.escape_debug()
+                ))),
+            };
+            if let Some(name) = &case.body_file {
+                if case.body.is_some() || case.body_base64.is_some() {
+                    return Err(fail("give one of body, body_base64 and body_file".into()));
+                }
+                named(name)?;
+            }
+            let mut referenced = Vec::new();
+            data_files(&toml::Value::Table(case.expect.clone()), &mut referenced);
+            if let Some(outputs) = &case.outputs {
+                data_files(outputs, &mut referenced);
+            }
+            for name in referenced {
+                named(&name)?;
+            }
         }
         Ok(Cases {
             cases: file.cases,
             tolerance: file.tolerance,
             sha256: crate::plugins::runtime::digest::sha256_hex(bytes),
+            files: file.files,
+            contents: BTreeMap::new(),
         })
+    }
+
+    /// The request body of `case`: its text, base64 or file.
+    pub fn body(&self, case: &Case) -> Result<Vec<u8>, String> {
+        match &case.body_file {
+            Some(name) => self
+                .contents
+                .get(name)
+                .map(|bytes| bytes.to_vec())
+                .ok_or_else(|| format!("the file '{name}' was not read")),
+            None => outcome::body(case),
+        }
+    }
+
+    /// What `case` expects, as JSON, its `data_file`s replaced by the files' values.
+    pub fn expected(&self, case: &Case) -> Result<Value, String> {
+        let mut value = outcome::expected(case);
+        self.with_files(&mut value)?;
+        Ok(value)
+    }
+
+    /// The model outputs `case` gives a response hook, as JSON, its `data_file`s replaced.
+    pub fn outputs(&self, case: &Case) -> Result<Value, String> {
+        let mut value = case
+            .outputs
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or(Value::Null);
+        self.with_files(&mut value)?;
+        Ok(value)
+    }
+
+    /// Replaces every object's `data_file` with `data` (and `shape`, where it has none) read
+    /// from the named `.npy` file; a `shape` the file's does not match is an error.
+    fn with_files(&self, value: &mut Value) -> Result<(), String> {
+        match value {
+            Value::Object(object) => {
+                if let Some(name) = object.remove("data_file") {
+                    let name = name.as_str().ok_or("data_file: give a file's name")?;
+                    let bytes = self
+                        .contents
+                        .get(name)
+                        .ok_or_else(|| format!("the file '{name}' was not read"))?;
+                    let array = npy::read(bytes).map_err(|why| format!("file '{name}': {why}"))?;
+                    let shape = Value::from(array.shape.clone());
+                    match object.get("shape") {
+                        Some(given) if *given != shape => {
+                            return Err(format!(
+                                "file '{name}' is of shape {shape}, where the case says {given}"
+                            ));
+                        }
+                        Some(_) => {}
+                        None => {
+                            object.insert("shape".into(), shape);
+                        }
+                    }
+                    object.insert("data".into(), Value::Array(array.values));
+                }
+                object.values_mut().try_for_each(|v| self.with_files(v))
+            }
+            Value::Array(items) => items.iter_mut().try_for_each(|v| self.with_files(v)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The files `value`'s `data_file` keys name, at any depth.
+fn data_files(value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::Table(table) => {
+            for (key, value) in table {
+                match (key.as_str(), value) {
+                    ("data_file", toml::Value::String(name)) => out.push(name.clone()),
+                    _ => data_files(value, out),
+                }
+            }
+        }
+        toml::Value::Array(items) => items.iter().for_each(|v| data_files(v, out)),
+        _ => {}
     }
 }
 
@@ -205,11 +359,27 @@ pub async fn read(
         secure_mode,
     )
     .await?;
-    let cases = Cases::parse(&bytes).map_err(|why| {
+    let mut cases = Cases::parse(&bytes).map_err(|why| {
         format!(
             "cases ({}): {why}",
             crate::plugins::runtime::assets::shown_path(&spec.path, folder)
         )
     })?;
+    let mut total = 0u64;
+    for (name, file) in &cases.files {
+        let bytes = crate::plugins::runtime::assets::read_one(
+            folder,
+            &format!("cases file '{name}'"),
+            file,
+            (
+                MAX_CASE_FILES_BYTES - total,
+                "a case's file (the files of a cases file together)",
+            ),
+            secure_mode,
+        )
+        .await?;
+        total += bytes.len() as u64;
+        cases.contents.insert(name.clone(), Arc::new(bytes));
+    }
     Ok(Some(Arc::new(cases)))
 }

@@ -52,7 +52,7 @@ use serde::Deserialize;
 
 pub use crate::plugins::runtime::assets::AssetSpec;
 pub use model_rules::{DEFAULT_MODEL_PLUGIN_BUDGET_MB, ModelPluginRules};
-pub use plugin_spec::PluginSpec;
+pub use plugin_spec::{PluginSpec, UnreadConfig};
 pub use routes::{ModelPlugins, ShadowSpec, VariantSpec};
 
 mod model_rules;

@@ -48,6 +48,11 @@ pub struct PluginSpec {
     /// than a string as its TOML text, [`PluginSpec::config_strings`]).
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
+    /// What a load does with a `config` key the plugin's `check-config` did not ask for
+    /// ([`crate::plugins::runtime::config`]): `refuse` it (the default: a misspelled key would
+    /// leave its default serving), or `warn`, for a plugin that reads a key only in its calls.
+    #[serde(default)]
+    pub unread_config: UnreadConfig,
     /// Files the plugin reads, by the name it asks for them ([`crate::plugins::runtime::assets`]): each beside
     /// the manifest, pinned by its digest and covered by the plugin's signature.
     #[serde(default)]
@@ -56,6 +61,17 @@ pub struct PluginSpec {
     /// and covered by the plugin's signature, run at every load before the plugin serves.
     #[serde(default)]
     pub cases: Option<AssetSpec>,
+}
+
+/// What a load does with configuration keys the plugin did not read ([`PluginSpec::unread_config`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnreadConfig {
+    /// The load fails, naming each key and what it may have meant.
+    #[default]
+    Refuse,
+    /// The plugin loads; the keys are logged as a warning.
+    Warn,
 }
 
 pub(super) fn default_memory() -> u64 {

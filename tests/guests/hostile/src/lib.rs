@@ -268,6 +268,8 @@ static GREETING: std::sync::Mutex<String> = std::sync::Mutex::new(String::new())
 
 impl Lifecycle for Plugin {
     fn check_config() -> Result<(), String> {
+        // The keys read in calls, read here too: trident refuses a key check-config did not read.
+        let _ = (config("target"), config("spin_ms"));
         match config("mode").as_deref() {
             Some("refuse-config") => Err("mode refuse-config refuses every configuration".into()),
             Some("count") => {
