@@ -195,6 +195,10 @@ fn the_example_answers_labels_as_a_python_preprocessing_step_would() {
         "rgba.png",
         "palette.png",
         "oriented.jpg",
+        "warm.webp",
+        "cool.bmp",
+        "frames.gif",
+        "cool.tiff",
     ];
     let paths: Vec<&str> = names.iter().map(|n| images[*n].as_str().unwrap()).collect();
     let expected = expected(&paths);
@@ -202,10 +206,13 @@ fn the_example_answers_labels_as_a_python_preprocessing_step_would() {
     // Pillow rounds to 8 bits between its passes: scores agree to a few parts in a thousand.
     let tolerance = 2e-3;
     for ((name, path), expected) in names.iter().zip(&paths).zip(&expected) {
-        let content_type = if name.ends_with(".png") {
-            "image/png"
-        } else {
-            "image/jpeg"
+        let content_type = match name.rsplit_once('.').map(|(_, extension)| extension) {
+            Some("png") => "image/png",
+            Some("webp") => "image/webp",
+            Some("bmp") => "image/bmp",
+            Some("gif") => "image/gif",
+            Some("tiff") => "image/tiff",
+            _ => "image/jpeg",
         };
         let bytes = std::fs::read(path).unwrap();
         let response = post(addr, content_type, &[], &bytes);
@@ -385,34 +392,46 @@ fn hostile_images_at(addr: SocketAddr, images: &serde_json::Map<String, Value>, 
             "PNG image",
         ),
         (
-            "animation.gif",
-            read(&images["animation.gif"]),
-            "image/jpeg",
-            415,
-            "a GIF",
-        ),
-        (
             "text",
             b"not an image".to_vec(),
             "image/jpeg",
             415,
-            "not a JPEG or PNG",
-        ),
-        // Sent as what they are: the plugin takes every image type, so the client reads what
-        // the endpoint takes (they went the plain v2 way, a JSON parse error).
-        (
-            "animation.gif as image/gif",
-            read(&images["animation.gif"]),
-            "image/gif",
-            415,
-            "not image/gif",
+            "JPEG, PNG, WebP, BMP, GIF or TIFF",
         ),
         (
-            "a WebP as image/webp",
+            "a WebP's header alone",
             b"RIFF\0\0\0\0WEBPVP8 ".to_vec(),
             "image/webp",
+            400,
+            "the WebP image cannot be decoded",
+        ),
+        (
+            "a GIF whose screen is 65535x65535",
+            read(&images["huge.gif"]),
+            "image/gif",
+            400,
+            "the GIF image is 65535x65535",
+        ),
+        (
+            "a TIFF claiming 60000x60000",
+            read(&images["huge.tiff"]),
+            "image/tiff",
+            400,
+            "the TIFF image is 60000x60000",
+        ),
+        (
+            "a BigTIFF",
+            b"II+\0\x08\0\0\0\0\0\0\0\0\0\0\0".to_vec(),
+            "image/tiff",
             415,
-            "not image/webp",
+            "a BigTIFF",
+        ),
+        (
+            "an AVIF as image/avif",
+            b"\0\0\0\x1cftypavif\0\0\0\0avifmif1".to_vec(),
+            "image/avif",
+            415,
+            "not image/avif",
         ),
         (
             "warm.jpg as image/jpg",

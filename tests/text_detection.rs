@@ -323,14 +323,14 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
             "image/png",
             b"not an image".to_vec(),
             415,
-            "the body is not a JPEG or PNG image",
+            "the body is not an image of a format this endpoint takes",
         ),
         (
-            "a GIF",
+            "a GIF without a frame",
             "image/gif",
             b"GIF89a\x01\x00\x01\x00\x00\x00\x00;".to_vec(),
-            415,
-            "not image/gif",
+            400,
+            "the GIF image cannot be decoded",
         ),
         ("text", "text/plain", b"hello".to_vec(), 400, "JSON"),
         (

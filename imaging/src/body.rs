@@ -1,6 +1,7 @@
 //! Which images a request body holds.
 //!
-//! - `image/jpeg`, `image/png`, `application/x-image` (SageMaker's image algorithms' type), or
+//! - `image/jpeg`, `image/png`, `image/webp`, `image/bmp`, `image/gif`, `image/tiff`,
+//!   `application/x-image` (SageMaker's image algorithms' type), `application/octet-stream`, or
 //!   no Content-Type: the body is one image, its format told by its first bytes;
 //! - `application/json`: base64 images in one of the shapes clients send:
 //!   a string, or a list of strings; `{"instances": [...]}` (TensorFlow Serving, SageMaker's
@@ -18,8 +19,9 @@ use serde_json::Value;
 use crate::{Error, Limits};
 
 /// The media types a body may have, for errors.
-pub const TAKES: &str = "image/jpeg, image/png, application/x-image, application/octet-stream \
-     (an image's bytes), or application/json with base64 images";
+pub const TAKES: &str = "image/jpeg, image/png, image/webp, image/bmp, image/gif, image/tiff, \
+     application/x-image, application/octet-stream (an image's bytes), or application/json with \
+     base64 images";
 
 /// The essence of a Content-Type (`image/jpeg; q=1` → `image/jpeg`), lower-cased.
 fn essence(content_type: &str) -> String {
@@ -46,6 +48,11 @@ pub fn images<'a>(
             "image/jpeg"
             | "image/jpg"
             | "image/png"
+            | "image/webp"
+            | "image/bmp"
+            | "image/x-ms-bmp"
+            | "image/gif"
+            | "image/tiff"
             | "application/x-image"
             | "application/octet-stream",
         ) => {

@@ -1,8 +1,9 @@
 //! One encoded image decoded, within limits, to 8-bit RGB.
 //!
-//! The format is told by the first bytes (JPEG or PNG; a GIF, WebP, BMP or TIFF is named in the
-//! 415). The header is read first and an image of more than `max_pixels` pixels is refused
-//! before any pixel is decoded, so a 60000×60000 header or a PNG whose zlib stream would
+//! The format is told by the first bytes: JPEG, PNG, WebP, BMP, GIF (its first frame, as Pillow's
+//! `Image.open` gives it) or TIFF (its first page); anything else is a 415 naming what the
+//! endpoint takes. The header is read first and an image of more than `max_pixels` pixels is
+//! refused before any pixel is decoded, so a 60000×60000 header or a PNG whose zlib stream would
 //! inflate a thousandfold costs the reading of a header. The decoder's own allocations are
 //! capped too. The EXIF orientation is applied (a damaged EXIF block is ignored: the image is
 //! served as stored). Grayscale, alpha, palette, CMYK and 16-bit images become 8-bit RGB (alpha
@@ -18,18 +19,21 @@ use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 
 use crate::{Error, Limits};
 
+/// The formats a body may be in, for errors.
+pub const FORMATS: &str = "JPEG, PNG, WebP, BMP, GIF or TIFF";
+
 /// What the first bytes of `bytes` say it is: a format this decodes, or the name of one it
 /// does not.
 fn sniff(bytes: &[u8]) -> Result<ImageFormat, Error> {
     let other = |what: &str| {
         Err(Error::Unsupported(format!(
-            "the image is {what}; this endpoint takes JPEG or PNG"
+            "the image is {what}; this endpoint takes {FORMATS}"
         )))
     };
     match bytes {
         [0xff, 0xd8, 0xff, ..] => Ok(ImageFormat::Jpeg),
         [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, ..] => Ok(ImageFormat::Png),
-        [b'G', b'I', b'F', b'8', ..] => other("a GIF"),
+        [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Ok(ImageFormat::Gif),
         [
             b'R',
             b'I',
@@ -44,21 +48,27 @@ fn sniff(bytes: &[u8]) -> Result<ImageFormat, Error> {
             b'B',
             b'P',
             ..,
-        ] => other("a WebP"),
-        [b'B', b'M', ..] => other("a BMP"),
-        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => other("a TIFF"),
+        ] => Ok(ImageFormat::WebP),
+        [b'B', b'M', ..] => Ok(ImageFormat::Bmp),
+        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => Ok(ImageFormat::Tiff),
+        [b'I', b'I', 43, 0, ..] | [b'M', b'M', 0, 43, ..] => other("a BigTIFF"),
+        [0, 0, 0, _, b'f', b't', b'y', b'p', ..] => other("a HEIF or AVIF"),
         [] => Err(Error::BadRequest("the image is empty".into())),
-        _ => Err(Error::Unsupported(
-            "the body is not a JPEG or PNG image (its first bytes say neither)".into(),
-        )),
+        _ => Err(Error::Unsupported(format!(
+            "the body is not an image of a format this endpoint takes ({FORMATS}; its first \
+             bytes say none of them)"
+        ))),
     }
 }
 
 fn name(format: ImageFormat) -> &'static str {
-    if format == ImageFormat::Png {
-        "PNG"
-    } else {
-        "JPEG"
+    match format {
+        ImageFormat::Png => "PNG",
+        ImageFormat::WebP => "WebP",
+        ImageFormat::Bmp => "BMP",
+        ImageFormat::Gif => "GIF",
+        ImageFormat::Tiff => "TIFF",
+        _ => "JPEG",
     }
 }
 
@@ -170,7 +180,21 @@ fn check_size(format: ImageFormat, width: u32, height: u32, limits: &Limits) -> 
     Ok(())
 }
 
-/// `bytes`, one JPEG or PNG image, as 8-bit RGB with its orientation applied.
+/// What a decoder may allocate: the largest pixels it may hold (16-bit RGBA, or a 32-bit
+/// float TIFF's RGB), and room for its tables; and images no larger than `limits` allow, which
+/// a decoder checks before it allocates (a GIF's frame, a TIFF's strips).
+fn decoder_limits(limits: &Limits) -> image::Limits {
+    let mut decoder_limits = image::Limits::default();
+    decoder_limits.max_alloc = Some(
+        limits
+            .max_pixels
+            .saturating_mul(12)
+            .saturating_add(16 << 20),
+    );
+    decoder_limits
+}
+
+/// `bytes`, one image of [`FORMATS`], as 8-bit RGB with its orientation applied.
 #[inline(never)]
 pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     let format = sniff(bytes)?;
@@ -191,10 +215,7 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
         e => Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format))),
     };
     let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
-    let mut decoder_limits = image::Limits::default();
-    // The largest pixels the decoder may hold (16-bit RGBA), and room for its tables.
-    decoder_limits.max_alloc = Some(limits.max_pixels.saturating_mul(8).saturating_add(16 << 20));
-    reader.limits(decoder_limits);
+    reader.limits(decoder_limits(limits));
     let mut decoder = reader.into_decoder().map_err(broken)?;
     let (width, height) = decoder.dimensions();
     check_size(format, width, height, limits)?;
@@ -212,7 +233,7 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<RgbImage, Error> {
     })
 }
 
-/// The width and height `bytes` (one JPEG or PNG image) has once its EXIF orientation is
+/// The width and height `bytes` (one image of [`FORMATS`]) has once its EXIF orientation is
 /// applied, read from its header within `limits` (what [`decode`] would give, no pixel
 /// decoded): what a response adapter needs to map a model's output back onto the photo.
 pub fn dimensions(bytes: &[u8], limits: &Limits) -> Result<(u32, u32), Error> {
@@ -221,11 +242,11 @@ pub fn dimensions(bytes: &[u8], limits: &Limits) -> Result<(u32, u32), Error> {
     if let Some((width, height)) = png_dimensions(bytes) {
         check_size(format, width, height, limits)?;
     }
-    let mut decoder = ImageReader::with_format(Cursor::new(bytes), format)
-        .into_decoder()
-        .map_err(|e| {
-            Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
-        })?;
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
+    reader.limits(decoder_limits(limits));
+    let mut decoder = reader.into_decoder().map_err(|e| {
+        Error::BadRequest(format!("the {} image cannot be decoded: {e}", name(format)))
+    })?;
     let (width, height) = decoder.dimensions();
     check_size(format, width, height, limits)?;
     Ok(match decoder.orientation() {
@@ -317,11 +338,52 @@ mod tests {
     }
 
     #[test]
+    fn webp_bmp_gif_and_tiff_decode_to_their_pixels() {
+        let image = RgbImage::from_fn(7, 5, |x, y| {
+            image::Rgb([(x * 30) as u8, (y * 50) as u8, ((x + y) * 10) as u8])
+        });
+        for format in [
+            ImageFormat::WebP,
+            ImageFormat::Bmp,
+            ImageFormat::Tiff,
+            ImageFormat::Png,
+        ] {
+            let mut bytes = Cursor::new(Vec::new());
+            DynamicImage::ImageRgb8(image.clone())
+                .write_to(&mut bytes, format)
+                .unwrap();
+            let bytes = bytes.into_inner();
+            let decoded = decode(&bytes, &Limits::default()).unwrap();
+            assert_eq!(decoded, image, "{format:?}");
+            assert_eq!(dimensions(&bytes, &Limits::default()).unwrap(), (7, 5));
+            let small = Limits {
+                max_pixels: 34,
+                ..Limits::default()
+            };
+            let error = decode(&bytes, &small).unwrap_err();
+            assert!(
+                error.to_string().contains("7x5 (35 pixels)"),
+                "{format:?}: {error}"
+            );
+        }
+        // A GIF (a palette of its colours: a two-colour image keeps them) is its first frame.
+        let two = RgbImage::from_fn(4, 4, |x, _| match x % 2 {
+            0 => image::Rgb([255, 0, 0]),
+            _ => image::Rgb([0, 0, 255]),
+        });
+        let mut gif = Cursor::new(Vec::new());
+        DynamicImage::ImageRgb8(two.clone())
+            .write_to(&mut gif, ImageFormat::Gif)
+            .unwrap();
+        assert_eq!(decode(gif.get_ref(), &Limits::default()).unwrap(), two);
+    }
+
+    #[test]
     fn other_formats_and_garbage_are_named() {
         for (bytes, says) in [
-            (&b"GIF89a...."[..], "a GIF"),
-            (b"RIFF\0\0\0\0WEBPVP8 ", "a WebP"),
-            (b"hello", "neither"),
+            (&b"II+\0...."[..], "a BigTIFF"),
+            (b"\0\0\0\x18ftypheic", "a HEIF"),
+            (b"hello", "none of them"),
             (b"", "empty"),
         ] {
             let error = decode(bytes, &Limits::default()).unwrap_err();

@@ -1,4 +1,4 @@
-//! Image pre-processing as SageMaker customers write it for a vision model: JPEG or PNG bytes
+//! Image pre-processing as SageMaker customers write it for a vision model: JPEG, PNG, WebP, BMP, GIF or TIFF bytes
 //! (raw, or base64 in a JSON body, one image or several) become one normalized tensor, the way
 //! torchvision's `Resize`, `CenterCrop`, `ToTensor` and `Normalize` make it.
 //!

@@ -89,6 +89,26 @@ def exif_loop():
     return b"II*\0" + struct.pack("<I", 8) + ifd
 
 
+def gif_of_size(width, height):
+    """A GIF whose logical screen claims `width` x `height`, holding one 1x1 frame."""
+    screen = b"GIF89a" + struct.pack("<HHBBB", width, height, 0x80, 0, 0) + b"\0\0\0\xff\xff\xff"
+    frame = b"\x2c" + struct.pack("<HHHHB", 0, 0, 1, 1, 0) + b"\x02\x02\x44\x01\x00"
+    return screen + frame + b";"
+
+
+def tiff_of_size(width, height):
+    """A TIFF whose first page claims `width` x `height` RGB pixels, holding 16 bytes."""
+    entries = [
+        (256, 4, 1, width), (257, 4, 1, height), (258, 3, 1, 8), (259, 3, 1, 1),
+        (262, 3, 1, 2), (273, 4, 1, 8), (277, 3, 1, 3), (278, 4, 1, height), (279, 4, 1, 16),
+    ]
+    ifd_at = 8 + 16
+    ifd = struct.pack("<H", len(entries))
+    for tag, kind, count, value in entries:
+        ifd += struct.pack("<HHI", tag, kind, count) + (struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value))
+    return b"II*\0" + struct.pack("<I", ifd_at) + bytes(16) + ifd + struct.pack("<I", 0)
+
+
 def make(folder):
     warm = gradient(640, 480)
     cool = gradient(500, 300, warm=False)
@@ -119,6 +139,15 @@ def make(folder):
         "truncated.jpg": jpeg[: len(jpeg) // 2],
         "corrupt.jpg": b"\xff\xd8\xff" + bytes((i * 73) % 256 for i in range(4000)) + b"\xff\xd9",
         "animation.gif": encoded(warm, "GIF"),
+        # Formats beside JPEG and PNG: each decoded as Pillow opens it (a GIF's first frame).
+        "warm.webp": encoded(warm, "WEBP", lossless=True),
+        "cool.bmp": encoded(cool, "BMP"),
+        "frames.gif": encoded(
+            cool, "GIF", save_all=True, append_images=[warm.resize(cool.size)], duration=100, loop=0
+        ),
+        "cool.tiff": encoded(cool, "TIFF", compression="tiff_lzw"),
+        "huge.gif": gif_of_size(65535, 65535),
+        "huge.tiff": tiff_of_size(60000, 60000),
     }
     paths = {}
     for name, data in images.items():

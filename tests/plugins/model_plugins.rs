@@ -656,8 +656,10 @@ fn a_load_is_bounded_whole_by_its_time_out(f: &Fixture) -> Result<(), Failed> {
         manifest.push_str(&entry(
             &format!("slow{index}"),
             "hostile",
+            // `copy` (unread, allowed by unread_config) makes each a plugin of its own.
             &format!(
-                "config = {{ mode = \"spin-config\", spin_ms = \"1500\", copy = \"{index}\" }}\n"
+                "unread_config = \"warn\"\n\
+                 config = {{ mode = \"spin-config\", spin_ms = \"1500\", copy = \"{index}\" }}\n"
             ),
         ));
     }

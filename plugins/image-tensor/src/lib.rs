@@ -1,4 +1,4 @@
-//! Request adapter: JPEG or PNG images (raw, `application/x-image`, or base64 in JSON; one or a
+//! Request adapter: JPEG, PNG, WebP, BMP, GIF or TIFF images (raw, `application/x-image`, or base64 in JSON; one or a
 //! batch) become one normalized tensor, as torchvision's `Resize`, `CenterCrop`, `ToTensor` and
 //! `Normalize` make it. The work is `trident-imaging` (`imaging/` in the repository), the same
 //! code trident offers every guest as host image primitives.

@@ -263,6 +263,19 @@ fn json_reply(status: u16, body: &Value) -> Reply {
 
 impl Lifecycle for Plugin {
     fn check_config() -> Result<(), String> {
+        // Every key this plugin reads is read here: trident refuses a key check-config did
+        // not read, so a misspelled one fails the load instead of leaving its default serving.
+        for key in [
+            "ids_output",
+            "max_tokens_input",
+            "prompt_ids_input",
+            "prompt_suffix",
+            "temperature_input",
+            "template",
+            "max_prompt_tokens",
+        ] {
+            let _ = config(key);
+        }
         number_setting("default_max_tokens", 256)?;
         number_setting("max_max_tokens", 4096)?;
         if setting("prompt_input", "PROMPT").is_empty() || setting("text_output", "TEXT").is_empty()

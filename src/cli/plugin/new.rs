@@ -22,7 +22,7 @@ pub enum Language {
 pub enum Kind {
     /// Numbers in the body become one FP32 tensor.
     Numbers,
-    /// JPEG or PNG images become one normalized tensor, through trident's native image
+    /// JPEG, PNG, WebP, BMP, GIF or TIFF images become one normalized tensor, through trident's native image
     /// primitives (`images.to-tensor`).
     Image,
     /// A text becomes `input_ids`, `attention_mask` and `token_type_ids` by the model's
@@ -155,7 +155,7 @@ fn what_and_try(kind: Kind, wasm: &str) -> (&'static str, String) {
             ),
         ),
         Kind::Image => (
-            "a JPEG or PNG (raw, or base64 in JSON) becomes one normalized image tensor, made by \
+            "an image (JPEG, PNG, WebP, BMP, GIF or TIFF; raw, or base64 in JSON) becomes one normalized image tensor, made by \
              trident's native image primitives (`images.to-tensor`)",
             format!(
                 "trident plugin run {wasm} --hook request --body photo.jpg --content-type image/jpeg \

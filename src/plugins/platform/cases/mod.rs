@@ -367,10 +367,15 @@ pub async fn read(
     })?;
     let mut total = 0u64;
     for (name, file) in &cases.files {
+        // Named relative to the manifest's folder, as assets are.
+        let file = AssetSpec {
+            path: folder.join(&file.path),
+            ..file.clone()
+        };
         let bytes = crate::plugins::runtime::assets::read_one(
             folder,
             &format!("cases file '{name}'"),
-            file,
+            &file,
             (
                 MAX_CASE_FILES_BYTES - total,
                 "a case's file (the files of a cases file together)",

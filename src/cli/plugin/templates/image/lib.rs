@@ -1,4 +1,4 @@
-//! {{name}}: a trident request adapter for images. A JPEG or PNG (raw, or base64 in a JSON body;
+//! {{name}}: a trident request adapter for images. An image (JPEG, PNG, WebP, BMP, GIF or TIFF; raw, or base64 in a JSON body;
 //! several make a batch) becomes one normalized tensor, named by the `input` config (default
 //! `INPUT0`), made by trident's native image primitives (`images::to_tensor`): decoding, EXIF
 //! orientation, resizing, cropping and normalization, with the image-tensor plugin's

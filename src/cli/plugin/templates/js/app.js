@@ -7,8 +7,11 @@ import { config } from "trident:plugin/host@0.1.0";
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 export const lifecycle = {
-  // Called once when trident loads the plugin: throw "why" to refuse the configuration.
-  checkConfig() {},
+  // Called once when trident loads the plugin: throw "why" to refuse the configuration. Read
+  // every config key here: trident refuses a key check-config did not read (a misspelling).
+  checkConfig() {
+    config("input");
+  },
 };
 
 export const requestAdapter = {

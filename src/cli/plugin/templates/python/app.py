@@ -14,7 +14,11 @@ from wit_world.imports.types import Datatype, Invocation, PluginError_BadRequest
 
 class Lifecycle(exports.Lifecycle):
     def check_config(self) -> None:
-        """Called once when trident loads the plugin: raise Err("why") to refuse the config."""
+        """Called once when trident loads the plugin: raise Err("why") to refuse the config.
+
+        Read every config key here: trident refuses a key check-config did not read (a
+        misspelling), so that it fails the load instead of leaving a default serving."""
+        config("input")
 
 
 class RequestAdapter(exports.RequestAdapter):

@@ -42,7 +42,10 @@ impl Guest for Plugin {
 
 impl Lifecycle for Plugin {
     /// Called once when trident loads the plugin: refuse a configuration you cannot work with.
+    /// Read every config key here: trident refuses a key check-config did not read (a
+    /// misspelling), so that it fails the load instead of leaving a default serving.
     fn check_config() -> Result<(), String> {
+        let _ = config("input");
         Ok(())
     }
 }
