@@ -5,9 +5,10 @@
 //! request's `inputs` is a list of tensor objects, each with a `datatype` and a `shape`; no
 //! adapter's format that trident ships looks so (base64 images are strings or `{"b64": …}`,
 //! texts strings, rows lists of numbers). The reading stops at the first input's `datatype` and
-//! `shape` (or at the first sign it is not one): keys before `inputs`, and an input's `data`
-//! before its `shape`, are skipped without being kept, so a body costs one scan at most and a
-//! v2 client's usually a few bytes.
+//! `shape`, or at the first sign it is not one (a key v2 does not have, as `instances`): v2's
+//! other keys before `inputs`, and an input's `data` before its `shape`, are skipped without
+//! being kept, so a body costs one scan at most, and a v2 client's or an adapter's body usually
+//! a few bytes.
 
 use std::fmt;
 
@@ -39,14 +40,19 @@ impl<'de> Visitor<'de> for Body {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "inputs" {
-                return match map.next_value_seed(Inputs)? {
-                    true => Err(de::Error::custom(IS_V2)),
-                    // Any error other than the verdict reads as not v2.
-                    false => Err(de::Error::custom("not v2")),
-                };
-            }
-            map.next_value::<IgnoredAny>()?;
+            match key.as_ref() {
+                "inputs" => {
+                    return match map.next_value_seed(Inputs)? {
+                        true => Err(de::Error::custom(IS_V2)),
+                        // Any error other than the verdict reads as not v2.
+                        false => Err(de::Error::custom("not v2")),
+                    };
+                }
+                // The other keys of a v2 request, skipped to its inputs.
+                "id" | "parameters" | "outputs" => map.next_value::<IgnoredAny>()?,
+                // A key v2 does not have (`instances`, `image`): not v2, known at once.
+                _ => return Ok(false),
+            };
         }
         Ok(false)
     }
@@ -207,7 +213,11 @@ mod tests {
         body.extend(std::iter::repeat_n(b'!', 1 << 20));
         assert!(is_v2_inference(&body));
         // Deep nesting before `inputs` is refused by the reader's depth limit, not a crash.
-        let deep = format!("{{\"x\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let deep = format!("{{\"id\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(!is_v2_inference(deep.as_bytes()));
+        // An adapter's body is told by its first key, whatever follows.
+        let mut images = br#"{"instances": [{"b64": ""#.to_vec();
+        images.extend(std::iter::repeat_n(b'A', 1 << 20));
+        assert!(!is_v2_inference(&images));
     }
 }

@@ -5,7 +5,7 @@
 //! manifest's `config` table it never asked for is a key it does not know (`stdev` for `std`,
 //! `layuot`), refused at load with the keys it did ask for, instead of serving the defaults in
 //! silence. The notes are flags beside the values (one store per read, no lock) and, for the
-//! suggestion, the first [`MAX_ASKED`] absent keys the guest asked for (short ones only).
+//! suggestion, the first 256 absent keys the guest asked for (short ones only).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
