@@ -2,8 +2,9 @@
 //! on a PIL image): a separable convolution with the triangle filter, widened by the scale when
 //! shrinking (antialiasing). Only the pixels of the crop are computed: the shorter side resized
 //! and the centre cropped cost what the crop costs. Pillow rounds to 8 bits between and after
-//! the passes; here both passes stay in `f32`, so values differ from Pillow's by at most about
-//! one level.
+//! the passes; here both bilinear passes stay in `f32`, so values differ from Pillow's by at
+//! most about one level. Bicubic and Lanczos ([`Resample`]), whose lobes overshoot, run as
+//! Pillow runs them: the horizontal pass first, each pass rounded and clamped to 8 bits.
 //!
 //! The passes run in the order that costs less. Usually that is the vertical pass first, one
 //! output row at a time: each row is a weighted sum of a few whole input rows (contiguous, so
@@ -14,7 +15,43 @@
 
 use image::RgbImage;
 
-use crate::settings::{Preprocess, Resize};
+use crate::settings::{Preprocess, Resample, Resize};
+
+/// A filter's support (the half-width of its window at scale 1) and its kernel, as Pillow's
+/// `Resample.c` defines them.
+fn filter(resample: Resample) -> (f64, fn(f64) -> f64) {
+    fn triangle(x: f64) -> f64 {
+        (1.0 - x.abs()).max(0.0)
+    }
+    fn cubic(x: f64) -> f64 {
+        const A: f64 = -0.5;
+        let x = x.abs();
+        if x < 1.0 {
+            ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+        } else if x < 2.0 {
+            (((x - 5.0) * x + 8.0) * x - 4.0) * A
+        } else {
+            0.0
+        }
+    }
+    fn sinc(x: f64) -> f64 {
+        match x == 0.0 {
+            true => 1.0,
+            false => (x * std::f64::consts::PI).sin() / (x * std::f64::consts::PI),
+        }
+    }
+    fn lanczos(x: f64) -> f64 {
+        match (-3.0..3.0).contains(&x) {
+            true => sinc(x) * sinc(x / 3.0),
+            false => 0.0,
+        }
+    }
+    match resample {
+        Resample::Bilinear => (1.0, triangle),
+        Resample::Bicubic => (2.0, cubic),
+        Resample::Lanczos => (3.0, lanczos),
+    }
+}
 
 /// One axis's taps for the output coordinates of a window: output `i` is the weighted sum of
 /// the `n` input samples from `first[i]`, with `weights[i * n..(i + 1) * n]`. Every coordinate
@@ -28,12 +65,13 @@ struct Axis {
 
 impl Axis {
     /// The taps of the output coordinates `window` of an axis resized from `input` to `output`
-    /// samples (Pillow's `precompute_coeffs` with the bilinear filter). Coordinates outside
-    /// `0..output` (a crop larger than the resized image) have zero weights.
-    fn new(input: usize, output: usize, window: std::ops::Range<i64>) -> Axis {
+    /// samples with `resample` (Pillow's `precompute_coeffs`). Coordinates outside `0..output`
+    /// (a crop larger than the resized image) have zero weights.
+    fn new(input: usize, output: usize, window: std::ops::Range<i64>, resample: Resample) -> Axis {
+        let (reach, kernel) = filter(resample);
         let scale = input as f64 / output as f64;
         let filter_scale = scale.max(1.0);
-        let support = filter_scale;
+        let support = reach * filter_scale;
         let spans: Vec<Option<(usize, Vec<f64>)>> = window
             .map(|out| {
                 if out < 0 || out >= output as i64 {
@@ -43,13 +81,10 @@ impl Axis {
                 let first = (center - support + 0.5).floor().max(0.0) as usize;
                 let last = ((center + support + 0.5).floor() as usize).min(input);
                 let mut weights: Vec<f64> = (first..last)
-                    .map(|i| {
-                        let x = (i as f64 - center + 0.5) / filter_scale;
-                        (1.0 - x.abs()).max(0.0)
-                    })
+                    .map(|i| kernel((i as f64 - center + 0.5) / filter_scale))
                     .collect();
                 let total: f64 = weights.iter().sum();
-                if total > 0.0 {
+                if total != 0.0 {
                     weights.iter_mut().for_each(|w| *w /= total);
                 }
                 Some((first, weights))
@@ -125,8 +160,15 @@ pub fn resize_crop(image: &RgbImage, preprocess: &Preprocess) -> Vec<f32> {
     let (in_w, in_h) = (image.width() as usize, image.height() as usize);
     let (full_w, full_h, left, top) = geometry(image.width(), image.height(), preprocess);
     let (crop_w, crop_h) = (preprocess.size.0 as usize, preprocess.size.1 as usize);
-    let columns = Axis::new(in_w, full_w, left..left + crop_w as i64);
-    let rows = Axis::new(in_h, full_h, top..top + crop_h as i64);
+    let resample = preprocess.resample;
+    let columns = Axis::new(in_w, full_w, left..left + crop_w as i64, resample);
+    let rows = Axis::new(in_h, full_h, top..top + crop_h as i64, resample);
+    if resample != Resample::Bilinear {
+        // Pillow's order and 8-bit rounding: the overshoot of the lobes is clamped as there.
+        let mut out = resize_horizontal_first(image.as_raw(), in_w, &columns, &rows, crop_w, true);
+        out.iter_mut().for_each(|value| *value = to_8_bits(*value));
+        return out;
+    }
     let (col_start, col_end) = columns.used();
     let (row_start, row_end) = rows.used();
     // Multiply-adds of each order: vertical first runs over every column the crop reads, for
@@ -137,8 +179,13 @@ pub fn resize_crop(image: &RgbImage, preprocess: &Preprocess) -> Vec<f32> {
     if vertical_first <= horizontal_first {
         resize_vertical_first(image.as_raw(), in_w, &columns, &rows, crop_w)
     } else {
-        resize_horizontal_first(image.as_raw(), in_w, &columns, &rows, crop_w)
+        resize_horizontal_first(image.as_raw(), in_w, &columns, &rows, crop_w, false)
     }
+}
+
+/// A value as Pillow's 8-bit passes leave it: rounded half up, clamped to 0..255.
+fn to_8_bits(value: f32) -> f32 {
+    (value + 0.5).floor().clamp(0.0, 255.0)
 }
 
 /// The horizontal taps `columns` applied to `line` (RGB `f32`s from input column `offset`),
@@ -237,7 +284,8 @@ fn resize_vertical_first(
 }
 
 /// Each input row the crop reads through the horizontal pass, then each output row the
-/// weighted sum of those: for images much wider than the crop's rows are tall.
+/// weighted sum of those: for images much wider than the crop's rows are tall, and for every
+/// filter but bilinear (`round`: the horizontal pass's values rounded to 8 bits, as Pillow's).
 #[inline(never)]
 fn resize_horizontal_first(
     pixels: &[u8],
@@ -245,6 +293,7 @@ fn resize_horizontal_first(
     columns: &Axis,
     rows: &Axis,
     crop_w: usize,
+    round: bool,
 ) -> Vec<f32> {
     let (row_start, row_end) = rows.used();
     let (col_start, col_end) = columns.used();
@@ -257,6 +306,11 @@ fn resize_horizontal_first(
             .zip(source)
             .for_each(|(value, &input)| *value = f32::from(input));
         horizontal(&line, col_start, columns, target);
+        if round {
+            target
+                .iter_mut()
+                .for_each(|value| *value = to_8_bits(*value));
+        }
     }
     let mut out = vec![0f32; rows.first.len() * stride];
     for (y, target) in out.chunks_exact_mut(stride).enumerate() {
@@ -343,10 +397,22 @@ mod tests {
                 ..Preprocess::default()
             };
             let (full_w, full_h, left, top) = geometry(97, 61, &p);
-            let columns = Axis::new(97, full_w, left..left + i64::from(size.0));
-            let rows = Axis::new(61, full_h, top..top + i64::from(size.1));
+            let columns = Axis::new(
+                97,
+                full_w,
+                left..left + i64::from(size.0),
+                Resample::Bilinear,
+            );
+            let rows = Axis::new(61, full_h, top..top + i64::from(size.1), Resample::Bilinear);
             let a = resize_vertical_first(image.as_raw(), 97, &columns, &rows, size.0 as usize);
-            let b = resize_horizontal_first(image.as_raw(), 97, &columns, &rows, size.0 as usize);
+            let b = resize_horizontal_first(
+                image.as_raw(),
+                97,
+                &columns,
+                &rows,
+                size.0 as usize,
+                false,
+            );
             assert_eq!(a.len(), (size.0 * size.1 * 3) as usize);
             assert!(
                 a.iter().zip(&b).all(|(a, b)| (a - b).abs() < 1e-2),
@@ -363,7 +429,7 @@ mod tests {
     #[test]
     fn taps_have_one_length_and_stay_inside_the_input() {
         for (input, output) in [(640, 341), (5, 224), (1, 7), (224, 224), (1000, 3)] {
-            let axis = Axis::new(input, output, -2..output as i64 + 2);
+            let axis = Axis::new(input, output, -2..output as i64 + 2, Resample::Bilinear);
             assert!(axis.n >= 1 && axis.n <= input);
             assert_eq!(axis.weights.len(), axis.first.len() * axis.n);
             for i in 0..axis.first.len() {

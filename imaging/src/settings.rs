@@ -92,6 +92,19 @@ impl SideLimit {
     }
 }
 
+/// The resampling filter of a resize: Pillow's filters, as torchvision and Hugging Face's
+/// image processors pass them (`resample` in a `preprocessor_config.json`: 2 bilinear, 3
+/// bicubic, 1 Lanczos).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resample {
+    /// The triangle filter, support 1 (torchvision's default for PIL images; ResNet, ViT).
+    Bilinear,
+    /// Keys' cubic with a = -0.5, support 2 (CLIP, DeiT, BEiT, EfficientNet, ConvNeXt).
+    Bicubic,
+    /// Lanczos with three lobes, support 3.
+    Lanczos,
+}
+
 /// How images become a tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preprocess {
@@ -99,6 +112,8 @@ pub struct Preprocess {
     pub size: (u32, u32),
     /// How images are brought to that size.
     pub resize: Resize,
+    /// The resampling filter, as Pillow names it.
+    pub resample: Resample,
     /// Channel layout.
     pub layout: Layout,
     /// Whether the channels are BGR (OpenCV, Caffe) instead of RGB.
@@ -156,6 +171,7 @@ impl Default for Preprocess {
         Preprocess {
             size: (224, 224),
             resize: Resize::Shorter(256),
+            resample: Resample::Bilinear,
             layout: Layout::Nchw,
             bgr: false,
             datatype: Datatype::Fp32,
@@ -203,9 +219,10 @@ fn flag(key: &str, text: &str) -> Result<bool, String> {
 
 /// Every configuration key [`Preprocess::from_config`] and [`Limits::from_config`] read: what
 /// a plugin's configuration (or a guest's settings for the host's `images` primitives) may hold.
-pub const KEYS: [&str; 17] = [
+pub const KEYS: [&str; 18] = [
     "size",
     "resize",
+    "resample",
     "resize_shorter",
     "limit_side",
     "limit_type",
@@ -300,6 +317,16 @@ impl Preprocess {
                 p.size.0, p.size.1
             ));
         }
+        p.resample = match config("resample").as_deref() {
+            None | Some("bilinear") => Resample::Bilinear,
+            Some("bicubic") => Resample::Bicubic,
+            Some("lanczos") => Resample::Lanczos,
+            Some(other) => {
+                return Err(format!(
+                    "resample = '{other}': give bilinear, bicubic or lanczos"
+                ));
+            }
+        };
         p.layout = match config("layout").as_deref() {
             None | Some("NCHW") => Layout::Nchw,
             Some("NHWC") => Layout::Nhwc,

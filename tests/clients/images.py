@@ -8,6 +8,10 @@ Usage: images.py make:DIR      (stdin: null)  writes every image into DIR; print
                                               scans (libjpeg-turbo's cjpeg, with a scan script)
                                               into DIR; prints {name: path}
        images.py expect:LABELS (stdin: [path, ...])  prints, per image, [[label, score], ...]
+       images.py resampled:FILTER (stdin: [path, ...])  prints, per image, the 224x224 centre
+                                              crop of its shorter side resized to 256 with
+                                              Pillow's FILTER (bilinear, bicubic, lanczos), as
+                                              a flat list of its 8-bit RGB values, row by row
 """
 
 import io
@@ -226,6 +230,27 @@ def expect(path, labels, protos):
     return [[labels[k], float(scores[k])] for k in best]
 
 
+def resampled(path, name):
+    """What torchvision's Resize(256, interpolation) and CenterCrop(224) make of a PIL image,
+    as Hugging Face's image processors run them too."""
+    resample = {
+        "bilinear": Image.Resampling.BILINEAR,
+        "bicubic": Image.Resampling.BICUBIC,
+        "lanczos": Image.Resampling.LANCZOS,
+    }[name]
+    image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+    width, height = image.size
+    if width <= height:
+        size = (256, int(256 * height / width))
+    else:
+        size = (int(256 * width / height), 256)
+    image = image.resize(size, resample)
+    left = int(round((size[0] - 224) / 2.0))
+    top = int(round((size[1] - 224) / 2.0))
+    image = image.crop((left, top, left + 224, top + 224))
+    return np.asarray(image, dtype=np.uint8).reshape(-1).tolist()
+
+
 def main():
     mode, argument = sys.argv[1].split(":", 1)
     request = json.load(sys.stdin)
@@ -234,6 +259,8 @@ def main():
         print(json.dumps(make(argument)))
     elif mode == "heavy":
         print(json.dumps(heavy(argument)))
+    elif mode == "resampled":
+        print(json.dumps([resampled(path, argument) for path in request]))
     else:
         labels = open(argument).read().splitlines()
         protos = prototypes(len(labels))

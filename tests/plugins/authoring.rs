@@ -10,6 +10,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_new_projects_build_as_they_are_and_run,
     plugin_new_image_projects_make_the_image_tensor_plugins_tensor,
     plugin_new_text_projects_make_the_tokenize_plugins_tensors,
+    bicubic_and_lanczos_resize_as_pillow_does,
 ];
 
 /// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
@@ -436,5 +437,90 @@ fn plugin_run_prints_tensors_replies_and_refusals(_: &Fixture) -> Result<(), Fai
         !ok && stderr.contains("400: 'messages' must be a non-empty list"),
         "{stderr}"
     );
+    Ok(())
+}
+
+/// The image plugin's `resample` (bilinear, bicubic, Lanczos) against Pillow's filters, as
+/// torchvision's Resize(256) and CenterCrop(224) run them on a PIL image, on photos Pillow made
+/// (a PNG, and JPEGs whose decoders agree to a level or two): every 8-bit value of the crop,
+/// shown by `trident plugin run` with the normalization undone (scale 1, mean 0, std 1).
+fn bicubic_and_lanczos_resize_as_pillow_does(_: &Fixture) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let images = common::process::python_client(
+        "images.py",
+        &format!("make:{}", scratch.path().display()),
+        &serde_json::Value::Null,
+    );
+    // Pillow's passes round to 8 bits with fixed-point weights: one level apart at most for
+    // the PNG; a JPEG's two decoders differ by a level or two before any resize.
+    for (name, content_type, most) in [
+        ("cool.png", "image/png", 1.01),
+        ("warm.jpg", "image/jpeg", 3.0),
+    ] {
+        let path = images[name].as_str().ok_or("no image")?;
+        for filter in ["bicubic", "lanczos", "bilinear"] {
+            let expected = common::process::python_client(
+                "images.py",
+                &format!("resampled:{filter}"),
+                &json!([path]),
+            );
+            let expected: Vec<f64> = serde_json::from_value(expected[0].clone())?;
+            let resample = format!("resample={filter}");
+            let args: Vec<&OsStr> = [
+                "run",
+                guest("image_tensor").to_str().unwrap(),
+                "--hook",
+                "request",
+                "--body",
+                path,
+                "--content-type",
+                content_type,
+                "--config",
+                &resample,
+                "--config",
+                "scale=1",
+                "--config",
+                "mean=0,0,0",
+                "--config",
+                "std=1,1,1",
+                "--config",
+                "layout=NHWC",
+                "--time-limit-ms",
+                "10000",
+            ]
+            .into_iter()
+            .map(OsStr::new)
+            .collect();
+            let (ok, stdout, stderr) = trident_plugin(&args)?;
+            ensure!(ok, "{name} {filter}: {stderr}");
+            let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
+            ensure!(
+                tensor["shape"] == json!([1, 224, 224, 3]),
+                "{name} {filter}: {}",
+                tensor["shape"]
+            );
+            let got: Vec<f64> = serde_json::from_value(tensor["data"].clone())?;
+            ensure!(
+                got.len() == expected.len(),
+                "{name} {filter}: {} values",
+                got.len()
+            );
+            let (worst, at) = got
+                .iter()
+                .zip(&expected)
+                .map(|(g, e)| (g - e).abs())
+                .enumerate()
+                .fold(
+                    (0.0, 0),
+                    |(worst, at), (i, d)| if d > worst { (d, i) } else { (worst, at) },
+                );
+            ensure!(
+                worst <= most,
+                "{name} {filter}: value {at} is {} where Pillow's is {} ({worst} levels apart)",
+                got[at],
+                expected[at]
+            );
+        }
+    }
     Ok(())
 }

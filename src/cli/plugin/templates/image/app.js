@@ -9,7 +9,7 @@ import { config } from "trident:plugin/host@0.1.0";
 import { toTensor } from "trident:plugin/images@0.1.0";
 
 // The configuration keys handed to toTensor (see docs/plugins/images-and-text.md, "Images in, labels out").
-const KEYS = ["size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
+const KEYS = ["size", "resize", "resize_shorter", "resample", "layout", "channels", "datatype", "scale", "mean", "std",
   "batch", "max_pixels", "max_image_bytes", "max_images"];
 
 let input = "INPUT0";

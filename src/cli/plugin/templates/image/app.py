@@ -12,7 +12,7 @@ from wit_world.imports.host import config
 from wit_world.imports.types import Invocation
 
 # The configuration keys handed to images.to_tensor (see docs/plugins/images-and-text.md, "Images in, labels out").
-KEYS = ["size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
+KEYS = ["size", "resize", "resize_shorter", "resample", "layout", "channels", "datatype", "scale", "mean", "std",
         "batch", "max_pixels", "max_image_bytes", "max_images"]
 
 # Read once, in check_config: every call starts from this state.

@@ -16,9 +16,9 @@ use trident::plugin::images::to_tensor;
 use trident::plugin::types::{Invocation, PluginError};
 
 /// The configuration keys handed to `to_tensor` (see docs/plugins/images-and-text.md, "Images in, labels out").
-const KEYS: [&str; 13] = [
-    "size", "resize", "resize_shorter", "layout", "channels", "datatype", "scale", "mean", "std",
-    "batch", "max_pixels", "max_image_bytes", "max_images",
+const KEYS: [&str; 14] = [
+    "size", "resize", "resize_shorter", "resample", "layout", "channels", "datatype", "scale", "mean",
+    "std", "batch", "max_pixels", "max_image_bytes", "max_images",
 ];
 
 /// The input's name and the settings, read once in `check_config`: every call starts from them.
