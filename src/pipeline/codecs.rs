@@ -28,12 +28,14 @@ impl Codecs {
     /// `Accept` names it (a plain v2 request keeps its v2 answer). A KServe v2 inference
     /// request in JSON is a plain v2 request even where the adapter takes `application/json`
     /// ([`crate::protocol::v2_sniff`]): v2 clients reach the model behind an adapter of images
-    /// or texts in JSON.
+    /// or texts in JSON. An adapter that names no `content_types` takes every body, v2's too.
     pub fn choose(selection: Selection, invocation: &Invocation, body: &[u8]) -> Codecs {
         let content_type = invocation.content_type.as_deref();
         let request = selection.request.filter(|p| {
             p.serves_content_type(content_type)
-                && !(is_json(content_type) && crate::protocol::v2_sniff::is_v2_inference(body))
+                && !(p.names_content_types()
+                    && is_json(content_type)
+                    && crate::protocol::v2_sniff::is_v2_inference(body))
         });
         let accept = invocation.accept.as_deref();
         let response = selection.response.filter(|p| {

@@ -28,6 +28,35 @@ pub fn is_v2_inference(body: &[u8]) -> bool {
     }
 }
 
+/// A visitor's answer to a scalar (a string, a number, a boolean, null): not what it looks for.
+macro_rules! not_this {
+    () => {
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+    };
+}
+
 /// The body: an object, read until its `inputs`.
 struct Body;
 
@@ -80,33 +109,11 @@ impl<'de> Visitor<'de> for Inputs {
         Ok(seq.next_element_seed(Tensor)?.unwrap_or(false))
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-
     fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
         Ok(false)
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
+    not_this!();
 }
 
 /// One input: an object with a `datatype` and a `shape` is a v2 tensor.
@@ -143,33 +150,11 @@ impl<'de> Visitor<'de> for Tensor {
         Ok(false)
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-
     fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
         Ok(false)
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
+    not_this!();
 }
 
 #[cfg(test)]

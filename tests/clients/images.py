@@ -210,17 +210,23 @@ def prototypes(classes=1000):
     return (rgb - MEAN) / STD
 
 
-def expect(path, labels, protos):
+def resize_crop(path, resample):
+    """The image at `path`, oriented and RGB, as torchvision's Resize(256, resample) and
+    CenterCrop(224) make it."""
     image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
     width, height = image.size
     if width <= height:
         size = (256, int(256 * height / width))
     else:
         size = (int(256 * width / height), 256)
-    image = image.resize(size, Image.Resampling.BILINEAR)
+    image = image.resize(size, resample)
     left = int(round((size[0] - 224) / 2.0))
     top = int(round((size[1] - 224) / 2.0))
-    image = image.crop((left, top, left + 224, top + 224))
+    return image.crop((left, top, left + 224, top + 224))
+
+
+def expect(path, labels, protos):
+    image = resize_crop(path, Image.Resampling.BILINEAR)
     tensor = (np.asarray(image, dtype=np.float32) / 255.0 - MEAN) / STD
     mean = tensor.reshape(-1, 3).mean(axis=0)
     scores = -((protos - mean) ** 2).sum(axis=1)
@@ -238,16 +244,7 @@ def resampled(path, name):
         "bicubic": Image.Resampling.BICUBIC,
         "lanczos": Image.Resampling.LANCZOS,
     }[name]
-    image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
-    width, height = image.size
-    if width <= height:
-        size = (256, int(256 * height / width))
-    else:
-        size = (int(256 * width / height), 256)
-    image = image.resize(size, resample)
-    left = int(round((size[0] - 224) / 2.0))
-    top = int(round((size[1] - 224) / 2.0))
-    image = image.crop((left, top, left + 224, top + 224))
+    image = resize_crop(path, resample)
     return np.asarray(image, dtype=np.uint8).reshape(-1).tolist()
 
 

@@ -140,6 +140,13 @@ impl LoadedPlugin {
         self.hooks.request.is_some() && media_matches(&self.content_types, content_type)
     }
 
+    /// Whether this request adapter names the media types it takes (its `content_types`): an
+    /// adapter of formats of its own, which a KServe v2 request in JSON passes by
+    /// ([`crate::protocol::v2_sniff`]); one that names none takes every body, v2's included.
+    pub fn names_content_types(&self) -> bool {
+        !self.content_types.is_empty()
+    }
+
     /// Whether this response adapter's `accept` list explicitly names `accept`.
     pub fn claims_accept(&self, accept: Option<&str>) -> bool {
         self.hooks.response.is_some()
