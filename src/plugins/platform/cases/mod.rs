@@ -78,8 +78,10 @@ pub const MAX_REPORTED: usize = 5;
 /// The most files (`[files]`) one cases file may name.
 pub const MAX_CASE_FILES: usize = 16;
 /// The most bytes the files of one cases file may hold together (they are kept with the plugin
-/// for the cases of every load).
-pub const MAX_CASE_FILES_BYTES: u64 = 32 << 20;
+/// for the cases of every load). A `.npy` reference is compared as JSON numbers, about eight
+/// times its bytes while its case runs: 8 MiB holds a 12 MP photo, or a dozen 224x224 FP32
+/// references, and keeps that within 64 MiB.
+pub const MAX_CASE_FILES_BYTES: u64 = 8 << 20;
 
 /// The hooks a case can call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
