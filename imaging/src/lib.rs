@@ -20,6 +20,7 @@
 
 pub mod body;
 pub mod decode;
+pub mod processor;
 pub mod resize;
 pub mod settings;
 pub mod tensor;

@@ -135,7 +135,12 @@ fn geometry(width: u32, height: u32, preprocess: &Preprocess) -> (usize, usize, 
     let (crop_w, crop_h) = preprocess.size;
     match preprocess.resize {
         // `limit`'s size is the image's own, set by the caller (`tensor_from_body_within`).
-        Resize::Stretch | Resize::Limit(_) => (crop_w as usize, crop_h as usize, 0, 0),
+        Resize::Limit(_) => (crop_w as usize, crop_h as usize, 0, 0),
+        Resize::Stretch { to: (w, h) } => {
+            let (w, h) = (w as usize, h as usize);
+            let offset = preprocess.crop_offset;
+            (w, h, offset.of(w, crop_w), offset.of(h, crop_h))
+        }
         Resize::Shorter(side) => {
             // torchvision: the longer side is int(side * long / short).
             let (w, h) = if width <= height {
@@ -145,11 +150,13 @@ fn geometry(width: u32, height: u32, preprocess: &Preprocess) -> (usize, usize, 
                 let long = u64::from(side) * u64::from(width) / u64::from(height);
                 (long as usize, side as usize)
             };
-            // torchvision's CenterCrop: the offset rounded half to even.
-            let offset = |full: usize, crop: u32| {
-                ((full as f64 - f64::from(crop)) / 2.0).round_ties_even() as i64
-            };
-            (w.max(1), h.max(1), offset(w, crop_w), offset(h, crop_h))
+            let offset = preprocess.crop_offset;
+            (
+                w.max(1),
+                h.max(1),
+                offset.of(w, crop_w),
+                offset.of(h, crop_h),
+            )
         }
     }
 }
@@ -343,7 +350,7 @@ mod tests {
         let image = RgbImage::from_pixel(640, 480, image::Rgb([10, 200, 30]));
         for p in [
             preprocess(224, Resize::Shorter(256)),
-            preprocess(50, Resize::Stretch),
+            preprocess(50, Resize::Stretch { to: (50, 50) }),
         ] {
             let out = resize_crop(&image, &p);
             assert_eq!(out.len(), (p.size.0 * p.size.1 * 3) as usize);
@@ -369,7 +376,7 @@ mod tests {
         );
         // A left-to-right ramp keeps its order after resizing.
         let image = RgbImage::from_fn(100, 10, |x, _| image::Rgb([(x * 2) as u8, 0, 0]));
-        let out = resize_crop(&image, &preprocess(10, Resize::Stretch));
+        let out = resize_crop(&image, &preprocess(10, Resize::Stretch { to: (10, 10) }));
         let reds: Vec<f32> = out.chunks(3).take(10).map(|p| p[0]).collect();
         assert!(reds.windows(2).all(|w| w[0] < w[1]), "{reds:?}");
         // Pillow's antialiased shrink of the ramp: each output is its 10-pixel neighbourhood's
@@ -387,9 +394,9 @@ mod tests {
         for (size, resize) in [
             ((224, 224), Resize::Shorter(256)),
             ((40, 30), Resize::Shorter(48)),
-            ((13, 200), Resize::Stretch),
-            ((300, 5), Resize::Stretch),
-            ((97, 61), Resize::Stretch),
+            ((13, 200), Resize::Stretch { to: (13, 200) }),
+            ((300, 5), Resize::Stretch { to: (300, 5) }),
+            ((97, 61), Resize::Stretch { to: (97, 61) }),
         ] {
             let p = Preprocess {
                 size,

@@ -29,8 +29,13 @@ pub enum Resize {
     /// The shorter side to this length (keeping the aspect ratio), then the centre cropped to
     /// the size: torchvision's `Resize(n)` and `CenterCrop(size)`.
     Shorter(u32),
-    /// Straight to the size, whatever the aspect ratio.
-    Stretch,
+    /// Straight to `to` (width, height), whatever the aspect ratio, then the centre cropped to
+    /// the size where `to` is larger (`resize_to`; Hugging Face's DeiT and BEiT processors:
+    /// 256×256, then the centre 224×224). `to` is the size when no `resize_to` is given.
+    Stretch {
+        /// The size the image is stretched to before the crop.
+        to: (u32, u32),
+    },
     /// The whole image, its aspect ratio kept, each side a multiple of a number: a detector's
     /// input, whose size follows the image's (PaddleOCR's `DetResizeForTest`, as RapidOCR
     /// runs it). The tensor's size is the image's own, so a request holds one image.
@@ -105,6 +110,27 @@ pub enum Resample {
     Lanczos,
 }
 
+/// Where a centre crop starts when the margin it leaves is odd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CropOffset {
+    /// Half the margin rounded half to even: torchvision's `CenterCrop` (`crop_offset =
+    /// "round"`, the default).
+    HalfEven,
+    /// Half the margin rounded down: Hugging Face's image processors (`crop_offset = "floor"`).
+    Floor,
+}
+
+impl CropOffset {
+    /// The offset of a crop of `crop` in `full`.
+    pub fn of(self, full: usize, crop: u32) -> i64 {
+        let margin = full as i64 - i64::from(crop);
+        match self {
+            CropOffset::HalfEven => (margin as f64 / 2.0).round_ties_even() as i64,
+            CropOffset::Floor => margin.div_euclid(2),
+        }
+    }
+}
+
 /// How images become a tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preprocess {
@@ -114,6 +140,8 @@ pub struct Preprocess {
     pub resize: Resize,
     /// The resampling filter, as Pillow names it.
     pub resample: Resample,
+    /// Where a centre crop starts.
+    pub crop_offset: CropOffset,
     /// Channel layout.
     pub layout: Layout,
     /// Whether the channels are BGR (OpenCV, Caffe) instead of RGB.
@@ -172,6 +200,7 @@ impl Default for Preprocess {
             size: (224, 224),
             resize: Resize::Shorter(256),
             resample: Resample::Bilinear,
+            crop_offset: CropOffset::HalfEven,
             layout: Layout::Nchw,
             bgr: false,
             datatype: Datatype::Fp32,
@@ -219,11 +248,13 @@ fn flag(key: &str, text: &str) -> Result<bool, String> {
 
 /// Every configuration key [`Preprocess::from_config`] and [`Limits::from_config`] read: what
 /// a plugin's configuration (or a guest's settings for the host's `images` primitives) may hold.
-pub const KEYS: [&str; 18] = [
+pub const KEYS: [&str; 20] = [
     "size",
     "resize",
     "resample",
     "resize_shorter",
+    "resize_to",
+    "crop_offset",
     "limit_side",
     "limit_type",
     "multiple",
@@ -241,7 +272,8 @@ pub const KEYS: [&str; 18] = [
 ];
 
 impl Preprocess {
-    /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `limit_side`,
+    /// The preprocessing `config` describes (`size`, `resize`, `resize_shorter`, `resize_to`,
+    /// `crop_offset`, `limit_side`,
     /// `limit_type`, `multiple`, `max_side`, `layout`, `channels`, `datatype`, `scale`, `mean`,
     /// `std`, `batch`); an error names the key. The `limit` keys are refused unless `resize =
     /// "limit"`, and `size` and `resize_shorter` with it: a key that would be ignored is a
@@ -273,7 +305,22 @@ impl Preprocess {
                 Some(n) => side("resize_shorter", &n)?,
                 None => shorter_default,
             }),
-            Some("stretch") => Resize::Stretch,
+            Some("stretch") => {
+                let to = match config("resize_to") {
+                    None => p.size,
+                    Some(to) => match to.split_once(['x', 'X']) {
+                        Some((w, h)) => (side("resize_to", w)?, side("resize_to", h)?),
+                        None => return Err(format!("resize_to = '{to}': give WxH, as 256x256")),
+                    },
+                };
+                if to.0 < p.size.0 || to.1 < p.size.1 {
+                    return Err(format!(
+                        "resize_to = {}x{} is smaller than the crop {}x{}",
+                        to.0, to.1, p.size.0, p.size.1
+                    ));
+                }
+                Resize::Stretch { to }
+            }
             Some("limit") => {
                 for key in ["size", "resize_shorter"] {
                     if config(key).is_some() {
@@ -309,6 +356,9 @@ impl Preprocess {
                 ));
             }
         };
+        if config("resize_to").is_some() && !matches!(p.resize, Resize::Stretch { .. }) {
+            return Err("resize_to is read only with resize = 'stretch'".into());
+        }
         if let Resize::Shorter(n) = p.resize
             && n < p.size.0.min(p.size.1)
         {
@@ -326,6 +376,11 @@ impl Preprocess {
                     "resample = '{other}': give bilinear, bicubic or lanczos"
                 ));
             }
+        };
+        p.crop_offset = match config("crop_offset").as_deref() {
+            None | Some("round") => CropOffset::HalfEven,
+            Some("floor") => CropOffset::Floor,
+            Some(other) => return Err(format!("crop_offset = '{other}': give round or floor")),
         };
         p.layout = match config("layout").as_deref() {
             None | Some("NCHW") => Layout::Nchw,
@@ -515,7 +570,7 @@ mod tests {
         assert_eq!(p.size, (299, 320));
         assert_eq!(
             (p.resize, p.layout, p.bgr),
-            (Resize::Stretch, Layout::Nhwc, true)
+            (Resize::Stretch { to: (299, 320) }, Layout::Nhwc, true)
         );
         // Rounded down, as timm and Hugging Face do (380 / 0.875 = 434.3; 160 / 0.875 = 182.9).
         assert_eq!(

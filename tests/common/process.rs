@@ -273,9 +273,28 @@ pub fn start_refused(
 /// JSON on its standard input, and returns the JSON it prints (in the virtual environment of
 /// `scripts/install-test-clients`).
 pub fn python_client(script: &str, argument: &str, input: &serde_json::Value) -> serde_json::Value {
+    client_in("python", script, argument, input)
+}
+
+/// [`python_client`] in the virtual environment of Hugging Face's `transformers`
+/// (`target/test-clients/hf`: its pins cannot share the first's `tokenizers`).
+pub fn transformers_client(
+    script: &str,
+    argument: &str,
+    input: &serde_json::Value,
+) -> serde_json::Value {
+    client_in("hf", script, argument, input)
+}
+
+fn client_in(
+    venv: &str,
+    script: &str,
+    argument: &str,
+    input: &serde_json::Value,
+) -> serde_json::Value {
     use std::io::Write;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/test-clients/python/bin/python");
+    let python = root.join(format!("target/test-clients/{venv}/bin/python"));
     assert!(
         python.exists(),
         "no {}: run scripts/install-test-clients",

@@ -11,6 +11,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_new_image_projects_make_the_image_tensor_plugins_tensor,
     plugin_new_text_projects_make_the_tokenize_plugins_tensors,
     bicubic_and_lanczos_resize_as_pillow_does,
+    a_hugging_face_processor_config_makes_transformers_tensors,
 ];
 
 /// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
@@ -524,5 +525,143 @@ fn bicubic_and_lanczos_resize_as_pillow_does(_: &Fixture) -> Result<(), Failed> 
             );
         }
     }
+    Ok(())
+}
+
+/// The image plugin driven by a model's `preprocessor_config.json` alone (the asset
+/// `preprocessor_config`, no image keys in the config) makes the tensor `transformers`' own
+/// processor makes of the same photo (`AutoImageProcessor.from_pretrained` on the folder, its
+/// PIL backend), within one 8-bit level of each value: for each family read (ViT, CLIP,
+/// ConvNeXt, DeiT, BEiT), as transformers saves them and as older files on the Hub hold them,
+/// on a landscape, a portrait and a larger photo whose centre crops fall on half pixels. And a
+/// processor trident does not read, or a manifest key the file also sets, is refused by name.
+fn a_hugging_face_processor_config_makes_transformers_tensors(_: &Fixture) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let saved =
+        |class: &str, kwargs: serde_json::Value| json!({ "class": class, "kwargs": kwargs });
+    let imagenet = (json!([0.485, 0.456, 0.406]), json!([0.229, 0.224, 0.225]));
+    let processors = json!({
+        "vit": saved("ViTImageProcessor", json!({})),
+        "vit_lanczos_200x160": saved("ViTImageProcessor", json!({
+            "resample": 1, "size": {"height": 160, "width": 200}
+        })),
+        "vit_hub": {
+            "do_normalize": true, "do_resize": true, "feature_extractor_type": "ViTFeatureExtractor",
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 2, "size": 224
+        },
+        "clip": saved("CLIPImageProcessor", json!({})),
+        "clip_hub": {
+            "crop_size": 224, "do_center_crop": true, "do_normalize": true, "do_resize": true,
+            "feature_extractor_type": "CLIPFeatureExtractor",
+            "image_mean": [0.48145466, 0.4578275, 0.40821073],
+            "image_std": [0.26862954, 0.26130258, 0.27577711], "resample": 3, "size": 224
+        },
+        "convnext_384": saved("ConvNextImageProcessor", json!({})),
+        "convnext_hub": {
+            "crop_pct": 0.875, "do_normalize": true, "do_resize": true,
+            "feature_extractor_type": "ConvNextFeatureExtractor", "image_mean": imagenet.0,
+            "image_std": imagenet.1, "resample": 3, "size": 224
+        },
+        "deit": saved("DeiTImageProcessor", json!({})),
+        "deit_hub": {
+            "crop_size": 224, "do_center_crop": true, "do_normalize": true, "do_resize": true,
+            "feature_extractor_type": "DeiTFeatureExtractor", "image_mean": imagenet.0,
+            "image_std": imagenet.1, "resample": 3, "size": 256
+        },
+        "beit": saved("BeitImageProcessor", json!({})),
+        "beit_hub": {
+            "crop_size": 224, "do_center_crop": false, "do_normalize": true, "do_resize": true,
+            "feature_extractor_type": "BeitFeatureExtractor", "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5], "reduce_labels": false, "resample": 2, "size": 224
+        },
+    });
+    let reference = common::process::transformers_client(
+        "hf_processors.py",
+        &scratch.path().display().to_string(),
+        &json!({ "processors": processors }),
+    );
+    let wasm = guest("image_tensor");
+    let run = |config: &str, image: &str, extra: &[&str]| {
+        let asset = format!("preprocessor_config={config}");
+        let mut args: Vec<&OsStr> = [
+            "run",
+            wasm.to_str().unwrap(),
+            "--hook",
+            "request",
+            "--body",
+            image,
+            "--content-type",
+            "image/png",
+            "--asset",
+            &asset,
+            "--time-limit-ms",
+            "10000",
+        ]
+        .into_iter()
+        .map(OsStr::new)
+        .collect();
+        args.extend(extra.iter().map(OsStr::new));
+        trident_plugin(&args)
+    };
+    let images: Vec<String> = serde_json::from_value(reference["images"].clone())?;
+    let by_name = reference["processors"].as_object().ok_or("no processors")?;
+    ensure!(by_name.len() == 11, "{} processors", by_name.len());
+    for (name, processor) in by_name {
+        let config = processor["config"].as_str().ok_or("no config")?;
+        let levels: Vec<f64> = serde_json::from_value(processor["levels"].clone())?;
+        for (image, expected) in images
+            .iter()
+            .zip(processor["tensors"].as_array().ok_or("")?)
+        {
+            let (ok, stdout, stderr) = run(config, image, &[])?;
+            ensure!(ok, "{name} on {image}: {stderr}");
+            let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
+            ensure!(
+                tensor["shape"] == expected["shape"],
+                "{name} on {image}: shaped {}, transformers' {}",
+                tensor["shape"],
+                expected["shape"]
+            );
+            let got: Vec<f64> = serde_json::from_value(tensor["data"].clone())?;
+            let want: Vec<f64> = serde_json::from_value(expected["data"].clone())?;
+            let plane = want.len() / 3;
+            ensure!(got.len() == want.len(), "{name}: {} values", got.len());
+            // Within one level (and float rounding) of each value, in its channel's units.
+            let worst = got
+                .iter()
+                .zip(&want)
+                .enumerate()
+                .map(|(i, (g, w))| {
+                    let apart = (g - w).abs() / levels[i / plane];
+                    // A NaN is as far as can be.
+                    (if apart.is_nan() { f64::INFINITY } else { apart }, i)
+                })
+                .fold((0.0_f64, 0), |a, b| if b.0 > a.0 { b } else { a });
+            let within = worst.0 <= 1.01;
+            ensure!(
+                within,
+                "{name} on {image} ({}): value {} is {} where transformers' is {} ({:.2} levels)",
+                processor["class"],
+                worst.1,
+                got[worst.1],
+                want[worst.1],
+                worst.0
+            );
+        }
+    }
+    // Refusals: a manifest key the file sets, a processor trident does not read.
+    let vit = by_name["vit"]["config"].as_str().ok_or("")?;
+    let (ok, _, stderr) = run(vit, &images[0], &["--config", "size=256"])?;
+    ensure!(
+        !ok && stderr.contains("config key `size` is also set by the preprocessor_config asset"),
+        "{stderr}"
+    );
+    let detr = scratch.path().join("detr.json");
+    std::fs::write(&detr, r#"{"image_processor_type": "DetrImageProcessor"}"#)?;
+    let (ok, _, stderr) = run(detr.to_str().unwrap(), &images[0], &[])?;
+    ensure!(
+        !ok && stderr.contains("its processor DetrImageProcessor is not one trident reads"),
+        "{stderr}"
+    );
     Ok(())
 }

@@ -19,6 +19,12 @@
 //! faster than inside the sandbox); `sandbox` does it here, in the plugin's own memory and time
 //! limits, for a platform that wants the decoders isolated too.
 //!
+//! **A Hugging Face model's processor, as it is**: an asset named `preprocessor_config` (the
+//! model folder's `preprocessor_config.json`, of a ViT, CLIP, ConvNeXt, DeiT or BEiT processor)
+//! sets the resize, crop, resample, scale, mean and std as `transformers` applies them
+//! (`trident_imaging::processor`); the manifest may add the keys it does not set (`input`,
+//! `layout`, `datatype`, the limits), and a key both set is refused.
+//!
 //! The configuration is read once, in `check-config`; trident keeps the state that leaves. Before
 //! a model is served, `check-model` refuses one whose input does not match: no input of that
 //! name, another datatype, or another shape (`[-1, 3, H, W]` for a batching model under the
@@ -51,7 +57,38 @@ struct Settings {
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
+/// The image keys of the `preprocessor_config` asset (a Hugging Face
+/// `preprocessor_config.json`), if the manifest gives one; `None` otherwise.
+fn processor_keys() -> Result<Option<Vec<(&'static str, String)>>, String> {
+    let Some(json) = trident::plugin::assets::get("preprocessor_config") else {
+        return Ok(None);
+    };
+    trident_imaging::processor::keys(&json)
+        .map(Some)
+        .map_err(|e| format!("the preprocessor_config asset: {e}"))
+}
+
 fn settings() -> Result<Settings, String> {
+    let processor = processor_keys()?;
+    // The manifest's keys, over the processor's: a key both set is refused, so that the file
+    // and the manifest never disagree in silence.
+    if let Some(keys) = &processor
+        && let Some((key, value)) = keys.iter().find(|(key, _)| config(key).is_some())
+    {
+        return Err(format!(
+            "config key `{key}` is also set by the preprocessor_config asset (to {value}); \
+             remove it from the manifest"
+        ));
+    }
+    let config = |key: &str| -> Option<String> {
+        config(key).or_else(|| {
+            processor
+                .as_ref()?
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        })
+    };
     Ok(Settings {
         input: config("input").unwrap_or_else(|| "INPUT0".into()),
         outputs: config("outputs")
