@@ -128,7 +128,11 @@ pub fn tensor_from_body_within(
         if out_of_time() {
             return Ok(None);
         }
-        let rgb = decode::decode(bytes, limits).map_err(name)?;
+        let mut rgb = decode::decode(bytes, limits).map_err(name)?;
+        if preprocess.channels == settings::Channels::Gray {
+            // Pillow's `convert("L")` before the resize, as a Python pipeline runs it.
+            tensor::to_luminance(&mut rgb);
+        }
         if out_of_time() {
             return Ok(None);
         }
@@ -150,7 +154,11 @@ pub fn tensor_from_body_within(
     if preprocess.batch {
         shape.push(images.len() as i64);
     }
-    let (w, h, c) = (i64::from(width), i64::from(height), 3);
+    let (w, h, c) = (
+        i64::from(width),
+        i64::from(height),
+        preprocess.channels.count() as i64,
+    );
     match preprocess.layout {
         settings::Layout::Nchw => shape.extend([c, h, w]),
         settings::Layout::Nhwc => shape.extend([h, w, c]),

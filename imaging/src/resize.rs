@@ -47,7 +47,7 @@ fn filter(resample: Resample) -> (f64, fn(f64) -> f64) {
         }
     }
     match resample {
-        Resample::Bilinear => (1.0, triangle),
+        Resample::Bilinear | Resample::OpenCvBilinear => (1.0, triangle),
         Resample::Bicubic => (2.0, cubic),
         Resample::Lanczos => (3.0, lanczos),
     }
@@ -70,7 +70,11 @@ impl Axis {
     fn new(input: usize, output: usize, window: std::ops::Range<i64>, resample: Resample) -> Axis {
         let (reach, kernel) = filter(resample);
         let scale = input as f64 / output as f64;
-        let filter_scale = scale.max(1.0);
+        // OpenCV's INTER_LINEAR does not widen the filter when shrinking (no antialiasing).
+        let filter_scale = match resample {
+            Resample::OpenCvBilinear => 1.0,
+            _ => scale.max(1.0),
+        };
         let support = reach * filter_scale;
         let spans: Vec<Option<(usize, Vec<f64>)>> = window
             .map(|out| {
@@ -136,6 +140,10 @@ fn geometry(width: u32, height: u32, preprocess: &Preprocess) -> (usize, usize, 
     match preprocess.resize {
         // `limit`'s size is the image's own, set by the caller (`tensor_from_body_within`).
         Resize::Limit(_) => (crop_w as usize, crop_h as usize, 0, 0),
+        Resize::Letterbox { up, .. } => {
+            let ((w, h), (left, top)) = letterbox(width, height, (crop_w, crop_h), up);
+            (w as usize, h as usize, -i64::from(left), -i64::from(top))
+        }
         Resize::Stretch { to: (w, h) } => {
             let (w, h) = (w as usize, h as usize);
             let offset = preprocess.crop_offset;
@@ -161,6 +169,22 @@ fn geometry(width: u32, height: u32, preprocess: &Preprocess) -> (usize, usize, 
     }
 }
 
+/// Where a `width`×`height` image lies in a letterbox of `size`: its scaled `(width, height)`
+/// and the `(left, top)` margins, as ultralytics' `LetterBox` computes them (the scale that fits,
+/// at most 1 unless `up`; each side rounded half to even; the odd pixel of a margin at the
+/// bottom or right).
+pub fn letterbox(width: u32, height: u32, size: (u32, u32), up: bool) -> ((u32, u32), (u32, u32)) {
+    let (w, h) = (f64::from(width), f64::from(height));
+    let mut ratio = (f64::from(size.0) / w).min(f64::from(size.1) / h);
+    if !up {
+        ratio = ratio.min(1.0);
+    }
+    // At least one pixel, at most the size (a rounding up cannot pass it).
+    let scaled = |side: f64, most: u32| ((side * ratio).round_ties_even() as u32).clamp(1, most);
+    let (new_w, new_h) = (scaled(w, size.0), scaled(h, size.1));
+    ((new_w, new_h), ((size.0 - new_w) / 2, (size.1 - new_h) / 2))
+}
+
 /// The image resized and cropped to `preprocess.size`: `height × width × 3` values in 0..255,
 /// row-major, RGB.
 pub fn resize_crop(image: &RgbImage, preprocess: &Preprocess) -> Vec<f32> {
@@ -170,7 +194,32 @@ pub fn resize_crop(image: &RgbImage, preprocess: &Preprocess) -> Vec<f32> {
     let resample = preprocess.resample;
     let columns = Axis::new(in_w, full_w, left..left + crop_w as i64, resample);
     let rows = Axis::new(in_h, full_h, top..top + crop_h as i64, resample);
-    if resample != Resample::Bilinear {
+    let mut out = resize_unpadded(image, (columns, rows), crop_w, resample);
+    if let Resize::Letterbox { pad, .. } = preprocess.resize {
+        // The margins: outside the image's taps (zero weights), filled with the pad level.
+        let (left, top) = (-left as usize, -top as usize);
+        let fill = f32::from(pad);
+        for (y, row) in out.chunks_exact_mut(crop_w * 3).enumerate() {
+            for (x, value) in row.as_chunks_mut::<3>().0.iter_mut().enumerate() {
+                if y < top || y >= top + full_h || x < left || x >= left + full_w {
+                    *value = [fill; 3];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`resize_crop`]'s passes, over the taps of its columns and rows.
+fn resize_unpadded(
+    image: &RgbImage,
+    (columns, rows): (Axis, Axis),
+    crop_w: usize,
+    resample: Resample,
+) -> Vec<f32> {
+    let in_w = image.width() as usize;
+    let crop_h = rows.first.len();
+    if !matches!(resample, Resample::Bilinear | Resample::OpenCvBilinear) {
         // Pillow's order and 8-bit rounding: the overshoot of the lobes is clamped as there.
         let mut out = resize_horizontal_first(image.as_raw(), in_w, &columns, &rows, crop_w, true);
         out.iter_mut().for_each(|value| *value = to_8_bits(*value));
@@ -382,6 +431,82 @@ mod tests {
         // Pillow's antialiased shrink of the ramp: each output is its 10-pixel neighbourhood's
         // triangle-weighted mean, here 2 * (10 * i + 4.5).
         assert!((reds[3] - 69.0).abs() < 0.5, "{reds:?}");
+    }
+
+    /// ultralytics' `LetterBox` arithmetic: the fitting scale, sides rounded half to even, the
+    /// odd pixel of a margin below and to the right; and the margins filled with the pad level.
+    #[test]
+    fn letterboxes_fit_centre_and_pad_as_ultralytics() {
+        assert_eq!(
+            letterbox(640, 427, (640, 640), true),
+            ((640, 427), (0, 106))
+        );
+        assert_eq!(
+            letterbox(1280, 720, (640, 640), true),
+            ((640, 360), (0, 140))
+        );
+        assert_eq!(letterbox(303, 224, (640, 640), true), ((640, 473), (0, 83)));
+        assert_eq!(
+            letterbox(100, 50, (640, 640), false),
+            ((100, 50), (270, 295))
+        );
+        assert_eq!(letterbox(1, 9000, (64, 64), true), ((1, 64), (31, 0)));
+        let image = RgbImage::from_pixel(40, 20, image::Rgb([10, 200, 30]));
+        let p = Preprocess {
+            size: (20, 20),
+            resize: Resize::Letterbox { pad: 114, up: true },
+            ..Preprocess::default()
+        };
+        let out = resize_crop(&image, &p);
+        let pixel = |x: usize, y: usize| &out[(y * 20 + x) * 3..(y * 20 + x) * 3 + 3];
+        // 40x20 → 20x10, rows 5..15.
+        for (y, inside) in [
+            (0, false),
+            (4, false),
+            (5, true),
+            (14, true),
+            (15, false),
+            (19, false),
+        ] {
+            let want: &[f32] = if inside {
+                &[10.0, 200.0, 30.0]
+            } else {
+                &[114.0; 3]
+            };
+            for x in 0..20 {
+                let got = pixel(x, y);
+                assert!(
+                    got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-3),
+                    "({x}, {y}): {got:?}"
+                );
+            }
+        }
+    }
+
+    /// OpenCV's INTER_LINEAR reads the two nearest pixels however much it shrinks: halving a
+    /// row of 0, 100, 0, 100 gives 50s (each output between a pair), where the antialiased
+    /// triangle of `bilinear` gives the same; a third gives the one pixel it lands on.
+    #[test]
+    fn opencv_bilinear_does_not_antialias() {
+        let image = RgbImage::from_fn(9, 1, |x, _| {
+            let v = if x % 3 == 1 { 90 } else { 0 };
+            image::Rgb([v, v, v])
+        });
+        let p = |resample| Preprocess {
+            size: (3, 1),
+            resize: Resize::Stretch { to: (3, 1) },
+            resample,
+            ..Preprocess::default()
+        };
+        // Output x's centre is input 3x + 1: OpenCV takes that pixel alone (90); the widened
+        // triangle spreads it over its neighbours.
+        let opencv = resize_crop(&image, &p(Resample::OpenCvBilinear));
+        assert!(
+            opencv.chunks(3).all(|px| (px[0] - 90.0).abs() < 1e-3),
+            "{opencv:?}"
+        );
+        let pillow = resize_crop(&image, &p(Resample::Bilinear));
+        assert!(pillow.chunks(3).all(|px| px[0] < 60.0), "{pillow:?}");
     }
 
     #[test]

@@ -12,6 +12,27 @@ pub enum Layout {
     Nhwc,
 }
 
+/// Which channels the tensor has, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channels {
+    /// Red, green, blue.
+    Rgb,
+    /// Blue, green, red (OpenCV, Caffe).
+    Bgr,
+    /// One channel of luminance, as Pillow's `convert("L")` weighs it (`channels = "L"`).
+    Gray,
+}
+
+impl Channels {
+    /// How many channels the tensor has.
+    pub fn count(self) -> usize {
+        match self {
+            Channels::Rgb | Channels::Bgr => 3,
+            Channels::Gray => 1,
+        }
+    }
+}
+
 /// The tensor's element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Datatype {
@@ -35,6 +56,17 @@ pub enum Resize {
     Stretch {
         /// The size the image is stretched to before the crop.
         to: (u32, u32),
+    },
+    /// The whole image scaled to fit the size, its aspect ratio kept, centred, and the margins
+    /// filled with a gray level (`pad_value`): a YOLO detector's letterbox, with ultralytics'
+    /// rounding (`resize = "letterbox"`). On a square size, the pad-to-square of vision-language
+    /// models.
+    Letterbox {
+        /// The 8-bit level the margins are filled with, before scaling and normalizing.
+        pad: u8,
+        /// Whether an image smaller than the size is scaled up (`letterbox_up`, default
+        /// true), or kept at its size in the middle.
+        up: bool,
     },
     /// The whole image, its aspect ratio kept, each side a multiple of a number: a detector's
     /// input, whose size follows the image's (PaddleOCR's `DetResizeForTest`, as RapidOCR
@@ -108,6 +140,10 @@ pub enum Resample {
     Bicubic,
     /// Lanczos with three lobes, support 3.
     Lanczos,
+    /// OpenCV's `INTER_LINEAR` (`opencv_bilinear`): the triangle filter without antialiasing,
+    /// as ultralytics' letterbox and PaddleOCR resize with `cv2.resize`. The same as
+    /// `bilinear` when enlarging; when shrinking it reads the two nearest pixels only.
+    OpenCvBilinear,
 }
 
 /// Where a centre crop starts when the margin it leaves is odd.
@@ -144,8 +180,8 @@ pub struct Preprocess {
     pub crop_offset: CropOffset,
     /// Channel layout.
     pub layout: Layout,
-    /// Whether the channels are BGR (OpenCV, Caffe) instead of RGB.
-    pub bgr: bool,
+    /// The tensor's channels.
+    pub channels: Channels,
     /// Element type.
     pub datatype: Datatype,
     /// What a pixel value (0 to 255) is multiplied by before normalization.
@@ -202,7 +238,7 @@ impl Default for Preprocess {
             resample: Resample::Bilinear,
             crop_offset: CropOffset::HalfEven,
             layout: Layout::Nchw,
-            bgr: false,
+            channels: Channels::Rgb,
             datatype: Datatype::Fp32,
             scale: 1.0 / 255.0,
             mean: [0.485, 0.456, 0.406],
@@ -223,10 +259,14 @@ fn triple(key: &str, text: &str) -> Result<[f32; 3], String> {
         .split(',')
         .map(|part| number::<f32>(key, part))
         .collect::<Result<_, _>>()?;
-    match <[f32; 3]>::try_from(values) {
+    let values = match values.as_slice() {
+        [one] => Ok([*one; 3]),
+        _ => <[f32; 3]>::try_from(values),
+    };
+    match values {
         Ok(values) if values.iter().all(|v| v.is_finite()) => Ok(values),
         _ => Err(format!(
-            "{key} = '{text}': give three finite numbers, one per channel"
+            "{key} = '{text}': give three finite numbers, one per channel (or one for all)"
         )),
     }
 }
@@ -248,13 +288,15 @@ fn flag(key: &str, text: &str) -> Result<bool, String> {
 
 /// Every configuration key [`Preprocess::from_config`] and [`Limits::from_config`] read: what
 /// a plugin's configuration (or a guest's settings for the host's `images` primitives) may hold.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 22] = [
     "size",
     "resize",
     "resample",
     "resize_shorter",
     "resize_to",
     "crop_offset",
+    "pad_value",
+    "letterbox_up",
     "limit_side",
     "limit_type",
     "multiple",
@@ -321,6 +363,17 @@ impl Preprocess {
                 }
                 Resize::Stretch { to }
             }
+            Some("letterbox") => Resize::Letterbox {
+                pad: match config("pad_value") {
+                    None => 114,
+                    Some(v) => number::<u8>("pad_value", &v)
+                        .map_err(|_| format!("pad_value = '{v}': give a level from 0 to 255"))?,
+                },
+                up: match config("letterbox_up") {
+                    None => true,
+                    Some(v) => flag("letterbox_up", &v)?,
+                },
+            },
             Some("limit") => {
                 for key in ["size", "resize_shorter"] {
                     if config(key).is_some() {
@@ -352,12 +405,22 @@ impl Preprocess {
             }
             Some(other) => {
                 return Err(format!(
-                    "resize = '{other}': give shorter, stretch or limit"
+                    "resize = '{other}': give shorter, stretch, letterbox or limit"
                 ));
             }
         };
+        if config("resize_shorter").is_some() && !matches!(p.resize, Resize::Shorter(_)) {
+            return Err("resize_shorter is read only with resize = 'shorter'".into());
+        }
         if config("resize_to").is_some() && !matches!(p.resize, Resize::Stretch { .. }) {
             return Err("resize_to is read only with resize = 'stretch'".into());
+        }
+        if !matches!(p.resize, Resize::Letterbox { .. })
+            && let Some(key) = ["pad_value", "letterbox_up"]
+                .into_iter()
+                .find(|key| config(key).is_some())
+        {
+            return Err(format!("{key} is read only with resize = 'letterbox'"));
         }
         if let Resize::Shorter(n) = p.resize
             && n < p.size.0.min(p.size.1)
@@ -371,9 +434,10 @@ impl Preprocess {
             None | Some("bilinear") => Resample::Bilinear,
             Some("bicubic") => Resample::Bicubic,
             Some("lanczos") => Resample::Lanczos,
+            Some("opencv_bilinear") => Resample::OpenCvBilinear,
             Some(other) => {
                 return Err(format!(
-                    "resample = '{other}': give bilinear, bicubic or lanczos"
+                    "resample = '{other}': give bilinear, bicubic, lanczos or opencv_bilinear"
                 ));
             }
         };
@@ -387,10 +451,11 @@ impl Preprocess {
             Some("NHWC") => Layout::Nhwc,
             Some(other) => return Err(format!("layout = '{other}': give NCHW or NHWC")),
         };
-        p.bgr = match config("channels").as_deref() {
-            None | Some("RGB") => false,
-            Some("BGR") => true,
-            Some(other) => return Err(format!("channels = '{other}': give RGB or BGR")),
+        p.channels = match config("channels").as_deref() {
+            None | Some("RGB") => Channels::Rgb,
+            Some("BGR") => Channels::Bgr,
+            Some("L") => Channels::Gray,
+            Some(other) => return Err(format!("channels = '{other}': give RGB, BGR or L")),
         };
         p.datatype = match config("datatype").as_deref() {
             None | Some("FP32") => Datatype::Fp32,
@@ -550,8 +615,8 @@ mod tests {
         assert_eq!(p.size, (224, 224));
         assert_eq!(p.resize, Resize::Shorter(256));
         assert_eq!(
-            (p.layout, p.datatype, p.bgr, p.batch),
-            (Layout::Nchw, Datatype::Fp32, false, true)
+            (p.layout, p.datatype, p.channels, p.batch),
+            (Layout::Nchw, Datatype::Fp32, Channels::Rgb, true)
         );
     }
 
@@ -569,8 +634,12 @@ mod tests {
         .unwrap();
         assert_eq!(p.size, (299, 320));
         assert_eq!(
-            (p.resize, p.layout, p.bgr),
-            (Resize::Stretch { to: (299, 320) }, Layout::Nhwc, true)
+            (p.resize, p.layout, p.channels),
+            (
+                Resize::Stretch { to: (299, 320) },
+                Layout::Nhwc,
+                Channels::Bgr
+            )
         );
         // Rounded down, as timm and Hugging Face do (380 / 0.875 = 434.3; 160 / 0.875 = 182.9).
         assert_eq!(

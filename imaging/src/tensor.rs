@@ -1,7 +1,7 @@
 //! Resized pixels as tensor elements: channel order, layout, element type, scale and
 //! normalization.
 
-use crate::settings::{Datatype, Layout, Preprocess};
+use crate::settings::{Channels, Datatype, Layout, Preprocess};
 
 /// Bytes one image takes in the tensor.
 pub fn bytes_per_image(preprocess: &Preprocess) -> usize {
@@ -11,7 +11,7 @@ pub fn bytes_per_image(preprocess: &Preprocess) -> usize {
         Datatype::Fp16 => 2,
         Datatype::Uint8 => 1,
     };
-    w as usize * h as usize * 3 * element
+    w as usize * h as usize * preprocess.channels.count() * element
 }
 
 /// `f32` to IEEE 754 half precision, rounding to nearest even (infinities and NaN kept).
@@ -49,7 +49,7 @@ pub fn f16_bits(value: f32) -> u16 {
 /// bytes each, in `layout`'s order.
 fn fill<const N: usize>(
     dest: &mut [u8],
-    layout: Layout,
+    (layout, channels): (Layout, usize),
     pixels: &[[f32; 3]],
     element: impl Fn(&[f32; 3], usize) -> [u8; N],
 ) {
@@ -62,12 +62,22 @@ fn fill<const N: usize>(
             }
         }
         Layout::Nhwc => {
-            for (group, pixel) in dest.chunks_exact_mut(3 * N).zip(pixels) {
+            for (group, pixel) in dest.chunks_exact_mut(channels * N).zip(pixels) {
                 for (channel, out) in group.as_chunks_mut::<N>().0.iter_mut().enumerate() {
                     *out = element(pixel, channel);
                 }
             }
         }
+    }
+}
+
+/// Each pixel of `image` made its luminance in all three channels, as Pillow's `convert("L")`
+/// computes it (ITU-R 601-2 weights in 16-bit fixed point, rounded).
+pub fn to_luminance(image: &mut image::RgbImage) {
+    for pixel in image.pixels_mut() {
+        let [r, g, b] = pixel.0.map(u32::from);
+        let luminance = ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16) as u8;
+        pixel.0 = [luminance; 3];
     }
 }
 
@@ -77,17 +87,25 @@ pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
     let count = preprocess.size.0 as usize * preprocess.size.1 as usize;
     let pixels = &pixels.as_chunks::<3>().0[..count];
     // The input channel each tensor channel takes.
-    let source = if preprocess.bgr { [2, 1, 0] } else { [0, 1, 2] };
+    let source = match preprocess.channels {
+        Channels::Bgr => [2, 1, 0],
+        Channels::Rgb | Channels::Gray => [0, 1, 2],
+    };
     // (raw * scale - mean) / std, as one multiply and one subtraction per element.
     let (scale, mean, std) = (preprocess.scale, preprocess.mean, preprocess.std);
     let factor = std.map(|std| scale / std);
     let offset = [0, 1, 2].map(|c| mean[c] / std[c]);
+    // Gray images were made luminance before the resize ([`to_luminance`]): every channel
+    // holds it.
     let raw = |pixel: &[f32; 3], channel: usize| pixel[source[channel]];
     let value =
         |pixel: &[f32; 3], channel: usize| raw(pixel, channel) * factor[channel] - offset[channel];
     let start = out.len();
     out.resize(start + bytes_per_image(preprocess), 0);
-    let (dest, layout) = (&mut out[start..], preprocess.layout);
+    let (dest, layout) = (
+        &mut out[start..],
+        (preprocess.layout, preprocess.channels.count()),
+    );
     match preprocess.datatype {
         Datatype::Fp32 => fill(dest, layout, pixels, |p, c| value(p, c).to_le_bytes()),
         Datatype::Fp16 => fill(dest, layout, pixels, |p, c| {
@@ -114,6 +132,37 @@ mod tests {
         assert_eq!(f16_bits(f32::NAN) & 0x7c00, 0x7c00);
     }
 
+    /// One channel of luminance, rounded as Pillow's `convert("L")` rounds it, normalized by
+    /// the first mean and std.
+    #[test]
+    fn gray_is_one_channel_of_pillows_luminance() {
+        let mut image =
+            image::RgbImage::from_raw(3, 1, vec![255, 0, 0, 0, 255, 0, 10, 20, 30]).unwrap();
+        to_luminance(&mut image);
+        let pixels: Vec<f32> = image.as_raw().iter().map(|v| f32::from(*v)).collect();
+        let mut p = Preprocess {
+            size: (3, 1),
+            channels: Channels::Gray,
+            datatype: Datatype::Uint8,
+            ..Preprocess::default()
+        };
+        let mut out = Vec::new();
+        write(&pixels, &p, &mut out);
+        // Pillow: (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16.
+        assert_eq!(out, [76, 150, 18]);
+        p.datatype = Datatype::Fp32;
+        p.layout = Layout::Nhwc;
+        (p.mean, p.std, p.scale) = ([0.5; 3], [0.25; 3], 1.0 / 255.0);
+        out.clear();
+        write(&pixels, &p, &mut out);
+        let first = f32::from_le_bytes(out[..4].try_into().unwrap());
+        assert!(
+            (first - (76.0 / 255.0 - 0.5) / 0.25).abs() < 1e-5,
+            "{first}"
+        );
+        assert_eq!(out.len(), 3 * 4);
+    }
+
     #[test]
     fn layouts_channels_and_normalization() {
         // Two pixels: (255, 0, 0) and (0, 255, 0).
@@ -134,7 +183,7 @@ mod tests {
         write(&pixels, &p, &mut out);
         assert_eq!(floats(&out), [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
         p.layout = Layout::Nhwc;
-        p.bgr = true;
+        p.channels = Channels::Bgr;
         out.clear();
         write(&pixels, &p, &mut out);
         assert_eq!(floats(&out), [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
@@ -143,7 +192,7 @@ mod tests {
         write(&pixels, &p, &mut out);
         assert_eq!(out, [0, 0, 255, 0, 255, 0]);
         p.datatype = Datatype::Fp32;
-        p.bgr = false;
+        p.channels = Channels::Rgb;
         p.mean = [0.5; 3];
         p.std = [0.5; 3];
         out.clear();

@@ -12,6 +12,12 @@ Usage: images.py make:DIR      (stdin: null)  writes every image into DIR; print
                                               crop of its shorter side resized to 256 with
                                               Pillow's FILTER (bilinear, bicubic, lanczos), as
                                               a flat list of its 8-bit RGB values, row by row
+       images.py gray: (stdin: [path, ...])   the same crop (bilinear) of the image converted
+                                              to Pillow's "L" first: its 8-bit values
+       images.py letterboxed:WxH (stdin: [path, ...])  the image in a WxH letterbox as
+                                              ultralytics' LetterBox makes it (OpenCV's
+                                              INTER_LINEAR resize, margins of 114, centred):
+                                              its 8-bit RGB values, row by row
 """
 
 import io
@@ -35,6 +41,15 @@ def gradient(width, height, warm=True):
         rgb = [200 + 40 * x + 0 * y, 60 + 120 * y * x, 30 + 20 * y + 0 * x]
     else:
         rgb = [20 + 30 * x + 0 * y, 90 + 60 * y + 0 * x, 180 + 60 * x * y]
+    return Image.fromarray(np.stack(rgb, axis=-1).clip(0, 255).astype(np.uint8), "RGB")
+
+
+def textured(width, height):
+    """Smooth enough for two resizers to agree to a level, detailed enough that a pixel off
+    shows."""
+    x = np.arange(width, dtype=np.float64)[None, :]
+    y = np.arange(height, dtype=np.float64)[:, None]
+    rgb = [128 + 100 * np.sin(x / 9) * np.cos(y / 11), 128 + 90 * np.sin((x + y) / 13), 60 + 150 * x / width + 0 * y]
     return Image.fromarray(np.stack(rgb, axis=-1).clip(0, 255).astype(np.uint8), "RGB")
 
 
@@ -128,6 +143,8 @@ def make(folder):
     images = {
         "warm.jpg": jpeg,
         "cool.png": encoded(cool, "PNG"),
+        "tall.png": encoded(textured(300, 500), "PNG"),
+        "large.png": encoded(textured(1500, 1000), "PNG"),
         "gray.png": encoded(warm.convert("L"), "PNG"),
         "rgba.png": encoded(rgba, "PNG"),
         "palette.png": encoded(cool.convert("P", palette=Image.Palette.ADAPTIVE), "PNG"),
@@ -210,10 +227,10 @@ def prototypes(classes=1000):
     return (rgb - MEAN) / STD
 
 
-def resize_crop(path, resample):
-    """The image at `path`, oriented and RGB, as torchvision's Resize(256, resample) and
+def resize_crop(path, resample, mode="RGB"):
+    """The image at `path`, oriented and in `mode`, as torchvision's Resize(256, resample) and
     CenterCrop(224) make it."""
-    image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+    image = ImageOps.exif_transpose(Image.open(path)).convert("RGB").convert(mode)
     width, height = image.size
     if width <= height:
         size = (256, int(256 * height / width))
@@ -248,6 +265,33 @@ def resampled(path, name):
     return np.asarray(image, dtype=np.uint8).reshape(-1).tolist()
 
 
+def gray(path):
+    """Grayscale first (Pillow's "L"), then torchvision's Resize(256) and CenterCrop(224)."""
+    image = resize_crop(path, Image.Resampling.BILINEAR, "L")
+    return np.asarray(image, dtype=np.uint8).reshape(-1).tolist()
+
+
+def letterboxed(path, size):
+    """ultralytics' LetterBox (auto=False, center=True, scaleup=True), written out: the scale
+    that fits, each side rounded (Python's round), cv2.resize INTER_LINEAR, and margins of 114
+    split with round(d -/+ 0.1)."""
+    import cv2
+
+    width, height = (int(n) for n in size.split("x"))
+    rgb = np.asarray(ImageOps.exif_transpose(Image.open(path)).convert("RGB"))
+    h, w = rgb.shape[:2]
+    r = min(height / h, width / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    dw, dh = (width - new_w) / 2, (height - new_h) / 2
+    if (w, h) != (new_w, new_h):
+        rgb = cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    boxed = cv2.copyMakeBorder(rgb, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(114, 114, 114))
+    assert boxed.shape[:2] == (height, width), boxed.shape
+    return boxed.reshape(-1).tolist()
+
+
 def main():
     mode, argument = sys.argv[1].split(":", 1)
     request = json.load(sys.stdin)
@@ -256,6 +300,10 @@ def main():
         print(json.dumps(make(argument)))
     elif mode == "heavy":
         print(json.dumps(heavy(argument)))
+    elif mode == "gray":
+        print(json.dumps([gray(path) for path in request]))
+    elif mode == "letterboxed":
+        print(json.dumps([letterboxed(path, argument) for path in request]))
     elif mode == "resampled":
         print(json.dumps([resampled(path, argument) for path in request]))
     else:

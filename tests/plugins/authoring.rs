@@ -12,6 +12,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_new_text_projects_make_the_tokenize_plugins_tensors,
     bicubic_and_lanczos_resize_as_pillow_does,
     a_hugging_face_processor_config_makes_transformers_tensors,
+    letterbox_and_grayscale_as_ultralytics_and_pillow_make_them,
 ];
 
 /// `trident plugin ...` (the binary) with `args`: whether it succeeded, its stdout and stderr.
@@ -441,6 +442,129 @@ fn plugin_run_prints_tensors_replies_and_refusals(_: &Fixture) -> Result<(), Fai
     Ok(())
 }
 
+/// The tensor `image_tensor.wasm` makes of the image at `path` through `trident plugin run`,
+/// its 8-bit values as they are (scale 1, mean 0, std 1), with the `config` entries given
+/// (`KEY=VALUE`): its shape and values.
+fn image_tensor_of(
+    path: &str,
+    content_type: &str,
+    config: &[&str],
+) -> Result<(serde_json::Value, Vec<f64>), Failed> {
+    let wasm = guest("image_tensor");
+    let mut args: Vec<&OsStr> = [
+        "run",
+        wasm.to_str().unwrap(),
+        "--hook",
+        "request",
+        "--body",
+        path,
+        "--content-type",
+        content_type,
+        "--config",
+        "scale=1",
+        "--config",
+        "mean=0,0,0",
+        "--config",
+        "std=1,1,1",
+        "--time-limit-ms",
+        "10000",
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .collect();
+    for entry in config {
+        args.extend([OsStr::new("--config"), OsStr::new(entry)]);
+    }
+    let (ok, stdout, stderr) = trident_plugin(&args)?;
+    ensure!(ok, "{config:?} on {path}: {stderr}");
+    let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
+    Ok((
+        tensor["shape"].clone(),
+        serde_json::from_value(tensor["data"].clone())?,
+    ))
+}
+
+/// The value of `got` farthest from `want`'s, in units of `level(index)`: how far, and where
+/// (a NaN is as far as can be); an error where the lengths differ.
+fn farthest(
+    got: &[f64],
+    want: &[f64],
+    level: impl Fn(usize) -> f64,
+) -> Result<(f64, usize), Failed> {
+    ensure!(
+        got.len() == want.len(),
+        "{} values, expected {}",
+        got.len(),
+        want.len()
+    );
+    Ok(got
+        .iter()
+        .zip(want)
+        .enumerate()
+        .map(|(i, (g, w))| {
+            let apart = (g - w).abs() / level(i);
+            (if apart.is_nan() { f64::INFINITY } else { apart }, i)
+        })
+        .fold((0.0_f64, 0), |a, b| if b.0 > a.0 { b } else { a }))
+}
+
+/// A letterbox (`resize = "letterbox"`, `resample = "opencv_bilinear"`) equal to what
+/// ultralytics' `LetterBox` makes with OpenCV (within one level: OpenCV's fixed-point weights),
+/// on a landscape photo enlarged, a portrait one and one shrunk by 2.3; and `channels = "L"`
+/// equal to Pillow's grayscale of the same crop (within one level: Pillow converts before it
+/// resizes, trident after). A letterbox's margins are 114 exactly.
+fn letterbox_and_grayscale_as_ultralytics_and_pillow_make_them(_: &Fixture) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let images = common::process::python_client(
+        "images.py",
+        &format!("make:{}", scratch.path().display()),
+        &serde_json::Value::Null,
+    );
+    for (name, content_type) in [
+        ("cool.png", "image/png"),
+        ("tall.png", "image/png"),
+        ("large.png", "image/png"),
+    ] {
+        let path = images[name].as_str().ok_or(format!("no {name}"))?;
+        let expected =
+            common::process::python_client("images.py", "letterboxed:640x480", &json!([path]));
+        let expected: Vec<f64> = serde_json::from_value(expected[0].clone())?;
+        let (shape, got) = image_tensor_of(
+            path,
+            content_type,
+            &[
+                "size=640x480",
+                "resize=letterbox",
+                "resample=opencv_bilinear",
+                "layout=NHWC",
+            ],
+        )?;
+        ensure!(shape == json!([1, 480, 640, 3]), "{name}: {shape}");
+        let (worst, at) = farthest(&got, &expected, |_| 1.0)?;
+        let within = worst <= 1.01;
+        ensure!(
+            within,
+            "{name} letterboxed: value {at} (row {}) is {} where ultralytics' is {}",
+            at / (640 * 3),
+            got[at],
+            expected[at]
+        );
+        let gray = common::process::python_client("images.py", "gray:", &json!([path]));
+        let gray: Vec<f64> = serde_json::from_value(gray[0].clone())?;
+        let (shape, got) = image_tensor_of(path, content_type, &["channels=L"])?;
+        ensure!(shape == json!([1, 1, 224, 224]), "{name}: {shape}");
+        let (worst, at) = farthest(&got, &gray, |_| 1.0)?;
+        let within = worst <= 1.01;
+        ensure!(
+            within,
+            "{name} gray: value {at} is {} where Pillow's is {}",
+            got[at],
+            gray[at]
+        );
+    }
+    Ok(())
+}
+
 /// The image plugin's `resample` (bilinear, bicubic, Lanczos) against Pillow's filters, as
 /// torchvision's Resize(256) and CenterCrop(224) run them on a PIL image, on photos Pillow made
 /// (a PNG, and JPEGs whose decoders agree to a level or two): every 8-bit value of the crop,
@@ -454,7 +578,6 @@ fn bicubic_and_lanczos_resize_as_pillow_does(_: &Fixture) -> Result<(), Failed> 
     );
     // Pillow's passes round to 8 bits with fixed-point weights: one level apart at most for
     // the PNG; a JPEG's two decoders differ by a level or two before any resize.
-    let wasm = guest("image_tensor");
     for (name, content_type, most) in [
         ("cool.png", "image/png", 1.01),
         ("warm.jpg", "image/jpeg", 3.0),
@@ -468,54 +591,9 @@ fn bicubic_and_lanczos_resize_as_pillow_does(_: &Fixture) -> Result<(), Failed> 
             );
             let expected: Vec<f64> = serde_json::from_value(expected[0].clone())?;
             let resample = format!("resample={filter}");
-            let args: Vec<&OsStr> = [
-                "run",
-                wasm.to_str().unwrap(),
-                "--hook",
-                "request",
-                "--body",
-                path,
-                "--content-type",
-                content_type,
-                "--config",
-                &resample,
-                "--config",
-                "scale=1",
-                "--config",
-                "mean=0,0,0",
-                "--config",
-                "std=1,1,1",
-                "--config",
-                "layout=NHWC",
-                "--time-limit-ms",
-                "10000",
-            ]
-            .into_iter()
-            .map(OsStr::new)
-            .collect();
-            let (ok, stdout, stderr) = trident_plugin(&args)?;
-            ensure!(ok, "{name} {filter}: {stderr}");
-            let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
-            ensure!(
-                tensor["shape"] == json!([1, 224, 224, 3]),
-                "{name} {filter}: {}",
-                tensor["shape"]
-            );
-            let got: Vec<f64> = serde_json::from_value(tensor["data"].clone())?;
-            ensure!(
-                got.len() == expected.len(),
-                "{name} {filter}: {} values",
-                got.len()
-            );
-            let (worst, at) = got
-                .iter()
-                .zip(&expected)
-                .map(|(g, e)| (g - e).abs())
-                .enumerate()
-                .fold(
-                    (0.0, 0),
-                    |(worst, at), (i, d)| if d > worst { (d, i) } else { (worst, at) },
-                );
+            let (shape, got) = image_tensor_of(path, content_type, &[&resample, "layout=NHWC"])?;
+            ensure!(shape == json!([1, 224, 224, 3]), "{name} {filter}: {shape}");
+            let (worst, at) = farthest(&got, &expected, |_| 1.0)?;
             let within = worst <= most;
             ensure!(
                 within,

@@ -10,9 +10,13 @@
 //! side a multiple of `multiple`, default 32, its shorter side brought up to `limit_side`,
 //! default 736, or its longer down to it with `limit_type = "max"`, after a cap of `max_side`,
 //! default 2000, as RapidOCR sizes PP-OCR's detector input; one image a request, and the model's
-//! height and width must be -1), `resize_shorter` (default 256 for 224), `layout` (`NCHW`
-//! or `NHWC`), `channels` (`RGB` or `BGR`), `datatype` (`FP32`, `FP16`, `UINT8`), `scale`
-//! (default 1/255), `mean` and `std` (three numbers each), `batch` (`true`: a batch dimension
+//! height and width must be -1; or `letterbox`: the whole image fitted in the size and centred,
+//! the margins `pad_value`, default 114, as YOLO's letterbox; `letterbox_up = "false"` keeps a
+//! small image unscaled), `resize_shorter` (default 256 for 224), `resize_to` (with `stretch`:
+//! the size before a centre crop), `crop_offset` (`round` or `floor`), `resample` (`bilinear`,
+//! `bicubic`, `lanczos`, `opencv_bilinear`), `layout` (`NCHW`
+//! or `NHWC`), `channels` (`RGB`, `BGR`, or `L`: one channel of luminance), `datatype` (`FP32`, `FP16`, `UINT8`), `scale`
+//! (default 1/255), `mean` and `std` (three numbers each, or one for all), `batch` (`true`: a batch dimension
 //! first), `max_pixels` (default 25000000), `max_image_bytes` (default 16 MiB), `max_images`
 //! (default 32), and `decode_in`: `host` (default) has trident do the pixel work natively
 //! through its image primitives (`images.to-tensor`, the same code, safe Rust, about three times
@@ -205,9 +209,10 @@ impl ModelCheck for Plugin {
             trident_imaging::settings::Resize::Limit(_) => (-1, -1),
             _ => (i64::from(w), i64::from(h)),
         };
+        let c = settings.preprocess.channels.count() as i64;
         let image: Vec<i64> = match settings.preprocess.layout {
-            trident_imaging::settings::Layout::Nchw => vec![3, h, w],
-            trident_imaging::settings::Layout::Nhwc => vec![h, w, 3],
+            trident_imaging::settings::Layout::Nchw => vec![c, h, w],
+            trident_imaging::settings::Layout::Nhwc => vec![h, w, c],
         };
         let mut expected = image;
         if settings.preprocess.batch {
