@@ -192,6 +192,43 @@ fn the_example_answers_labels_as_a_python_tokenizer_step_would() {
         strings[0].ends_with(&format!(":{}", expected[0][0].0)),
         "{strings:?}"
     );
+
+    // Hugging Face's `parameters` in the body, as its toolkit's clients send them: the logits
+    // as they are (`function_to_apply: none`), whose softmax is the default answer; their
+    // sigmoid; one label (`top_k`); and a top_k past the configured k refused by name.
+    let with = |parameters: Value| {
+        let body = json!({ "inputs": texts[0], "parameters": parameters }).to_string();
+        post(addr, "application/json", &[], body.as_bytes())
+    };
+    let raw = with(json!({ "function_to_apply": "none", "top_k": 2, "truncation": true }));
+    assert_eq!(raw.status, 200, "{}", raw.text());
+    let raw = raw.json();
+    let logit = |rank: usize| raw[rank]["score"].as_f64().unwrap();
+    assert_eq!(raw[0]["label"], expected[0][0].0.as_str(), "{raw}");
+    let softmax = 1.0 / (1.0 + (logit(1) - logit(0)).exp());
+    assert!(
+        (softmax - expected[0][0].1).abs() < 1e-4,
+        "{raw}: {softmax}"
+    );
+    let sigmoid = with(json!({ "function_to_apply": "sigmoid", "top_k": 1 }));
+    assert_eq!(sigmoid.status, 200, "{}", sigmoid.text());
+    let sigmoid = sigmoid.json();
+    assert_eq!(sigmoid.as_array().map(Vec::len), Some(1), "{sigmoid}");
+    let want = 1.0 / (1.0 + (-logit(0)).exp());
+    assert!(
+        (sigmoid[0]["score"].as_f64().unwrap() - want).abs() < 1e-4,
+        "{sigmoid}"
+    );
+    let refused = with(json!({ "top_k": 1000 }));
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.text().contains("parameters.top_k = 1000"),
+        "{}",
+        refused.text()
+    );
+    // And the next request is served.
+    let answer = post(addr, "text/plain", &[], texts[0].as_bytes());
+    assert_agrees(&answer.json(), &expected[0], texts[0]);
 }
 
 /// The identity model of `dir/models/ids`: three INT64 inputs of any shape back as outputs.

@@ -16,7 +16,10 @@
 //! Triton's label files do), or JSON: a list of names, an object of index → name, or a Hugging
 //! Face `config.json` (its `id2label`). Without it, a class is named by its index. A request may
 //! override `k` (at most the configured one) and `format` in `X-Amzn-SageMaker-Custom-Attributes`
-//! (`top_k=3`, `format=triton`).
+//! (`top_k=3`, `format=triton`), and `top_k` and `function_to_apply` (`softmax`, `sigmoid`,
+//! `none`) in a JSON body's `parameters`, as Hugging Face's inference toolkit's clients send them
+//! (`{"inputs": ..., "parameters": {"top_k": 3}}`; they win over the attributes; other
+//! parameters are left to the request adapter).
 //!
 //! The labels are parsed once, in `check-config`: trident keeps the state that leaves, so every
 //! call starts with the table built.
@@ -80,7 +83,10 @@ mod component {
                 .get()
                 .ok_or_else(|| PluginError::Internal("top-k-labels was not initialised".into()))?;
             let request = settings
-                .for_request(invocation.custom_attributes.as_deref())
+                .for_request(
+                    invocation.custom_attributes.as_deref(),
+                    crate::logic::body_parameters(&invocation.body).as_ref(),
+                )
                 .map_err(PluginError::BadRequest)?;
             let tensor = match &settings.output {
                 Some(name) => inference.outputs.iter().find(|t| &t.name == name),

@@ -24,6 +24,31 @@ impl Format {
     }
 }
 
+/// What turns the scores into the answer's scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// The scores as the model gives them.
+    None,
+    /// A softmax over each row's classes.
+    Softmax,
+    /// A sigmoid of each score (multi-label classifiers).
+    Sigmoid,
+}
+
+impl Activation {
+    /// Hugging Face's `function_to_apply` names.
+    fn parse(text: &str) -> Result<Activation, String> {
+        match text {
+            "none" => Ok(Activation::None),
+            "softmax" => Ok(Activation::Softmax),
+            "sigmoid" => Ok(Activation::Sigmoid),
+            other => Err(format!(
+                "function_to_apply '{other}' is not one of softmax, sigmoid, none"
+            )),
+        }
+    }
+}
+
 /// The plugin's configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -31,8 +56,8 @@ pub struct Settings {
     pub output: Option<String>,
     /// Labels per answer.
     pub k: usize,
-    /// Whether scores go through a softmax.
-    pub softmax: bool,
+    /// What the scores go through.
+    pub activation: Activation,
     /// How answers are written.
     pub format: Format,
 }
@@ -49,22 +74,55 @@ fn parse_k(text: &str, most: usize) -> Result<usize, String> {
 impl Settings {
     /// The settings `config` gives (each key optional).
     pub fn from_config(config: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
-        let softmax = match config("softmax").as_deref() {
-            None | Some("false") => false,
-            Some("true") => true,
+        let activation = match config("softmax").as_deref() {
+            None | Some("false") => Activation::None,
+            Some("true") => Activation::Softmax,
             Some(other) => return Err(format!("softmax = '{other}': give true or false")),
         };
         Ok(Settings {
             output: config("output").filter(|name| !name.is_empty()),
             k: config("k").map_or(Ok(5), |k| parse_k(&k, MAX_K))?,
-            softmax,
+            activation,
             format: config("format").map_or(Ok(Format::Labels), |f| Format::parse(&f))?,
         })
     }
 
     /// The settings for one request: `top_k` (at most the configured `k`) and `format` from its
-    /// custom attributes (`key=value`, separated by `,` or `;`); other attributes are ignored.
-    pub fn for_request(&self, attributes: Option<&str>) -> Result<Settings, String> {
+    /// custom attributes (`key=value`, separated by `,` or `;`; other attributes are ignored),
+    /// then `top_k` and `function_to_apply` from its body's Hugging Face `parameters`
+    /// ([`body_parameters`]; other parameters are the request adapter's).
+    pub fn for_request(
+        &self,
+        attributes: Option<&str>,
+        parameters: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<Settings, String> {
+        let mut settings = self.attributes(attributes)?;
+        let Some(parameters) = parameters else {
+            return Ok(settings);
+        };
+        if let Some(k) = parameters.get("top_k").filter(|k| !k.is_null()) {
+            settings.k = k
+                .as_u64()
+                .and_then(|k| usize::try_from(k).ok())
+                .filter(|k| (1..=self.k).contains(k))
+                .ok_or_else(|| {
+                    format!(
+                        "parameters.top_k = {k}: give a whole number from 1 to {}",
+                        self.k
+                    )
+                })?;
+        }
+        if let Some(function) = parameters.get("function_to_apply").filter(|f| !f.is_null()) {
+            settings.activation = function
+                .as_str()
+                .ok_or_else(|| format!("parameters.function_to_apply = {function}: give a name"))
+                .and_then(Activation::parse)
+                .map_err(|e| format!("parameters: {e}"))?;
+        }
+        Ok(settings)
+    }
+
+    fn attributes(&self, attributes: Option<&str>) -> Result<Settings, String> {
         let mut settings = self.clone();
         for pair in attributes.unwrap_or("").split([',', ';']) {
             let Some((key, value)) = pair.split_once('=') else {
@@ -324,6 +382,47 @@ impl<'a> Scores<'a> {
     }
 }
 
+/// The `parameters` object of a JSON request body, as Hugging Face's inference toolkit's clients
+/// send it (`{"inputs": ..., "parameters": {"top_k": 3}}`), read without building the rest of
+/// the body (an image's base64 is skipped, not copied): `None` for a body that is not a JSON
+/// object or has no `parameters` object.
+pub fn body_parameters(body: &[u8]) -> Option<serde_json::Map<String, serde_json::Value>> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    struct Parameters;
+    impl<'de> Visitor<'de> for Parameters {
+        type Value = Option<serde_json::Map<String, serde_json::Value>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "parameters" && found.is_none() {
+                    if let serde_json::Value::Object(object) = map.next_value()? {
+                        found = Some(object);
+                    }
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    let start = body.iter().position(|b| !b.is_ascii_whitespace())?;
+    if body[start] != b'{' {
+        return None;
+    }
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    reader.deserialize_map(Parameters).ok().flatten()
+}
+
+/// `scores` through a sigmoid.
+pub fn sigmoid(scores: &mut [f64]) {
+    for score in scores.iter_mut() {
+        *score = 1.0 / (1.0 + (-*score).exp());
+    }
+}
+
 /// `scores` through a softmax (numerically stable: the largest is subtracted first).
 pub fn softmax(scores: &mut [f64]) {
     let max = scores
@@ -393,8 +492,10 @@ pub fn answer(
             out.push(',');
         }
         let mut values = scores.row(row);
-        if settings.softmax {
-            softmax(&mut values);
+        match settings.activation {
+            Activation::None => {}
+            Activation::Softmax => softmax(&mut values),
+            Activation::Sigmoid => sigmoid(&mut values),
         }
         out.push('[');
         for (rank, index) in top_k(&values, settings.k).into_iter().enumerate() {
@@ -436,9 +537,58 @@ mod tests {
         Settings {
             output: None,
             k,
-            softmax,
+            activation: if softmax {
+                Activation::Softmax
+            } else {
+                Activation::None
+            },
             format,
         }
+    }
+
+    /// `parameters` read from JSON bodies only, past any other field; a request's `top_k` and
+    /// `function_to_apply` over the configuration, refused by name when out of range.
+    #[test]
+    fn hugging_face_parameters_in_the_body() {
+        let body = br#" {"inputs": ["a long text", "another"], "parameters": {"top_k": 2, "function_to_apply": "sigmoid", "truncation": true}}"#;
+        let parameters = body_parameters(body).unwrap();
+        assert_eq!(parameters["top_k"], 2);
+        assert_eq!(body_parameters(b"\xff\xd8\xff\xe0 a JPEG"), None);
+        assert_eq!(body_parameters(br#"{"inputs": "x"}"#), None);
+        assert_eq!(
+            body_parameters(br#"{"inputs": "x", "parameters": 3}"#),
+            None
+        );
+        assert_eq!(body_parameters(b"{\"inputs\": [1, 2"), None);
+        let configured = settings(5, false, Format::Labels);
+        let request = configured
+            .for_request(Some("top_k=4"), Some(&parameters))
+            .unwrap();
+        assert_eq!((request.k, request.activation), (2, Activation::Sigmoid));
+        for (json, says) in [
+            (
+                r#"{"top_k": 6}"#,
+                "parameters.top_k = 6: give a whole number from 1 to 5",
+            ),
+            (r#"{"top_k": 0}"#, "parameters.top_k = 0"),
+            (r#"{"top_k": "2"}"#, "parameters.top_k = \"2\""),
+            (
+                r#"{"function_to_apply": "relu"}"#,
+                "function_to_apply 'relu' is not one of",
+            ),
+        ] {
+            let parameters: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(json).unwrap();
+            let error = configured.for_request(None, Some(&parameters)).unwrap_err();
+            assert!(error.contains(says), "{json}: {error}");
+        }
+        let data = f32s(&[0.0, 2.0]);
+        let scores = Scores::new("out", Kind::F32, &[1, 2], &data).unwrap();
+        let answer = answer(&scores, &Labels::Indices, &request).unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+        let sigmoid_of_2 = 1.0 / (1.0 + (-2.0f64).exp());
+        assert!((answer[0]["score"].as_f64().unwrap() - sigmoid_of_2).abs() < 1e-6);
+        assert!((answer[1]["score"].as_f64().unwrap() - 0.5).abs() < 1e-6);
     }
 
     #[test]
@@ -560,15 +710,15 @@ mod tests {
     fn requests_may_lower_k_and_pick_the_format() {
         let base = settings(5, false, Format::Labels);
         let request = base
-            .for_request(Some("top_k=2; format=triton, other=x"))
+            .for_request(Some("top_k=2; format=triton, other=x"), None)
             .unwrap();
         assert_eq!((request.k, request.format), (2, Format::Triton));
         assert!(
-            base.for_request(Some("top_k=6"))
+            base.for_request(Some("top_k=6"), None)
                 .unwrap_err()
                 .contains("1 to 5")
         );
-        assert!(base.for_request(Some("format=xml")).is_err());
-        assert_eq!(base.for_request(None).unwrap(), base);
+        assert!(base.for_request(Some("format=xml"), None).is_err());
+        assert_eq!(base.for_request(None, None).unwrap(), base);
     }
 }
