@@ -1,6 +1,8 @@
-"""The image-classification table of scripts/bench (`--only image`): a 640x480 JPEG in, the top
-five labels out, on the same stand-in classifier (examples/image-classification), each server
-the way its users build it.
+"""The image-classification table of scripts/bench (`--only image`): a JPEG in, the top five
+labels out, on the same stand-in classifier (examples/image-classification), each server the way
+its users build it, in four settings (VARIANTS): a 640x480 photo against Triton's python steps at
+their default (one instance each) and tuned as informed users set them (one instance per core),
+a 12 MP phone photo, and bicubic resizing (CLIP's, DeiT's), the last two against the tuned anchor.
 
 - Triton's SageMaker frontend: an ensemble, as Triton's own image examples are built: a
   python-backend `preprocess` model (Pillow and NumPy: decode, EXIF orientation, RGB, the shorter
@@ -42,7 +44,7 @@ def pixels(raw):
     image = ImageOps.exif_transpose(Image.open(io.BytesIO(raw))).convert("RGB")
     width, height = image.size
     size = (256, int(256 * height / width)) if width <= height else (int(256 * width / height), 256)
-    image = image.resize(size, Image.Resampling.BILINEAR)
+    image = image.resize(size, Image.Resampling.@RESAMPLE@)
     left, top = int(round((size[0] - 224) / 2.0)), int(round((size[1] - 224) / 2.0))
     image = image.crop((left, top, left + 224, top + 224))
     array = (np.asarray(image, dtype=np.float32) / 255.0 - MEAN) / STD
@@ -105,35 +107,49 @@ ensemble_scheduling { step [
 '''
 
 
-def python_model(folder, code, inputs, outputs, files=()):
+# (name, photo's width and height, python instances of each of Triton's steps, resampling,
+# concurrencies kept (None: all), whether the native floor is measured).
+VARIANTS = [
+    ("640x480, Triton's python steps at their default (1 instance)", (640, 480), 1, "bilinear", None, True),
+    ("640x480, Triton tuned (1 python instance per core)", (640, 480), os.cpu_count(), "bilinear", None, False),
+    ("12 MP (4032x3024), Triton tuned", (4032, 3024), os.cpu_count(), "bilinear", 2, False),
+    ("640x480 bicubic, Triton tuned", (640, 480), os.cpu_count(), "bicubic", None, False),
+]
+
+
+def python_model(folder, code, inputs, outputs, files=(), instances=1):
     (folder / "1").mkdir(parents=True)
     (folder / "1/model.py").write_text(code)
     for file in files:
         shutil.copy(file, folder / "1")
     (folder / "config.pbtxt").write_text(
         f'backend: "python"\nmax_batch_size: 8\ninput [ {inputs} ]\noutput [ {outputs} ]\n'
-        'instance_group [ { kind: KIND_CPU, count: 1 } ]\n')
+        f'instance_group [ {{ kind: KIND_CPU, count: {instances} }} ]\n')
 
 
-def repositories(tmp):
+def repositories(tmp, instances, resample):
     """(Triton's repository with the ensemble, trident's with the classifier alone)."""
     triton, trident = tmp / "repo-images-triton", tmp / "repo-images-trident"
     for repository in (triton, trident):
         shutil.copytree(EXAMPLE / "models", repository)
-    python_model(triton / "preprocess", PREPROCESS, '{ name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] }',
-                 '{ name: "INPUT0", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] }')
+    python_model(triton / "preprocess", PREPROCESS.replace("@RESAMPLE@", resample.upper()),
+                 '{ name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] }',
+                 '{ name: "INPUT0", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] }', instances=instances)
     python_model(triton / "postprocess", POSTPROCESS, '{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1000 ] }',
-                 '{ name: "LABELS", data_type: TYPE_STRING, dims: [ 1 ] }', [EXAMPLE / "labels.txt"])
+                 '{ name: "LABELS", data_type: TYPE_STRING, dims: [ 1 ] }', [EXAMPLE / "labels.txt"],
+                 instances=instances)
     (triton / "image_classification/1").mkdir(parents=True)
     (triton / "image_classification/config.pbtxt").write_text(ENSEMBLE)
     return triton, trident
 
 
-def manifest(tmp, wasm_folder):
-    """trident's plugins, as the example's serve script writes them."""
+def manifest(tmp, wasm_folder, resample):
+    """trident's plugins, as the example's serve script writes them (with `resample`)."""
     folder = tmp / "images-plugins"
     folder.mkdir()
     text = (EXAMPLE / "plugins.toml.in").read_text()
+    if resample != "bilinear":
+        text = text.replace('resize_shorter = "256"', f'resize_shorter = "256", resample = "{resample}"')
     for file, placeholder in [("image_tensor.wasm", "@IMAGE_TENSOR@"), ("top_k_labels.wasm", "@TOP_K_LABELS@"),
                               ("labels.txt", "@LABELS@")]:
         source = wasm_folder / file if file.endswith(".wasm") else EXAMPLE / file
@@ -143,19 +159,20 @@ def manifest(tmp, wasm_folder):
     return folder / "plugins.toml"
 
 
-def photo(tmp):
-    """A 640x480 JPEG with a photo's texture (gradients and noise), made with the system's Pillow."""
+def photo(tmp, size=(640, 480)):
+    """A JPEG of `size` with a photo's texture (gradients and noise), made with the system's Pillow."""
     path = tmp / "photo.jpg"
     subprocess.run(["/usr/bin/python3", "-c", """
 import sys
 import numpy as np
 from PIL import Image
+w, h = int(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(7)
-y, x = np.mgrid[0:480, 0:640]
-rgb = np.stack([200 + 40 * x / 640, 60 + 120 * y / 480, 30 + 60 * (x * y) / (640 * 480)], axis=-1)
+y, x = np.mgrid[0:h, 0:w]
+rgb = np.stack([200 + 40 * x / w, 60 + 120 * y / h, 30 + 60 * (x * y) / (w * h)], axis=-1)
 rgb += rng.normal(0, 12, rgb.shape)
 Image.fromarray(rgb.clip(0, 255).astype(np.uint8)).save(sys.argv[1], quality=90)
-""", str(path)], check=True)
+""", str(path), str(size[0]), str(size[1])], check=True)
     return path
 
 
@@ -205,11 +222,24 @@ def answers_agree(triton_port, trident_port, triton_body_file, triton_type, jpeg
 
 
 def image_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_folder, floor):
-    """Per concurrency: (c, Triton result, trident result, floor result), each with cpu_us
-    counting every process of the server."""
-    triton_repo, trident_repo = repositories(tmp)
-    plugins = manifest(tmp, wasm_folder)
-    jpeg = photo(tmp)
+    """Per variant and concurrency: (variant, c, Triton result, trident result, floor result or
+    None), each with cpu_us counting every process of the server."""
+    label, rows = None, []
+    for name, size, instances, resample, most, measure_floor in VARIANTS:
+        folder = tmp / f"images-{len(rows)}"
+        folder.mkdir()
+        label, variant = variant_rows(folder, start_servers, wrk, script, concurrencies[:most], duration,
+                                      wasm_folder, floor if measure_floor else None, size, instances, resample)
+        rows += [(name, *row) for row in variant]
+    return label, rows
+
+
+def variant_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_folder, floor, size, instances,
+                 resample):
+    """One variant's rows: (c, Triton result, trident result, floor result or None)."""
+    triton_repo, trident_repo = repositories(tmp, instances, resample)
+    plugins = manifest(tmp, wasm_folder, resample)
+    jpeg = photo(tmp, size)
     body, content_type = triton_body(tmp, jpeg)
     servers = start_servers(triton_repo, "image_classification", plugins=plugins,
                             trident_repository=trident_repo, trident_model="classifier")
@@ -228,25 +258,27 @@ def image_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_fo
                 spent = tree_cpu(pid) - before
                 result["cpu_us"] = spent * 1e6 / max(1, result["rps"] * duration)
                 results[who] = result
-            rows.append((c, results["triton"], results["trident"], floor(trident_repo, jpeg, c, duration)))
+            rows.append((c, results["triton"], results["trident"],
+                         floor(trident_repo, jpeg, c, duration) if floor else None))
     finally:
         servers.stop()
     return label, rows
 
 
 def table(label, rows, fmt):
-    lines = ["", "Images in, labels out: a 640x480 JPEG through Triton's ensemble (python-backend Pillow/NumPy "
+    lines = ["", "Images in, labels out: a JPEG through Triton's ensemble (python-backend Pillow/NumPy "
              "pre-processing, the classifier, a python top-5 step) against trident's image-tensor and "
              f"top-k-labels plugins on the same classifier (both answer `{label}` first); latency in ms, CPU "
              "per request in µs counting every process of the server (Triton's python stubs included); the "
              "floor is the same decode, resize and model call in one native process, no HTTP:", "",
-             "| conc. | Triton req/s | trident req/s | ratio | Triton p50 | trident p50 | Triton p99 | trident p99 | "
-             "Triton CPU | trident CPU | ratio | floor req/s | floor CPU | errors T/t |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c, t, d, floor in rows:
-        lines.append(f"| {c} | {t['rps']:.0f} | {d['rps']:.0f} | {d['rps'] / t['rps']:.2f}× | {fmt(t['p50'])} | "
-                     f"{fmt(d['p50'])} | {fmt(t['p99'])} | {fmt(d['p99'])} | {t['cpu_us']:.0f} | {d['cpu_us']:.0f} | "
-                     f"{d['cpu_us'] / t['cpu_us']:.2f}× | {floor['rps']:.0f} | {floor['cpu_us']:.0f} | "
+             "| setting | conc. | Triton CPU | trident CPU | CPU ratio | Triton req/s | trident req/s | ratio | "
+             "Triton p50 | trident p50 | Triton p99 | trident p99 | floor req/s | floor CPU | errors T/t |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, c, t, d, floor in rows:
+        floor_cells = f"{floor['rps']:.0f} | {floor['cpu_us']:.0f}" if floor else "— | —"
+        lines.append(f"| {name} | {c} | {t['cpu_us']:.0f} | {d['cpu_us']:.0f} | {d['cpu_us'] / t['cpu_us']:.2f}× | "
+                     f"{t['rps']:.0f} | {d['rps']:.0f} | {d['rps'] / t['rps']:.2f}× | {fmt(t['p50'])} | "
+                     f"{fmt(d['p50'])} | {fmt(t['p99'])} | {fmt(d['p99'])} | {floor_cells} | "
                      f"{t['errors']}/{d['errors']} |")
     return lines
 
