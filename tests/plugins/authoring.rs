@@ -442,14 +442,14 @@ fn plugin_run_prints_tensors_replies_and_refusals(_: &Fixture) -> Result<(), Fai
     Ok(())
 }
 
-/// The tensor `image_tensor.wasm` makes of the image at `path` through `trident plugin run`,
-/// its 8-bit values as they are (scale 1, mean 0, std 1), with the `config` entries given
-/// (`KEY=VALUE`): its shape and values.
-fn image_tensor_of(
+/// `image_tensor.wasm`'s request hook on the image at `path` through `trident plugin run`, with
+/// `extra` arguments (`--config KEY=VALUE`, `--asset NAME=PATH`): whether it succeeded, its
+/// stdout and stderr.
+fn run_image_tensor(
     path: &str,
     content_type: &str,
-    config: &[&str],
-) -> Result<(serde_json::Value, Vec<f64>), Failed> {
+    extra: &[&str],
+) -> Result<(bool, String, String), Failed> {
     let wasm = guest("image_tensor");
     let mut args: Vec<&OsStr> = [
         "run",
@@ -460,28 +460,52 @@ fn image_tensor_of(
         path,
         "--content-type",
         content_type,
-        "--config",
-        "scale=1",
-        "--config",
-        "mean=0,0,0",
-        "--config",
-        "std=1,1,1",
         "--time-limit-ms",
         "10000",
     ]
     .into_iter()
     .map(OsStr::new)
     .collect();
-    for entry in config {
-        args.extend([OsStr::new("--config"), OsStr::new(entry)]);
-    }
-    let (ok, stdout, stderr) = trident_plugin(&args)?;
-    ensure!(ok, "{config:?} on {path}: {stderr}");
+    args.extend(extra.iter().map(OsStr::new));
+    trident_plugin(&args)
+}
+
+/// The tensor [`run_image_tensor`] printed (it must have succeeded): its shape and values.
+fn printed_tensor(
+    (ok, stdout, stderr): (bool, String, String),
+    what: &str,
+) -> Result<(serde_json::Value, Vec<f64>), Failed> {
+    ensure!(ok, "{what}: {stderr}");
     let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
     Ok((
         tensor["shape"].clone(),
         serde_json::from_value(tensor["data"].clone())?,
     ))
+}
+
+/// The tensor `image_tensor.wasm` makes of the image at `path`, its 8-bit values as they are
+/// (scale 1, mean 0, std 1), with the `config` entries given (`KEY=VALUE`): its shape and
+/// values.
+fn image_tensor_of(
+    path: &str,
+    content_type: &str,
+    config: &[&str],
+) -> Result<(serde_json::Value, Vec<f64>), Failed> {
+    let mut args = vec![
+        "--config",
+        "scale=1",
+        "--config",
+        "mean=0,0,0",
+        "--config",
+        "std=1,1,1",
+    ];
+    for entry in config {
+        args.extend(["--config", entry]);
+    }
+    printed_tensor(
+        run_image_tensor(path, content_type, &args)?,
+        &format!("{config:?} on {path}"),
+    )
 }
 
 /// The value of `got` farthest from `want`'s, in units of `level(index)`: how far, and where
@@ -658,28 +682,11 @@ fn a_hugging_face_processor_config_makes_transformers_tensors(_: &Fixture) -> Re
         &scratch.path().display().to_string(),
         &json!({ "processors": processors }),
     );
-    let wasm = guest("image_tensor");
     let run = |config: &str, image: &str, extra: &[&str]| {
         let asset = format!("preprocessor_config={config}");
-        let mut args: Vec<&OsStr> = [
-            "run",
-            wasm.to_str().unwrap(),
-            "--hook",
-            "request",
-            "--body",
-            image,
-            "--content-type",
-            "image/png",
-            "--asset",
-            &asset,
-            "--time-limit-ms",
-            "10000",
-        ]
-        .into_iter()
-        .map(OsStr::new)
-        .collect();
-        args.extend(extra.iter().map(OsStr::new));
-        trident_plugin(&args)
+        let mut args = vec!["--asset", asset.as_str()];
+        args.extend(extra);
+        run_image_tensor(image, "image/png", &args)
     };
     let images: Vec<String> = serde_json::from_value(reference["images"].clone())?;
     let by_name = reference["processors"].as_object().ok_or("no processors")?;
@@ -691,39 +698,24 @@ fn a_hugging_face_processor_config_makes_transformers_tensors(_: &Fixture) -> Re
             .iter()
             .zip(processor["tensors"].as_array().ok_or("")?)
         {
-            let (ok, stdout, stderr) = run(config, image, &[])?;
-            ensure!(ok, "{name} on {image}: {stderr}");
-            let tensor = first_tensor(&stdout)?.ok_or("no tensor printed")?;
+            let (shape, got) =
+                printed_tensor(run(config, image, &[])?, &format!("{name} on {image}"))?;
             ensure!(
-                tensor["shape"] == expected["shape"],
-                "{name} on {image}: shaped {}, transformers' {}",
-                tensor["shape"],
+                shape == expected["shape"],
+                "{name} on {image}: shaped {shape}, transformers' {}",
                 expected["shape"]
             );
-            let got: Vec<f64> = serde_json::from_value(tensor["data"].clone())?;
             let want: Vec<f64> = serde_json::from_value(expected["data"].clone())?;
             let plane = want.len() / 3;
-            ensure!(got.len() == want.len(), "{name}: {} values", got.len());
             // Within one level (and float rounding) of each value, in its channel's units.
-            let worst = got
-                .iter()
-                .zip(&want)
-                .enumerate()
-                .map(|(i, (g, w))| {
-                    let apart = (g - w).abs() / levels[i / plane];
-                    // A NaN is as far as can be.
-                    (if apart.is_nan() { f64::INFINITY } else { apart }, i)
-                })
-                .fold((0.0_f64, 0), |a, b| if b.0 > a.0 { b } else { a });
-            let within = worst.0 <= 1.01;
+            let (worst, at) = farthest(&got, &want, |i| levels[i / plane])?;
+            let within = worst <= 1.01;
             ensure!(
                 within,
-                "{name} on {image} ({}): value {} is {} where transformers' is {} ({:.2} levels)",
+                "{name} on {image} ({}): value {at} is {} where transformers' is {} ({worst:.2} levels)",
                 processor["class"],
-                worst.1,
-                got[worst.1],
-                want[worst.1],
-                worst.0
+                got[at],
+                want[at]
             );
         }
     }
