@@ -11,8 +11,9 @@ each server the way its users build it.
 - trident: the same models behind the tokenize and top-k-labels plugins (`{"inputs": text}`), and
   behind the detokenize plugin (`{"text_input": prompt}` on `generate_stream`).
 
-Texts of 128 and 512 tokens (the model's sequence as long), and a 256-token prompt streamed back
-as 256 events, each detokenized. CPU per request counts every process of the server: tritonserver
+Texts of 128 and 512 tokens (the model's sequence as long), each against Triton's python steps
+at their default (one instance each) and tuned as informed users set them (one instance per
+core: VARIANTS), and a 256-token prompt streamed back as 256 events, each detokenized. CPU per request counts every process of the server: tritonserver
 and its python stubs, trident's serving process. The python models import `tokenizers` from the
 test clients' environment (scripts/install-test-clients), the same version trident's plugins
 are checked against.
@@ -20,6 +21,7 @@ are checked against.
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import urllib.request
@@ -112,7 +114,11 @@ STREAM_POSTPROCESS = TOKENIZER_MODEL + '''
 '''
 
 
-def python_model(folder, code, inputs, outputs, batch, files=()):
+# (tokens of the text and the model's sequence, python instances of each of Triton's steps)
+VARIANTS = [(128, 1), (128, os.cpu_count()), (512, 1), (512, os.cpu_count())]
+
+
+def python_model(folder, code, inputs, outputs, batch, files=(), instances=1):
     (folder / "1").mkdir(parents=True)
     # The stub's Python finds `tokenizers` where stub_path put it (its environment is Triton's).
     (folder / "1/model.py").write_text(code.replace("STUB_PATH", repr(str(folder.parent.parent / "stub-path"))))
@@ -120,7 +126,7 @@ def python_model(folder, code, inputs, outputs, batch, files=()):
         shutil.copy(file, folder / "1/tokenizer.json")
     (folder / "config.pbtxt").write_text(
         f'backend: "python"\nmax_batch_size: {batch}\ninput [ {inputs} ]\noutput [ {outputs} ]\n'
-        'instance_group [ { kind: KIND_CPU, count: 1 } ]\n')
+        f'instance_group [ {{ kind: KIND_CPU, count: {instances} }} ]\n')
 
 
 def ids_tensors(length):
@@ -128,18 +134,20 @@ def ids_tensors(length):
                      for n in ["input_ids", "attention_mask", "token_type_ids"])
 
 
-def classification_repositories(tmp, length, tokenizer):
-    """(Triton's repository with the ensemble, trident's with the classifier alone), the
-    classifier's sequence `length` tokens."""
-    triton, trident = tmp / f"repo-text{length}-triton", tmp / f"repo-text{length}-trident"
+def classification_repositories(tmp, length, tokenizer, instances):
+    """(Triton's repository with the ensemble, its python steps `instances` instances each,
+    trident's with the classifier alone), the classifier's sequence `length` tokens."""
+    triton = tmp / f"repo-text{length}-{instances}-triton"
+    trident = tmp / f"repo-text{length}-{instances}-trident"
     for repository in (triton, trident):
         shutil.copytree(CLASSIFICATION / "models", repository)
         config = repository / "text-classifier/config.pbtxt"
         config.write_text(config.read_text().replace("dims: [ 128 ]", f"dims: [ {length} ]"))
     python_model(triton / "preprocess", PREPROCESS.replace("LENGTH", str(length)),
-                 '{ name: "TEXT", data_type: TYPE_STRING, dims: [ 1 ] }', ids_tensors(length), 8, [tokenizer])
+                 '{ name: "TEXT", data_type: TYPE_STRING, dims: [ 1 ] }', ids_tensors(length), 8, [tokenizer],
+                 instances)
     python_model(triton / "postprocess", POSTPROCESS, '{ name: "logits", data_type: TYPE_FP32, dims: [ 2 ] }',
-                 '{ name: "LABELS", data_type: TYPE_STRING, dims: [ 1 ] }', 8)
+                 '{ name: "LABELS", data_type: TYPE_STRING, dims: [ 1 ] }', 8, instances=instances)
     step = lambda names: " ".join(f'{kind} {{ key: "{n}" value: "{n}" }}' for kind, n in names)
     ids = [("input_map", n) for n in ["input_ids", "attention_mask", "token_type_ids"]]
     (triton / "text_classification/1").mkdir(parents=True)
@@ -290,14 +298,14 @@ def measure(wrk, script, sides, concurrencies, duration):
 
 
 def classification_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_folder):
-    """For 128- and 512-token texts: (tokens, top label, rows, (Python µs, trident-text µs) to tokenize
-    the text alone)."""
+    """Per variant (VARIANTS): (tokens, instances, top label, rows, (Python µs, trident-text µs) to
+    tokenize the text alone)."""
     tokenizer = tokenizer_path(tmp, "bert")
     stub_path(tmp)
-    tables = []
-    for length in (128, 512):
-        triton_repo, trident_repo = classification_repositories(tmp, length, tokenizer)
-        plugins = manifest(tmp / f"text{length}-plugins", CLASSIFICATION / "plugins.toml.in", {
+    tables, alone = [], {}
+    for length, instances in VARIANTS:
+        triton_repo, trident_repo = classification_repositories(tmp, length, tokenizer, instances)
+        plugins = manifest(tmp / f"text{length}-{instances}-plugins", CLASSIFICATION / "plugins.toml.in", {
             "@TOKENIZE@": wasm_folder / "tokenize.wasm", "@TOP_K_LABELS@": wasm_folder / "top_k_labels.wasm",
             "@LABELS@": CLASSIFICATION / "config.json", "@TOKENIZER@": tokenizer})
         text = plugins.parent / "plugins.toml"
@@ -323,7 +331,10 @@ def classification_rows(tmp, start_servers, wrk, script, concurrencies, duration
             rows = measure(wrk, script, sides, concurrencies, duration)
         finally:
             servers.stop()
-        tables.append((length, ours[0]["label"], rows, tokenizer_alone(tmp, tokenizer, sentence, length)))
+        # The tokenizer alone depends on the text, not on Triton's instances: measured once a length.
+        if length not in alone:
+            alone[length] = tokenizer_alone(tmp, tokenizer, sentence, length)
+        tables.append((length, instances, ours[0]["label"], rows, alone[length]))
     return tables
 
 
@@ -358,16 +369,28 @@ def stream_rows(tmp, start_servers, wrk, script, concurrencies, duration, wasm_f
 
 def tables(classification, stream, fmt):
     lines = []
-    for length, label, rows, (python, native) in classification:
-        lines += ["", f"Text in, labels out: a {length}-token text through Triton's ensemble (a python-backend "
-                  "`tokenizers` step, the classifier, a python labels step) against trident's tokenize and "
-                  f"top-k-labels plugins on the same classifier, its sequence {length} tokens (both answer "
-                  f"`{label}` first, with the same score); latency in ms, CPU per request in µs counting every "
-                  "process of the server (Triton's python stubs included):", ""]
-        lines += row_table(rows, fmt)
-        lines += ["", f"The tokenizer alone, one thread, this text: Python `tokenizers` {python:.0f} µs (the "
-                  f"ensemble's preprocess step), trident-text {native:.0f} µs (the tokenize plugin's host "
-                  "primitive): the work both servers share."]
+    if classification:
+        lines += ["", "Text in, labels out: a text through Triton's ensemble (a python-backend `tokenizers` step, the "
+                 "classifier, a python labels step) against trident's tokenize and top-k-labels plugins on the same "
+                 "classifier, its sequence as long as the text (both answer the same labels with the same score); "
+                 "Triton's python steps at their default (1 instance each) and tuned (1 instance per core); CPU per "
+                 "request in µs counting every process of the server (Triton's python stubs included), latency in ms:",
+                 "", "| setting | conc. | Triton CPU | trident CPU | CPU ratio | Triton req/s | trident req/s | ratio | "
+                 "Triton p50 | trident p50 | Triton p99 | trident p99 | errors T/t |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        alone = []
+        for length, instances, label, rows, (python, native) in classification:
+            name = f"{length} tokens, Triton's python steps {instances} instance{'s' if instances > 1 else ''} each"
+            for c, t, d in rows:
+                lines.append(f"| {name} | {c} | {t['cpu_us']:.0f} | {d['cpu_us']:.0f} | {d['cpu_us'] / t['cpu_us']:.2f}× | "
+                             f"{t['rps']:.0f} | {d['rps']:.0f} | {d['rps'] / t['rps']:.2f}× | {fmt(t['p50'])} | "
+                             f"{fmt(d['p50'])} | {fmt(t['p99'])} | {fmt(d['p99'])} | {t['errors']}/{d['errors']} |")
+            line = f"{length} tokens: Python `tokenizers` {python:.0f} µs, trident-text {native:.0f} µs"
+            if line not in alone:
+                alone.append(line)
+        lines += ["", "The tokenizer alone, one thread, the same text (the work both servers share: the ensemble's "
+                  "preprocess step calls Python's `tokenizers`, the tokenize plugin's host primitive trident-text): "
+                  + "; ".join(alone) + "."]
     if stream:
         theirs, ours, rows = stream
         lines += ["", "A 256-token prompt streamed back as text, one event per token: Triton's HTTP "

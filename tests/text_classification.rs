@@ -291,6 +291,24 @@ fn rows(answer: &Value, name: &str) -> Vec<Vec<i64>> {
     data.chunks(shape[1].max(1)).map(<[i64]>::to_vec).collect()
 }
 
+/// Every row of an identity answer's three outputs is `expected`'s (`input_ids`,
+/// `attention_mask`, `token_type_ids`, as Python printed them), and there are as many;
+/// `which` names a row in a failure.
+fn assert_rows(answer: &Value, expected: &Value, which: &dyn Fn(usize) -> String) {
+    for (output, key) in [
+        ("OUTPUT0", "input_ids"),
+        ("OUTPUT1", "attention_mask"),
+        ("OUTPUT2", "token_type_ids"),
+    ] {
+        let want: Vec<Vec<i64>> = serde_json::from_value(expected[key].clone()).unwrap();
+        let got = rows(answer, output);
+        for (row, (got, want)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(got, want, "{}: {key}", which(row));
+        }
+        assert_eq!(got.len(), want.len(), "{}: {key}", which(0));
+    }
+}
+
 /// Every id, mask and type of 3,000 lines and 30 texts past the length (CJK, kana, Hangul, Arabic, Devanagari, Thai, emoji,
 /// combining marks, odd whitespace, special tokens written as text) is Hugging Face's, for a
 /// tokenizer of each family's layout: BERT's WordPiece, GPT-2's byte-level BPE, Llama 3's
@@ -325,19 +343,166 @@ fn tokenization_matches_hugging_face_id_for_id_in_every_family() {
             let body = json!({ "inputs": batch }).to_string();
             let answer = post(addr, "application/json", &[], body.as_bytes());
             assert_eq!(answer.status, 200, "{family}: {}", answer.text());
-            let answer = answer.json();
-            for (output, key) in [
-                ("OUTPUT0", "input_ids"),
-                ("OUTPUT1", "attention_mask"),
-                ("OUTPUT2", "token_type_ids"),
-            ] {
-                let want: Vec<Vec<i64>> =
-                    serde_json::from_value(expected[index][key].clone()).unwrap();
-                let got = rows(&answer, output);
-                for (row, (got, want)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(got, want, "{family}: {key} of {:?}", batch[row]);
+            assert_rows(&answer.json(), &expected[index], &|row| {
+                format!("{family}: {:?}", batch[row])
+            });
+        }
+    }
+}
+
+/// Text pairs (`{"text", "text_pair"}`, as Hugging Face's clients send them to NLI models and
+/// cross-encoders) and a request's own `truncation` and `max_length` give the rows
+/// `transformers`' fast tokenizer gives (5.25, `tokenizers` 0.23.3) for a tokenizer of each
+/// family, id for id: pairs of corpus lines and of long texts cut longest-first at the plugin's
+/// length and at an odd shorter one, `only_first` and `only_second`, `max_length` alone (cut as
+/// the plugin's `truncation` says). Then
+/// what transformers refuses, and what the plugin must, are 400s naming the cause, and the
+/// next request is served.
+#[test]
+fn text_pairs_and_request_parameters_match_transformers_id_for_id() {
+    let lines = corpus(240);
+    let long: Vec<String> = lines.chunks(24).map(|chunk| chunk.join(" ")).collect();
+    let short = |i: usize| lines[i].clone();
+    let neighbours: Vec<(String, String)> = (0..24).map(|i| (short(i), short(i + 1))).collect();
+    let long_pairs: Vec<(String, String)> = (0..long.len())
+        .map(|i| match i % 3 {
+            0 => (long[i].clone(), short(i)),
+            1 => (short(i), long[i].clone()),
+            _ => (long[i].clone(), long[(i + 1) % long.len()].clone()),
+        })
+        .collect();
+    let long_first: Vec<(String, String)> = (0..8).map(|i| (long[i].clone(), short(i))).collect();
+    let long_second: Vec<(String, String)> = (0..8).map(|i| (short(i), long[i].clone())).collect();
+    // (pairs, the body's parameters, transformers' truncation and max_length)
+    type Case<'a> = (&'a [(String, String)], Value, Value, usize);
+    let cases: Vec<Case> = vec![
+        (&neighbours, json!(null), json!("longest_first"), 256),
+        (&long_pairs, json!(null), json!("longest_first"), 256),
+        (
+            &long_pairs,
+            json!({"truncation": "longest_first", "max_length": 33}),
+            json!("longest_first"),
+            33,
+        ),
+        (
+            &long_pairs,
+            json!({"truncation": true, "max_length": 64}),
+            json!(true),
+            64,
+        ),
+        (
+            &long_first,
+            json!({"truncation": "only_first", "max_length": 64}),
+            json!("only_first"),
+            64,
+        ),
+        (
+            &long_second,
+            json!({"truncation": "only_second", "max_length": 64}),
+            json!("only_second"),
+            64,
+        ),
+        // max_length alone: cut as the plugin's `truncation` (true) says, where transformers 5
+        // leaves a row longer without `truncation`.
+        (
+            &neighbours,
+            json!({"max_length": 20}),
+            json!("longest_first"),
+            20,
+        ),
+    ];
+    for (family, pad_token) in FAMILIES {
+        let dir = tempfile::tempdir().unwrap();
+        let tokenizer = train(family, dir.path());
+        let models = identity_model(dir.path());
+        let expected = common::process::transformers_client(
+            "text_pairs.py",
+            &tokenizer.display().to_string(),
+            &json!({
+                "pad_token": pad_token,
+                "cases": cases.iter().map(|(pairs, _, truncation, max_length)| json!({
+                    "pairs": pairs, "truncation": truncation, "max_length": max_length,
+                })).collect::<Vec<_>>(),
+            }),
+        );
+        // The host's `text.tokenize-pairs` (the default) and the sandbox's own tokenizer, the
+        // latter for two families.
+        let places: &[&str] = if matches!(family, "bert" | "llama3") {
+            &["host", "sandbox"]
+        } else {
+            &["host"]
+        };
+        for tokenize_in in places {
+            let manifest = tokenize_manifest(
+                dir.path(),
+                &tokenizer,
+                pad_token,
+                &format!(", tokenize_in = \"{tokenize_in}\""),
+            );
+            let (_running, addr) = serve_with(
+                &models,
+                &[("SAGEMAKER_TRITON_PLUGINS", manifest.as_os_str())],
+            );
+            for (index, (pairs, parameters, _, _)) in cases.iter().enumerate() {
+                let inputs: Vec<Value> = pairs
+                    .iter()
+                    .map(|(text, pair)| json!({"text": text, "text_pair": pair}))
+                    .collect();
+                let mut body = json!({ "inputs": inputs });
+                if !parameters.is_null() {
+                    body["parameters"] = parameters.clone();
                 }
-                assert_eq!(got.len(), want.len(), "{family}: {key}");
+                let answer = post(addr, "application/json", &[], body.to_string().as_bytes());
+                let case = format!("{family} in the {tokenize_in}, case {index} ({parameters})");
+                assert!(
+                    expected[index].get("error").is_none(),
+                    "{case}: {}",
+                    expected[index]
+                );
+                assert_eq!(answer.status, 200, "{case}: {}", answer.text());
+                assert_rows(&answer.json(), &expected[index], &|row| {
+                    format!("{case}: pair {row}")
+                });
+            }
+            // What is refused: by transformers too (a second text too short to take the cut), or by
+            // the plugin's bounds; each names its cause, and the next request is served.
+            let pair = |a: &str, b: &str| json!({"text": a, "text_pair": b});
+            for (body, says) in [
+                (
+                    json!({"inputs": pair(&long[0], "short"), "parameters": {"truncation": "only_second", "max_length": 16}}),
+                    "only_second",
+                ),
+                (
+                    json!({"inputs": pair(&long[0], &long[1]), "parameters": {"truncation": false}}),
+                    "tokens long",
+                ),
+                (
+                    json!({"inputs": pair("a", "b"), "parameters": {"max_length": 100000}}),
+                    "at most 256",
+                ),
+                (
+                    json!({"inputs": {"text": "a", "text_pairs": "b"}}),
+                    "text_pairs",
+                ),
+                (
+                    json!({"inputs": [{"text": "a", "text_pair": ["b"]}]}),
+                    "not a string",
+                ),
+                (
+                    json!({"inputs": "a", "parameters": {"truncation": "sideways"}}),
+                    "sideways",
+                ),
+            ] {
+                let answer = post(addr, "application/json", &[], body.to_string().as_bytes());
+                assert_eq!(answer.status, 400, "{family}: {body}: {}", answer.text());
+                assert!(answer.text().contains(says), "{family}: {}", answer.text());
+                let next = post(
+                    addr,
+                    "application/json",
+                    &[],
+                    json!({"inputs": pair("a", "b")}).to_string().as_bytes(),
+                );
+                assert_eq!(next.status, 200, "{family}: {}", next.text());
             }
         }
     }

@@ -16,7 +16,7 @@ use libtest_mimic::Failed;
 use serde_json::{Value, json};
 
 use common::Check;
-use common::http_client::{HttpResponse, request};
+use common::http_client::{HttpResponse, invoke};
 use common::plugins::guest;
 use common::process::{Running, python_client, serve_with};
 
@@ -118,16 +118,6 @@ fn write_example(dir: &Path, change: impl Fn(String) -> String) -> PathBuf {
     path
 }
 
-fn post(addr: SocketAddr, content_type: &str, body: &[u8]) -> HttpResponse {
-    request(
-        addr,
-        "POST",
-        "/invocations",
-        &[("Content-Type", content_type)],
-        body,
-    )
-}
-
 fn photo(f: &Fixture, name: &str) -> Vec<u8> {
     std::fs::read(f.photos.path().join(name)).unwrap()
 }
@@ -214,7 +204,7 @@ fn every_photo_gets_the_boxes_rapidocr_finds(f: &Fixture) -> Result<(), Failed> 
         )
         .unwrap();
         let tolerance = TOLERANCE * i64::from(width.max(height).div_ceil(2000));
-        let got = boxes(&post(f.addr, content_type(name), &bytes))?;
+        let got = boxes(&invoke(f.addr, content_type(name), &bytes))?;
         same_boxes(name, &got, &expected, tolerance)?;
     }
     Ok(())
@@ -232,7 +222,7 @@ fn the_readme_answer_is_what_the_example_answers(f: &Fixture) -> Result<(), Fail
         .ok_or("the README shows no answer after its label.png command")?;
     let shown: Vec<Value> = serde_json::from_str(&format!("[{shown}"))
         .map_err(|e| format!("the README's answer is not JSON ({e})"))?;
-    let answer = post(f.addr, "image/png", &photo(f, "label.png"));
+    let answer = invoke(f.addr, "image/png", &photo(f, "label.png"));
     let served: Vec<Value> = serde_json::from_slice(&answer.body).unwrap();
     let corners = |v: &[Value]| -> Vec<[[i64; 2]; 4]> {
         v.iter()
@@ -256,10 +246,10 @@ fn the_readme_answer_is_what_the_example_answers(f: &Fixture) -> Result<(), Fail
 
 fn base64_json_answers_as_the_raw_photo_does(f: &Fixture) -> Result<(), Failed> {
     use base64::Engine as _;
-    let raw = post(f.addr, "image/png", &photo(f, "receipt.png"));
+    let raw = invoke(f.addr, "image/png", &photo(f, "receipt.png"));
     let encoded = base64::engine::general_purpose::STANDARD.encode(photo(f, "receipt.png"));
     let body = json!({ "instances": [{ "b64": encoded }] }).to_string();
-    let json = post(f.addr, "application/json", body.as_bytes());
+    let json = invoke(f.addr, "application/json", body.as_bytes());
     if boxes(&raw)? != boxes(&json)? {
         return Err(format!("raw {} but JSON {}", raw.text(), json.text()).into());
     }
@@ -342,7 +332,7 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
         ),
     ];
     for (what, content_type, body, status, says) in cases {
-        let answer = post(f.addr, content_type, &body);
+        let answer = invoke(f.addr, content_type, &body);
         if answer.status != status || !answer.text().contains(says) {
             return Err(format!(
                 "{what}: {} {}, expected {status} saying '{says}'",
@@ -351,7 +341,7 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
             )
             .into());
         }
-        let next = boxes(&post(f.addr, "image/png", &receipt))?;
+        let next = boxes(&invoke(f.addr, "image/png", &receipt))?;
         same_boxes(&format!("after {what}"), &next, &expected, TOLERANCE)?;
     }
     // Valid photos with no text: an empty answer, not an error.
@@ -360,7 +350,7 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
         ("one pixel", plain_png(1, 1, [0, 0, 0])),
         ("a black page", plain_png(300, 300, [0, 0, 0])),
     ] {
-        let answer = post(f.addr, "image/png", &body);
+        let answer = invoke(f.addr, "image/png", &body);
         if answer.status != 200 || answer.json() != json!([]) {
             return Err(format!("{what}: {} {}", answer.status, answer.text()).into());
         }
@@ -377,11 +367,11 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
         .unwrap()
         .write_to(&mut png, trident_imaging::image::ImageFormat::Png)
         .unwrap();
-    let answer = post(f.addr, "image/png", png.get_ref());
+    let answer = invoke(f.addr, "image/png", png.get_ref());
     if answer.status != 200 || !answer.json().is_array() {
         return Err(format!("noise: {} {}", answer.status, answer.text()).into());
     }
-    let answer = post(f.addr, "image/png", &plain_png(5001, 5000, [255, 255, 255]));
+    let answer = invoke(f.addr, "image/png", &plain_png(5001, 5000, [255, 255, 255]));
     if answer.status != 400
         || !answer
             .text()
@@ -389,7 +379,7 @@ fn hostile_photos_are_refused_and_the_next_photo_is_served(f: &Fixture) -> Resul
     {
         return Err(format!("25 MP: {} {}", answer.status, answer.text()).into());
     }
-    let next = boxes(&post(f.addr, "image/png", &receipt))?;
+    let next = boxes(&invoke(f.addr, "image/png", &receipt))?;
     same_boxes("after noise", &next, &expected, TOLERANCE)
 }
 

@@ -170,6 +170,24 @@ pub fn tensor_from_body_within(
     }))
 }
 
+/// The width and height of each image `body` holds, EXIF orientation applied, read from their
+/// headers with no pixel decoded: what a response adapter needs to map a model's output back
+/// onto the photos the client sent. The request adapter has already held the images to its
+/// limits; these only keep the reading bounded.
+pub fn photo_sizes(content_type: Option<&str>, body: &[u8]) -> Result<Vec<(u32, u32)>, Error> {
+    let limits = Limits {
+        max_pixels: u64::MAX,
+        max_pixels_set_by: "max_pixels",
+        max_image_bytes: u64::MAX,
+        max_images: usize::MAX,
+        max_batch: None,
+    };
+    body::images(content_type, body, &limits)?
+        .iter()
+        .map(|image| decode::dimensions(image, &limits))
+        .collect()
+}
+
 /// The tensor size `limit` gives an image of `width`×`height`, refused where a side would pass
 /// [`settings::MAX_SIDE`] or its pixels `limits.max_pixels` (an image of extreme aspect ratio
 /// scaled up by `limit_type = "min"`): the tensor is bounded by configuration, whatever the

@@ -87,6 +87,17 @@ pub fn post(addr: SocketAddr, path: &str, body: &[u8]) -> HttpResponse {
     request(addr, "POST", path, &[], body)
 }
 
+/// `POST /invocations` of `body` as `content_type`.
+pub fn invoke(addr: SocketAddr, content_type: &str, body: &[u8]) -> HttpResponse {
+    request(
+        addr,
+        "POST",
+        "/invocations",
+        &[("Content-Type", content_type)],
+        body,
+    )
+}
+
 pub fn post_json(addr: SocketAddr, path: &str, json: &serde_json::Value) -> HttpResponse {
     request(
         addr,

@@ -250,6 +250,27 @@ fn image_holds_the_runtime_and_no_build_leftovers(f: &Fixture) -> Result<(), Fai
             "the image has no /{needed}"
         );
     }
+    // The vetted plugins a manifest names by path, each as SHA256SUMS lists it.
+    let plugins = f.rootfs().join("opt/trident/plugins");
+    let sums = std::fs::read_to_string(plugins.join("SHA256SUMS"))
+        .map_err(|e| format!("the image has no /opt/trident/plugins/SHA256SUMS: {e}"))?;
+    for plugin in [
+        "image_tensor",
+        "tokenize",
+        "detokenize",
+        "top_k_labels",
+        "text_boxes",
+        "detection_boxes",
+        "oom_default",
+    ] {
+        let bytes = std::fs::read(plugins.join(format!("{plugin}.wasm")))
+            .map_err(|e| format!("the image has no /opt/trident/plugins/{plugin}.wasm: {e}"))?;
+        let digest = trident::plugins::platform::loading::sha256_hex(&bytes);
+        ensure!(
+            sums.contains(&format!("{digest}  ./{plugin}.wasm")),
+            "SHA256SUMS does not list {plugin}.wasm's digest {digest}:\n{sums}"
+        );
+    }
     for leftover in [
         "root/.cargo",
         "root/.rustup",

@@ -3,8 +3,11 @@
 //! settings ([`crate::Encode`]). The texts' length is checked against [`Limits`] before they are
 //! tokenized, so the tokenizer's memory and time are bounded by the limit, not by the body.
 
+use tokenizers::{Model, OffsetType, PostProcessor, PreTokenizer};
+
+use crate::request::{Input, Parameters, Truncation};
 use crate::settings::Datatype;
-use crate::{Error, Limits, Tokenizer};
+use crate::{Encode, Error, Limits, Tokenizer};
 
 /// The tensors of a request's texts, row-major, `rows` × `length` values each.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,34 +72,8 @@ pub fn encode_within<S: AsRef<str>>(
     out_of_time: &dyn Fn() -> bool,
 ) -> Result<Option<Encoded>, Error> {
     let settings = tokenizer.settings();
-    if texts.is_empty() {
-        return Err(Error::BadRequest("there is no text to tokenize".into()));
-    }
-    if texts.len() > limits.max_texts {
-        return Err(Error::BadRequest(format!(
-            "{} texts; this endpoint takes at most {} per request",
-            texts.len(),
-            limits.max_texts
-        )));
-    }
-    if !settings.batch && texts.len() != 1 {
-        return Err(Error::BadRequest(format!(
-            "this model takes one text per request, and the body holds {}",
-            texts.len()
-        )));
-    }
     let bytes: usize = texts.iter().map(|text| text.as_ref().len()).sum();
-    if bytes > limits.max_text_bytes {
-        let what = if texts.len() == 1 {
-            "the text is"
-        } else {
-            "the texts are"
-        };
-        return Err(Error::BadRequest(format!(
-            "{what} {bytes} bytes long; this endpoint takes at most {} bytes of text per request",
-            limits.max_text_bytes
-        )));
-    }
+    admit(settings, limits, texts.len(), bytes)?;
     let cannot = |error: tokenizers::Error| {
         Error::BadRequest(format!("the text cannot be tokenized: {error}"))
     };
@@ -115,6 +92,43 @@ pub fn encode_within<S: AsRef<str>>(
     if let Some(padding) = tokenizer.inner.get_padding() {
         tokenizers::utils::padding::pad_encodings(&mut encodings, padding).map_err(cannot)?;
     }
+    rows(settings, encodings).map(Some)
+}
+
+/// Refuses a request of `count` rows and `bytes` bytes of text its settings and limits do not
+/// take, before anything is tokenized.
+fn admit(settings: &Encode, limits: &Limits, count: usize, bytes: usize) -> Result<(), Error> {
+    if count == 0 {
+        return Err(Error::BadRequest("there is no text to tokenize".into()));
+    }
+    if count > limits.max_texts {
+        return Err(Error::BadRequest(format!(
+            "{count} texts; this endpoint takes at most {} per request",
+            limits.max_texts
+        )));
+    }
+    if !settings.batch && count != 1 {
+        return Err(Error::BadRequest(format!(
+            "this model takes one text per request, and the body holds {count}"
+        )));
+    }
+    if bytes > limits.max_text_bytes {
+        let what = if count == 1 {
+            "the text is"
+        } else {
+            "the texts are"
+        };
+        return Err(Error::BadRequest(format!(
+            "{what} {bytes} bytes long; this endpoint takes at most {} bytes of text per request",
+            limits.max_text_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The tensors of `encodings`, one row each, already padded to one length.
+fn rows(settings: &Encode, encodings: Vec<tokenizers::Encoding>) -> Result<Encoded, Error> {
+    let count = encodings.len();
     let length = encodings.first().map_or(0, tokenizers::Encoding::len);
     let mut encoded = Encoded {
         rows: encodings.len(),
@@ -128,7 +142,7 @@ pub fn encode_within<S: AsRef<str>>(
             return Err(Error::BadRequest(format!(
                 "{} is {} tokens long; this model takes at most {} (and the endpoint does not \
                  truncate)",
-                which(texts.len(), index),
+                which(count, index),
                 encoding.len(),
                 settings.max_length
             )));
@@ -137,7 +151,7 @@ pub fn encode_within<S: AsRef<str>>(
         if encoding.len() != length {
             return Err(Error::BadRequest(format!(
                 "{} is {} tokens after padding, and the first {length}",
-                which(texts.len(), index),
+                which(count, index),
                 encoding.len()
             )));
         }
@@ -149,7 +163,212 @@ pub fn encode_within<S: AsRef<str>>(
             .token_type_ids
             .extend_from_slice(encoding.get_type_ids());
     }
-    Ok(Some(encoded))
+    Ok(encoded)
+}
+
+/// [`encode_within`] for a request whose texts may come in pairs, or that sets its own
+/// `truncation` or `max_length` ([`Parameters`]): each row made as `tokenizers` makes it under
+/// those parameters (the pair's template, `truncate_encodings`' strategies), within the
+/// settings (a request's `max_length` at most the settings', the rows padded as they say).
+/// A request with neither is [`encode_within`]'s.
+///
+/// Each text is tokenized whole ([`whole`]), the strategy decides from the full lengths as
+/// `tokenizers` does, and what it cuts is dropped before the pair is joined: joining two
+/// truncated texts in `tokenizers` pairs every overflowing piece of one with every piece of the
+/// other, quadratic in the texts' length (125 rows kept for a 14- and a 9-token text at 5).
+pub fn encode_request_within(
+    tokenizer: &Tokenizer,
+    inputs: &[Input],
+    parameters: &Parameters,
+    limits: &Limits,
+    out_of_time: &dyn Fn() -> bool,
+) -> Result<Option<Encoded>, Error> {
+    if parameters.is_empty() && inputs.iter().all(|input| input.pair.is_none()) {
+        let texts: Vec<&str> = inputs.iter().map(|input| input.text.as_str()).collect();
+        return encode_within(tokenizer, &texts, limits, out_of_time);
+    }
+    let settings = tokenizer.settings();
+    admit(
+        settings,
+        limits,
+        inputs.len(),
+        inputs.iter().map(Input::bytes).sum(),
+    )?;
+    let max_length = match parameters.max_length {
+        Some(asked) if asked > settings.max_length => {
+            return Err(Error::BadRequest(format!(
+                "parameters.max_length = {asked}: this endpoint's rows are at most {} tokens (the \
+                 model's length, the plugin's max_length)",
+                settings.max_length
+            )));
+        }
+        Some(asked) => asked,
+        None => settings.max_length,
+    };
+    // A request's max_length alone is cut as the settings say (transformers 5 would ignore it
+    // without `truncation`, and leave the row longer than the request asked).
+    let strategy = parameters.truncation.unwrap_or(if settings.truncation {
+        Truncation::LongestFirst
+    } else {
+        Truncation::Refuse
+    });
+    let inner = &tokenizer.inner;
+    let mut encodings = Vec::with_capacity(inputs.len());
+    for (index, input) in inputs.iter().enumerate() {
+        if out_of_time() {
+            return Ok(None);
+        }
+        let what = which(inputs.len(), index);
+        let mut first = whole(inner, &input.text, 0)?;
+        let second = input
+            .pair
+            .as_deref()
+            .map(|pair| whole(inner, pair, 1))
+            .transpose()?;
+        let added = match inner.get_post_processor() {
+            Some(processor) if settings.add_special_tokens => {
+                processor.added_tokens(second.is_some())
+            }
+            _ => 0,
+        };
+        let room = max_length.checked_sub(added).ok_or_else(|| {
+            Error::BadRequest(format!(
+                "max_length = {max_length} is shorter than {what}'s special tokens: the \
+                 tokenizer adds {added} to it"
+            ))
+        })?;
+        let lengths = (first.len(), second.as_ref().map(tokenizers::Encoding::len));
+        let (keep_first, keep_second) = kept(strategy, lengths, room).map_err(|why| match why {
+            Kept::TooLong(total) => Error::BadRequest(format!(
+                "{what} is {} tokens long; this model takes at most {max_length} (and \
+                     truncation is off: the request's `truncation`, else the plugin's)",
+                total + added
+            )),
+            Kept::Cannot(why) => Error::BadRequest(format!("{what}: {why}")),
+        })?;
+        first.truncate(keep_first, 0, tokenizer.truncation_direction);
+        first.take_overflowing();
+        let second = second.map(|mut encoding| {
+            encoding.truncate(keep_second, 0, tokenizer.truncation_direction);
+            encoding.take_overflowing();
+            encoding
+        });
+        let cannot = |error: tokenizers::Error| {
+            Error::BadRequest(format!("{what} cannot be tokenized: {error}"))
+        };
+        let row = match inner.get_post_processor() {
+            Some(processor) => processor
+                .process(first, second, settings.add_special_tokens)
+                .map_err(cannot)?,
+            None => {
+                let encodings = std::iter::once(first).chain(second).collect();
+                <dyn PostProcessor>::default_process(encodings, settings.add_special_tokens)
+                    .map_err(cannot)?
+                    .pop()
+                    .ok_or_else(|| Error::BadRequest(format!("{what} made no row")))?
+            }
+        };
+        encodings.push(row);
+    }
+    if let Some(padding) = inner.get_padding() {
+        tokenizers::utils::padding::pad_encodings(&mut encodings, padding)
+            .map_err(|error| Error::BadRequest(format!("the texts cannot be padded: {error}")))?;
+    }
+    rows(settings, encodings).map(Some)
+}
+
+/// `text` tokenized whole, as `tokenizers` tokenizes one text of a pair before its
+/// post-processor (`encode_single_sequence`): added tokens, normalizer, pre-tokenizer, model;
+/// `type_id` its segment. Whole, with no truncation: `tokenizers` 0.23.2 stops tokenizing a text
+/// at its truncation length, which leaves a pair's strategy (decided on the texts' full lengths
+/// in 0.23.3 and in Python's `tokenizers`) without them. The text is bounded by `max_text_bytes`.
+fn whole(
+    inner: &tokenizers::Tokenizer,
+    text: &str,
+    type_id: u32,
+) -> Result<tokenizers::Encoding, Error> {
+    let cannot = |error: tokenizers::Error| {
+        Error::BadRequest(format!("the text cannot be tokenized: {error}"))
+    };
+    let mut pretokenized = inner
+        .get_added_vocabulary()
+        .extract_and_normalize(inner.get_normalizer(), text);
+    if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
+        pre_tokenizer
+            .pre_tokenize(&mut pretokenized)
+            .map_err(cannot)?;
+    }
+    let model = inner.get_model();
+    pretokenized
+        .tokenize(|normalized| model.tokenize(normalized.get()))
+        .map_err(cannot)?;
+    pretokenized
+        .into_encoding(None, type_id, OffsetType::None)
+        .map_err(cannot)
+}
+
+/// Why a row cannot be brought to its length.
+#[derive(Debug, PartialEq, Eq)]
+enum Kept {
+    /// It is longer (this many tokens, special tokens left out) and the request refuses to cut.
+    TooLong(usize),
+    /// The strategy cannot cut it (what `tokenizers` raises).
+    Cannot(&'static str),
+}
+
+/// How many tokens of each text a row keeps, from their full `lengths` (the second: a pair's),
+/// for `room` tokens, as `tokenizers`' `truncate_encodings` decides under `strategy`.
+fn kept(
+    strategy: Truncation,
+    (first, second): (usize, Option<usize>),
+    room: usize,
+) -> Result<(usize, usize), Kept> {
+    let total = first + second.unwrap_or(0);
+    if total <= room {
+        return Ok((first, second.unwrap_or(0)));
+    }
+    let remove = total - room;
+    if room == 0 && strategy != Truncation::Refuse {
+        // `tokenizers` empties both texts whatever the strategy.
+        return Ok((0, 0));
+    }
+    match (strategy, second) {
+        (Truncation::Refuse, _) => Err(Kept::TooLong(total)),
+        (Truncation::LongestFirst | Truncation::OnlyFirst, None) => Ok((room, 0)),
+        (Truncation::OnlySecond, None) => {
+            Err(Kept::Cannot("truncation = only_second needs a text_pair"))
+        }
+        (Truncation::OnlyFirst, Some(second)) => match first > remove {
+            true => Ok((first - remove, second)),
+            false => Err(Kept::Cannot(
+                "its text is too short to make room by truncating it only (only_first)",
+            )),
+        },
+        (Truncation::OnlySecond, Some(second)) => match second > remove {
+            true => Ok((first, second - remove)),
+            false => Err(Kept::Cannot(
+                "its text_pair is too short to make room by truncating it only (only_second)",
+            )),
+        },
+        (Truncation::LongestFirst, Some(second)) => {
+            // `tokenizers`' arithmetic, with the shorter text first.
+            let (mut short, mut long) = (first.min(second), first.max(second));
+            long = if short > room {
+                short
+            } else {
+                long.min(short.max(room - short))
+            };
+            if short + long > room {
+                short = room / 2;
+                long = short + room % 2;
+            }
+            Ok(if first > second {
+                (long, short)
+            } else {
+                (short, long)
+            })
+        }
+    }
 }
 
 /// How errors name the text at `index` of `count`.

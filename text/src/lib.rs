@@ -24,6 +24,7 @@ pub mod body;
 pub mod decode;
 pub mod encode;
 pub mod pipeline;
+pub mod request;
 pub mod scores;
 pub mod settings;
 pub mod tokenizer;

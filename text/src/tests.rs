@@ -388,3 +388,168 @@ fn unigram_scores_are_read_as_the_default_build_of_tokenizers_reads_them() {
         std::borrow::Cow::Borrowed(_)
     ));
 }
+
+/// A pair as `tokenizers`' `post_process` makes it (0.23.3 and Python's: the texts tokenized
+/// whole by `raw`, a tokenizer without truncation or padding, then its `truncate_encodings` and
+/// its template), for an oracle that is not this crate's arithmetic. (0.23.2's own `encode`
+/// stops tokenizing each text at the length, and decides a pair's cut on the shortened texts.)
+fn oracle(
+    raw: &tokenizers::Tokenizer,
+    a: &str,
+    b: Option<&str>,
+    params: &tokenizers::TruncationParams,
+) -> tokenizers::Result<tokenizers::Encoding> {
+    use tokenizers::PostProcessor;
+    let processor = raw.get_post_processor().unwrap();
+    let first = raw.encode_fast(a, false)?;
+    let second = b
+        .map(|b| {
+            let mut e = raw.encode_fast(b, false)?;
+            e.set_type_ids(vec![1; e.len()]);
+            tokenizers::Result::Ok(e)
+        })
+        .transpose()?;
+    let added = processor.added_tokens(second.is_some());
+    let params = tokenizers::TruncationParams {
+        max_length: params
+            .max_length
+            .checked_sub(added)
+            .ok_or("shorter than the special tokens")?,
+        ..*params
+    };
+    let (first, second) =
+        tokenizers::utils::truncation::truncate_encodings(first, second, &params)?;
+    processor.process(first, second, true)
+}
+
+/// Pairs and a request's own truncation give `tokenizers`' own rows ([`oracle`]), for two
+/// tokenizers, five texts, every pair of them and each alone, five lengths, three strategies.
+#[test]
+fn pairs_and_request_parameters_give_the_rows_tokenizers_gives() {
+    use crate::encode::encode_request_within;
+    use crate::request::{Input, Parameters, Truncation};
+    use tokenizers::{TruncationParams, TruncationStrategy};
+
+    let texts = [
+        "",
+        "play",
+        "hello world",
+        "the game, the game, the game!",
+        "playing the game playing the game playing the game playing",
+    ];
+    let strategies = [
+        (Truncation::LongestFirst, TruncationStrategy::LongestFirst),
+        (Truncation::OnlyFirst, TruncationStrategy::OnlyFirst),
+        (Truncation::OnlySecond, TruncationStrategy::OnlySecond),
+    ];
+    for make in [wordpiece, byte_level] {
+        let configured = make(&settings(16, Padding::Longest, true));
+        let raw = make(&settings(100, Padding::Longest, false)).inner;
+        for max_length in [3, 4, 5, 7, 16] {
+            for (ours, theirs) in strategies {
+                let params = TruncationParams {
+                    max_length,
+                    strategy: theirs,
+                    ..TruncationParams::default()
+                };
+                for a in texts {
+                    for b in texts.iter().map(|b| Some(*b)).chain([None]) {
+                        let input = Input {
+                            text: a.to_owned(),
+                            pair: b.map(str::to_owned),
+                        };
+                        let parameters = Parameters {
+                            truncation: Some(ours),
+                            max_length: Some(max_length),
+                        };
+                        let ours = encode_request_within(
+                            &configured,
+                            &[input],
+                            &parameters,
+                            &Limits::default(),
+                            &|| false,
+                        );
+                        let theirs = oracle(&raw, a, b, &params);
+                        let case = format!("{a:?} + {b:?}, {parameters:?}");
+                        match (ours, theirs) {
+                            (Ok(Some(ours)), Ok(theirs)) => {
+                                assert_eq!(ours.input_ids, theirs.get_ids(), "{case}");
+                                assert_eq!(ours.token_type_ids, theirs.get_type_ids(), "{case}");
+                                assert!(ours.attention_mask.iter().all(|m| *m == 1), "{case}");
+                            }
+                            (Err(Error::BadRequest(_)), Err(_)) => {}
+                            (ours, theirs) => panic!("{case}: {ours:?} against {theirs:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        // Without parameters a pair is truncated by the settings.
+        let pair = Input {
+            text: texts[3].to_owned(),
+            pair: Some(texts[4].to_owned()),
+        };
+        let ours = encode_request_within(
+            &make(&settings(7, Padding::Longest, true)),
+            &[pair],
+            &Parameters::default(),
+            &Limits::default(),
+            &|| false,
+        )
+        .unwrap()
+        .unwrap();
+        let params = TruncationParams {
+            max_length: 7,
+            ..TruncationParams::default()
+        };
+        let theirs = oracle(&raw, texts[3], Some(texts[4]), &params).unwrap();
+        assert_eq!(ours.input_ids, theirs.get_ids());
+    }
+}
+
+/// A request may shorten its rows, never lengthen them, and may refuse to be cut; a row too
+/// long then is 400 naming its length, and the settings' padding still applies.
+#[test]
+fn request_parameters_stay_within_the_settings() {
+    use crate::encode::encode_request_within;
+    use crate::request::{Input, Parameters, Truncation};
+
+    let tokenizer = wordpiece(&settings(8, Padding::MaxLength, true));
+    let run = |inputs: &[Input], parameters: Parameters| {
+        encode_request_within(&tokenizer, inputs, &parameters, &Limits::default(), &|| {
+            false
+        })
+    };
+    let one = [Input::single("the game, the game, the game".to_owned())];
+    let longer = Parameters {
+        max_length: Some(9),
+        ..Parameters::default()
+    };
+    assert!(matches!(run(&one, longer), Err(Error::BadRequest(m)) if m.contains("at most 8")));
+    let refuse = Parameters {
+        truncation: Some(Truncation::Refuse),
+        ..Parameters::default()
+    };
+    assert!(
+        matches!(run(&one, refuse), Err(Error::BadRequest(m)) if m.contains("is 10 tokens long")),
+    );
+    let shorter = Parameters {
+        max_length: Some(4),
+        ..Parameters::default()
+    };
+    let encoded = run(&one, shorter).unwrap().unwrap();
+    assert_eq!(encoded.input_ids, [2, 6, 7, 3, 0, 0, 0, 0]);
+    assert_eq!(encoded.attention_mask, [1, 1, 1, 1, 0, 0, 0, 0]);
+    let pair = [Input {
+        text: "play".to_owned(),
+        pair: Some("the game".to_owned()),
+    }];
+    let encoded = run(&pair, Parameters::default()).unwrap().unwrap();
+    assert_eq!(encoded.input_ids, [2, 4, 3, 6, 7, 3, 0, 0]);
+    assert_eq!(encoded.token_type_ids, [0, 0, 0, 1, 1, 1, 0, 0]);
+    let tight = Parameters {
+        max_length: Some(2),
+        ..Parameters::default()
+    };
+    assert!(matches!(run(&pair, tight), Err(Error::BadRequest(m)) if m.contains("adds 3")));
+}

@@ -19,6 +19,8 @@ const PAD_TOKENS: [&str; 4] = ["[PAD]", "<pad>", "<|endoftext|>", "</s>"];
 pub struct Tokenizer {
     pub(crate) inner: tokenizers::Tokenizer,
     pub(crate) encode: Encode,
+    /// The end texts are cut from: the file's truncation direction, else the right.
+    pub(crate) truncation_direction: TruncationDirection,
     vocabulary: usize,
 }
 
@@ -64,11 +66,12 @@ impl Tokenizer {
         }
         let file_padding = inner.get_padding().cloned();
         let (pad_token, pad_id) = pad_token(&inner, encode, file_padding.as_ref())?;
+        let truncation_direction = inner
+            .get_truncation()
+            .map_or(TruncationDirection::Right, |t| t.direction);
         let truncation = encode.truncation.then(|| TruncationParams {
             max_length: encode.max_length,
-            direction: inner
-                .get_truncation()
-                .map_or(TruncationDirection::Right, |t| t.direction),
+            direction: truncation_direction,
             ..TruncationParams::default()
         });
         inner.with_truncation(truncation).map_err(|error| {
@@ -93,6 +96,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             inner,
             encode: encode.clone(),
+            truncation_direction,
             vocabulary,
         })
     }

@@ -112,28 +112,21 @@ mod component {
     /// The output's name (if set) and the settings, read once by `check-config`.
     static SETTINGS: OnceLock<(Option<String>, crate::db::Settings)> = OnceLock::new();
 
-    /// The photo's width and height: the request body's image, read from its header. The
-    /// request adapter has already held it to its limits; these only keep the reading bounded.
+    /// The photo's width and height: the request body's image, read from its header.
     fn photo_size(invocation: &Invocation) -> Result<(u32, u32), PluginError> {
-        let limits = trident_imaging::Limits {
-            max_pixels: u64::MAX,
-            max_pixels_set_by: "max_pixels",
-            max_image_bytes: u64::MAX,
-            max_images: 1,
-            max_batch: None,
-        };
-        let unreadable = |e: trident_imaging::Error| {
+        let sizes = trident_imaging::photo_sizes(
+            invocation.content_type.as_deref(),
+            &invocation.body,
+        )
+        .map_err(|e| {
             PluginError::BadRequest(format!(
                 "text-boxes maps boxes onto the request's image, and cannot read its size: {e}"
             ))
-        };
-        let images = trident_imaging::body::images(
-            invocation.content_type.as_deref(),
-            &invocation.body,
-            &limits,
-        )
-        .map_err(unreadable)?;
-        trident_imaging::decode::dimensions(&images[0], &limits).map_err(unreadable)
+        })?;
+        sizes
+            .first()
+            .copied()
+            .ok_or_else(|| PluginError::BadRequest("the request holds no image".into()))
     }
 
     impl Guest for Plugin {

@@ -6,6 +6,13 @@
 //!
 //! Body: `text/plain` (one text), or JSON: a string, a list of strings, or an object whose
 //! `inputs` (Hugging Face), `text` or `instances` field holds them (`field` names another).
+//! Texts may come in pairs as Hugging Face's clients send them for NLI models and
+//! cross-encoders (`{"inputs": {"text": ..., "text_pair": ...}}`, or a list of such objects):
+//! each pair is one row with the tokenizer's pair template (`[CLS] a [SEP] b [SEP]`, type ids 0
+//! then 1). A JSON body's `parameters` may set `truncation` (`true`, `false`,
+//! `"longest_first"`, `"only_first"`, `"only_second"`, `"do_not_truncate"`) and `max_length`
+//! (at most the setting) for its own rows. Where `tokenize_in` is `host`, pairs and such
+//! parameters go to the host's `text.tokenize-pairs`.
 //!
 //! Asset `tokenizer` (required): the model's `tokenizer.json`.
 //!
@@ -37,9 +44,9 @@ use exports::trident::plugin::model_check::{Guest as ModelCheck, ModelInfo};
 use exports::trident::plugin::request_adapter::{Adapted, Guest, TensorRequest};
 use trident::plugin::assets;
 use trident::plugin::host::config;
-use trident::plugin::text::tokenize;
+use trident::plugin::text::{TextPair, tokenize, tokenize_pairs};
 use trident::plugin::types::{Datatype, Invocation, PluginError, Tensor};
-use trident_text::encode::{encode, tensor_bytes};
+use trident_text::encode::{encode_request_within, tensor_bytes};
 use trident_text::settings::{Datatype as Element, Padding};
 use trident_text::{Encode, Error, Limits, Tokenizer};
 
@@ -142,7 +149,7 @@ impl Guest for Plugin {
         let settings = SETTINGS
             .get()
             .ok_or_else(|| PluginError::Internal("tokenize was not initialised".into()))?;
-        let texts = trident_text::body::texts(
+        let request = trident_text::body::request(
             invocation.content_type.as_deref(),
             &invocation.body,
             settings.field.as_deref(),
@@ -150,10 +157,40 @@ impl Guest for Plugin {
         )
         .map_err(plugin_error)?;
         let tensors: Vec<Tensor> = match &settings.host {
-            Some(keys) => tokenize("tokenizer", &texts, keys)?,
+            Some(keys) if request.is_plain() => {
+                let texts: Vec<String> = request.inputs.into_iter().map(|i| i.text).collect();
+                tokenize("tokenizer", &texts, keys)?
+            }
+            Some(keys) => {
+                let rows: Vec<TextPair> = request
+                    .inputs
+                    .into_iter()
+                    .map(|input| TextPair {
+                        text: input.text,
+                        pair: input.pair,
+                    })
+                    .collect();
+                let parameters = request.parameters;
+                tokenize_pairs(
+                    "tokenizer",
+                    &rows,
+                    keys,
+                    parameters.truncation.map(|t| t.name()),
+                    parameters
+                        .max_length
+                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+                )?
+            }
             None => {
-                let encoded =
-                    encode(&settings.tokenizer, &texts, &settings.limits).map_err(plugin_error)?;
+                let encoded = encode_request_within(
+                    &settings.tokenizer,
+                    &request.inputs,
+                    &request.parameters,
+                    &settings.limits,
+                    &|| false,
+                )
+                .map_err(plugin_error)?
+                .ok_or_else(|| PluginError::Internal("never out of time".into()))?;
                 let shape = encoded.shape(settings.tokenizer.settings().batch);
                 let element = settings.tokenizer.settings().datatype;
                 let values = [

@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use trident_text::body::Request;
+use trident_text::request::{Parameters, Truncation};
 use trident_text::settings::Datatype as Element;
 use trident_text::{Encode, Tokenizer};
 
@@ -134,9 +136,10 @@ pub(in crate::plugins) struct Bounds {
     pub(in crate::plugins) max_batch: Option<usize>,
 }
 
-/// The tensors of the `text` interface's `tokenize`, for a plugin with `assets`, its `cache`,
-/// within `bounds`; `None` once `out_of_time` says so (asked between texts). A batch of more
-/// texts than the model takes is refused before any is tokenized.
+/// The tensors of the `text` interface's `tokenize` and `tokenize-pairs` (`request`: rows, each
+/// a text alone or a pair, and the request's own parameters), for a plugin with `assets`, its
+/// `cache`, within `bounds`; `None` once `out_of_time` says so (asked between rows). A batch of
+/// more rows than the model takes is refused before any is tokenized.
 ///
 /// The texts are held to the plugin's own `max_text_bytes` first (so a refusal names the
 /// setting the plugin's author chose), then to the host's ceiling, a sixty-fourth of the
@@ -146,10 +149,11 @@ pub(in crate::plugins) fn tokenize(
     assets: &dyn TokenizerFiles,
     bounds: Bounds,
     asset: &str,
-    texts: &[String],
+    request: &Request,
     settings: &[(String, String)],
     out_of_time: &dyn Fn() -> bool,
 ) -> Result<Option<Vec<Tensor>>, PluginError> {
+    let rows = &request.inputs;
     if let Some((key, _)) = settings
         .iter()
         .find(|(key, _)| !trident_text::settings::KEYS.contains(&key.as_str()))
@@ -171,7 +175,7 @@ pub(in crate::plugins) fn tokenize(
     let limits = trident_text::Limits::from_config(|key| map.get(key).map(|v| (*v).to_owned()))
         .map_err(|e| internal("tokenize", e))?;
     let memory_limit_bytes = bounds.memory_limit_bytes;
-    let bytes: u64 = texts.iter().map(|text| text.len() as u64).sum();
+    let bytes: u64 = rows.iter().map(|row| row.bytes() as u64).sum();
     let ceiling = memory_limit_bytes / BYTES_PER_TEXT_BYTE;
     if bytes > limits.max_text_bytes as u64 {
         return Err(PluginError::BadRequest(format!(
@@ -191,42 +195,62 @@ pub(in crate::plugins) fn tokenize(
     let tokenizer =
         cache.tokenizer("tokenize", assets, memory_limit_bytes, asset, Some(&sorted))?;
     if let Some(most) = bounds.max_batch.filter(|most| {
-        tokenizer.settings().batch && texts.len() > *most && texts.len() <= limits.max_texts
+        tokenizer.settings().batch && rows.len() > *most && rows.len() <= limits.max_texts
     }) {
         return Err(PluginError::BadRequest(format!(
             "{} texts, and at most {most} a request are taken for this model (by its \
              max_batch_size: a larger batch is run as up to 64 requests of it)",
-            texts.len()
+            rows.len()
         )));
     }
-    let Some(encoded) =
-        trident_text::encode::encode_within(&tokenizer, texts, &limits, out_of_time)
-            .map_err(plugin_error)?
-    else {
-        return Ok(None);
-    };
-    let element = tokenizer.settings().datatype;
-    let shape = encoded.shape(tokenizer.settings().batch);
+    let encoded = trident_text::encode::encode_request_within(
+        &tokenizer,
+        rows,
+        &request.parameters,
+        &limits,
+        out_of_time,
+    )
+    .map_err(plugin_error)?;
+    Ok(encoded.map(|encoded| tensors(&encoded, tokenizer.settings())))
+}
+
+/// The three tensors of `encoded`, named and in the order of [`NAMES`].
+fn tensors(encoded: &trident_text::encode::Encoded, settings: &Encode) -> Vec<Tensor> {
+    let element = settings.datatype;
+    let shape = encoded.shape(settings.batch);
     let values = [
         &encoded.input_ids,
         &encoded.attention_mask,
         &encoded.token_type_ids,
     ];
-    Ok(Some(
-        NAMES
-            .iter()
-            .zip(values)
-            .map(|(name, values)| Tensor {
-                name: (*name).to_owned(),
-                datatype: match element {
-                    Element::Int64 => Datatype::Int64,
-                    Element::Int32 => Datatype::Int32,
-                },
-                shape: shape.clone(),
-                data: trident_text::encode::tensor_bytes(values, element),
-            })
-            .collect(),
-    ))
+    NAMES
+        .iter()
+        .zip(values)
+        .map(|(name, values)| Tensor {
+            name: (*name).to_owned(),
+            datatype: match element {
+                Element::Int64 => Datatype::Int64,
+                Element::Int32 => Datatype::Int32,
+            },
+            shape: shape.clone(),
+            data: trident_text::encode::tensor_bytes(values, element),
+        })
+        .collect()
+}
+
+/// A request's own parameters as `tokenize-pairs` gives them: `truncation` by its name
+/// (`bad-request` for another), `max-length`.
+pub(in crate::plugins) fn parameters(
+    truncation: Option<&str>,
+    max_length: Option<u32>,
+) -> Result<Parameters, PluginError> {
+    Ok(Parameters {
+        truncation: truncation
+            .map(Truncation::parse)
+            .transpose()
+            .map_err(plugin_error)?,
+        max_length: max_length.map(|n| n as usize),
+    })
 }
 
 /// The text of the `text` interface's `detokenize`.
@@ -245,6 +269,7 @@ pub(in crate::plugins) fn detokenize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trident_text::request::Input;
 
     /// A word-level tokenizer of four words, splitting on white space.
     impl TokenizerFiles for BTreeMap<String, Vec<u8>> {
@@ -269,6 +294,14 @@ mod tests {
         }
     }
 
+    /// A request of `texts` alone, with no parameters of its own.
+    fn plain(texts: &[String]) -> Request {
+        Request {
+            inputs: texts.iter().cloned().map(Input::single).collect(),
+            parameters: Parameters::default(),
+        }
+    }
+
     fn setting(key: &str, value: &str) -> Vec<(String, String)> {
         vec![(key.to_owned(), value.to_owned())]
     }
@@ -282,7 +315,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "tok",
-            &texts,
+            &plain(&texts),
             &setting("max_length", "3"),
             &|| false,
         )
@@ -305,6 +338,32 @@ mod tests {
         );
         // Parsed once for both calls.
         assert_eq!(cache.kept.lock().unwrap().len(), 1);
+        // A pair is one row; a request's truncation is named as `tokenize-pairs` names it.
+        let pair = Request {
+            inputs: vec![Input {
+                text: "hello".to_owned(),
+                pair: Some("world world".to_owned()),
+            }],
+            parameters: parameters(Some("only_second"), Some(2)).unwrap(),
+        };
+        let tensors = tokenize(
+            &cache,
+            &assets,
+            bounds(64 << 20),
+            "tok",
+            &pair,
+            &setting("max_length", "3"),
+            &|| false,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(tensors[0].shape, [1, 3]);
+        assert_eq!(
+            tensors[0].data[..16],
+            [2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]
+        );
+        let error = parameters(Some("sideways"), None);
+        assert!(matches!(error, Err(PluginError::BadRequest(m)) if m.contains("sideways")));
     }
 
     #[test]
@@ -316,7 +375,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "tok",
-            &texts,
+            &plain(&texts),
             &setting("colour", "red"),
             &|| false,
         );
@@ -326,7 +385,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "other",
-            &texts,
+            &plain(&texts),
             &[],
             &|| false,
         );
@@ -341,7 +400,7 @@ mod tests {
             &assets,
             bounds(64 << 10),
             "tok",
-            &["a".repeat(1025)],
+            &plain(&["a".repeat(1025)]),
             &[],
             &|| false,
         );
@@ -354,7 +413,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "tok",
-            &long,
+            &plain(&long),
             &setting("max_text_bytes", "10"),
             &|| false,
         );
@@ -375,7 +434,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "tok",
-            &huge,
+            &plain(&huge),
             &[],
             &|| false,
         );
@@ -394,7 +453,7 @@ mod tests {
                 max_batch: Some(2),
             },
             "tok",
-            &batch,
+            &plain(&batch),
             &setting("batch", "true"),
             &|| panic!("nothing is tokenized"),
         );
@@ -407,7 +466,7 @@ mod tests {
             &assets,
             bounds(64 << 20),
             "tok",
-            &texts,
+            &plain(&texts),
             &[],
             &|| true,
         );

@@ -6,6 +6,8 @@ use super::store::{DeadlineExceeded, PluginState};
 use crate::plugins::primitives::{images, pool, text};
 use crate::plugins::wit::bindings;
 use crate::plugins::wit::bindings::types::{PluginError, Tensor};
+use trident_text::body::Request;
+use trident_text::request::{Input, Parameters};
 
 /// `images`: the work runs on a primitive thread within the call's deadline
 /// ([`pool`]).
@@ -47,23 +49,34 @@ impl bindings::text::Host for PluginState {
         texts: Vec<String>,
         settings: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<Vec<Tensor>, PluginError>> {
-        let (cache, assets) = (self.text.clone(), self.assets.clone());
-        let (memory_limit_bytes, max_batch) = (self.memory_limit_bytes(), self.max_batch);
-        self.primitive(move |budget| {
-            text::tokenize(
-                &cache,
-                &assets,
-                text::Bounds {
-                    memory_limit_bytes,
-                    max_batch,
-                },
-                &tokenizer,
-                &texts,
-                &settings,
-                &|| budget.exhausted(),
-            )
-        })
-        .await
+        let request = Request {
+            inputs: texts.into_iter().map(Input::single).collect(),
+            parameters: Parameters::default(),
+        };
+        self.tokenize_request(tokenizer, request, settings).await
+    }
+
+    async fn tokenize_pairs(
+        &mut self,
+        tokenizer: String,
+        rows: Vec<bindings::text::TextPair>,
+        settings: Vec<(String, String)>,
+        truncation: Option<String>,
+        max_length: Option<u32>,
+    ) -> wasmtime::Result<Result<Vec<Tensor>, PluginError>> {
+        let parameters = match text::parameters(truncation.as_deref(), max_length) {
+            Ok(parameters) => parameters,
+            Err(error) => return Ok(Err(error)),
+        };
+        let inputs = rows
+            .into_iter()
+            .map(|row| Input {
+                text: row.text,
+                pair: row.pair,
+            })
+            .collect();
+        let request = Request { inputs, parameters };
+        self.tokenize_request(tokenizer, request, settings).await
     }
 
     async fn detokenize(
@@ -90,6 +103,34 @@ impl bindings::text::Host for PluginState {
 }
 
 impl PluginState {
+    /// `text.tokenize` and `text.tokenize-pairs`: `request`'s rows tokenized with the asset
+    /// `tokenizer` under `settings`, on a primitive thread within the call's deadline.
+    fn tokenize_request(
+        &self,
+        tokenizer: String,
+        request: Request,
+        settings: Vec<(String, String)>,
+    ) -> impl std::future::Future<Output = wasmtime::Result<Result<Vec<Tensor>, PluginError>>>
+    + Send
+    + 'static {
+        let (cache, assets) = (self.text.clone(), self.assets.clone());
+        let bounds = text::Bounds {
+            memory_limit_bytes: self.memory_limit_bytes(),
+            max_batch: self.max_batch,
+        };
+        self.primitive(move |budget| {
+            text::tokenize(
+                &cache,
+                &assets,
+                bounds,
+                &tokenizer,
+                &request,
+                &settings,
+                &|| budget.exhausted(),
+            )
+        })
+    }
+
     /// Runs a host primitive's `work` on a primitive thread, within the engine's share and the
     /// call's deadline ([`crate::plugins::primitives::pool`]): its answer for the guest; a trap when the
     /// deadline comes first (the call fails as one past its time limit), or the work fails.
