@@ -3,7 +3,9 @@
 //! settings ([`crate::Encode`]). The texts' length is checked against [`Limits`] before they are
 //! tokenized, so the tokenizer's memory and time are bounded by the limit, not by the body.
 
-use tokenizers::{Model, OffsetType, PostProcessor, PreTokenizer};
+use tokenizers::{Model, OffsetType, PostProcessor, PreTokenizer, TruncationStrategy};
+
+use crate::normalize::Normalize;
 
 use crate::request::{Input, Parameters, Truncation};
 use crate::settings::Datatype;
@@ -83,10 +85,7 @@ pub fn encode_within<S: AsRef<str>>(
             return Ok(None);
         }
         encodings.push(
-            tokenizer
-                .inner
-                .encode_fast(text.as_ref(), settings.add_special_tokens)
-                .map_err(cannot)?,
+            single(&tokenizer.inner, text.as_ref(), settings.add_special_tokens).map_err(cannot)?,
         );
     }
     if let Some(padding) = tokenizer.inner.get_padding() {
@@ -277,6 +276,34 @@ pub fn encode_request_within(
     rows(settings, encodings).map(Some)
 }
 
+/// One text as `tokenizers`' `encode_fast` makes it (`encode_single_sequence`, then the
+/// post-processor), its normalizer run by [`Normalize`]: added tokens, normalizer,
+/// pre-tokenizer, the model (which stops at the truncation length, as `tokenizers` 0.23.2's
+/// does), truncation, special tokens and padding.
+fn single(
+    inner: &tokenizers::Tokenizer,
+    text: &str,
+    add_special_tokens: bool,
+) -> tokenizers::Result<tokenizers::Encoding> {
+    let normalizer = inner.get_normalizer().map(Normalize);
+    let mut pretokenized = inner
+        .get_added_vocabulary()
+        .extract_and_normalize(normalizer.as_ref(), text);
+    if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
+        pre_tokenizer.pre_tokenize(&mut pretokenized)?;
+    }
+    // `do_tokenize`'s limit for a first text: the truncation's, unless it cuts only the second.
+    let limit = inner
+        .get_truncation()
+        .filter(|params| params.strategy != TruncationStrategy::OnlySecond)
+        .map(|params| (params.max_length, params.direction));
+    inner
+        .get_model()
+        .tokenize_in_pretokenized(&mut pretokenized, limit)?;
+    let encoding = pretokenized.into_encoding(None, 0, OffsetType::None)?;
+    inner.post_process(encoding, None, add_special_tokens)
+}
+
 /// `text` tokenized whole, as `tokenizers` tokenizes one text of a pair before its
 /// post-processor (`encode_single_sequence`): added tokens, normalizer, pre-tokenizer, model;
 /// `type_id` its segment. Whole, with no truncation: `tokenizers` 0.23.2 stops tokenizing a text
@@ -290,9 +317,10 @@ fn whole(
     let cannot = |error: tokenizers::Error| {
         Error::BadRequest(format!("the text cannot be tokenized: {error}"))
     };
+    let normalizer = inner.get_normalizer().map(Normalize);
     let mut pretokenized = inner
         .get_added_vocabulary()
-        .extract_and_normalize(inner.get_normalizer(), text);
+        .extract_and_normalize(normalizer.as_ref(), text);
     if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
         pre_tokenizer
             .pre_tokenize(&mut pretokenized)
