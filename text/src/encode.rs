@@ -5,7 +5,7 @@
 
 use tokenizers::{Model, OffsetType, PostProcessor, PreTokenizer, TruncationStrategy};
 
-use crate::normalize::Normalize;
+use crate::bert_ascii::{Normalize, PreTokenize};
 
 use crate::request::{Input, Parameters, Truncation};
 use crate::settings::Datatype;
@@ -277,7 +277,7 @@ pub fn encode_request_within(
 }
 
 /// One text as `tokenizers`' `encode_fast` makes it (`encode_single_sequence`, then the
-/// post-processor), its normalizer run by [`Normalize`]: added tokens, normalizer,
+/// post-processor), its normalizer and pre-tokenizer run by [`Normalize`] and [`PreTokenize`]: added tokens, normalizer,
 /// pre-tokenizer, the model (which stops at the truncation length, as `tokenizers` 0.23.2's
 /// does), truncation, special tokens and padding.
 fn single(
@@ -290,7 +290,7 @@ fn single(
         .get_added_vocabulary()
         .extract_and_normalize(normalizer.as_ref(), text);
     if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
-        pre_tokenizer.pre_tokenize(&mut pretokenized)?;
+        PreTokenize(pre_tokenizer).pre_tokenize(&mut pretokenized)?;
     }
     // `do_tokenize`'s limit for a first text: the truncation's, unless it cuts only the second.
     let limit = inner
@@ -322,7 +322,7 @@ fn whole(
         .get_added_vocabulary()
         .extract_and_normalize(normalizer.as_ref(), text);
     if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
-        pre_tokenizer
+        PreTokenize(pre_tokenizer)
             .pre_tokenize(&mut pretokenized)
             .map_err(cannot)?;
     }

@@ -9,7 +9,8 @@
 //! - [`settings`]: how texts become tensors (length, padding, truncation, element type) and how
 //!   large they may be, from a plugin's configuration, with safe defaults;
 //! - [`encode`]: texts to `input_ids`, `attention_mask` and `token_type_ids`;
-//! - `normalize`: the tokenizer's normalizer, BERT's on ASCII text done as a byte map;
+//! - `bert_ascii`: the tokenizer's normalizer and pre-tokenizer, BERT's on ASCII text done in one
+//!   pass each;
 //! - [`pipeline`]: what a tokenizer's stages may be: how many steps, which regular expressions;
 //! - [`scores`]: a Unigram model's scores read as Hugging Face's own builds read them;
 //! - [`decode`]: ids to text, and [`decode::StreamDecoder`], which turns ids arriving a few at a
@@ -21,10 +22,10 @@
 
 #![forbid(unsafe_code)]
 
+mod bert_ascii;
 pub mod body;
 pub mod decode;
 pub mod encode;
-mod normalize;
 pub mod pipeline;
 pub mod request;
 pub mod scores;
