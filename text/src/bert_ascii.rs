@@ -27,12 +27,12 @@ pub(crate) struct Normalize<'a>(pub(crate) &'a NormalizerWrapper);
 
 impl Normalizer for Normalize<'_> {
     fn normalize(&self, normalized: &mut NormalizedString) -> tokenizers::Result<()> {
-        if let NormalizerWrapper::BertNormalizer(bert) = self.0 {
-            if let Some(ascii) = bert_ascii(bert, normalized.get()) {
-                // Original and normalized become the new text (its offsets are not kept).
-                *normalized = NormalizedString::from(ascii);
-                return Ok(());
-            }
+        if let NormalizerWrapper::BertNormalizer(bert) = self.0
+            && let Some(ascii) = bert_ascii(bert, normalized.get())
+        {
+            // Original and normalized become the new text (its offsets are not kept).
+            *normalized = NormalizedString::from(ascii);
+            return Ok(());
         }
         self.0.normalize(normalized)
     }
