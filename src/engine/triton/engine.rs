@@ -72,6 +72,37 @@ impl TritonEngine {
     }
 
     /// What requests need to know of `model`, from the cache or (once per load) the core.
+    /// Why the core is not `what` (live or ready), naming each loaded model that is not ready
+    /// and its state, e.g. one whose process died while the core has not yet said so to
+    /// trident's recovery (the core counts every loaded model in its readiness).
+    fn not_healthy_why(&self, what: &str) -> String {
+        let waiting: Vec<String> = self
+            .server
+            .model_index(false)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|entry| {
+                let state = entry.state.as_deref().unwrap_or_default();
+                let reason = entry.reason.as_deref().unwrap_or_default();
+                // An unloaded model is not counted by the core.
+                if state == "READY" || state.is_empty() || reason == "unloaded" {
+                    return None;
+                }
+                let reason = if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({reason})")
+                };
+                Some(format!("model {} is {state}{reason}", entry.name))
+            })
+            .collect();
+        if waiting.is_empty() {
+            format!("server is not {what}")
+        } else {
+            format!("server is not {what}: {}", waiting.join("; "))
+        }
+    }
+
     fn facts(&self, model: &str) -> Result<ModelFacts, EngineError> {
         let known = self
             .facts
@@ -169,7 +200,7 @@ impl Engine for TritonEngine {
         };
         match healthy {
             Ok(true) => Ok(()),
-            Ok(false) => Err(format!("server is not {what}")),
+            Ok(false) => Err(self.not_healthy_why(what)),
             Err(error) => Err(error.message),
         }
     }
