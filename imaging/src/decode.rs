@@ -354,7 +354,11 @@ mod tests {
         let whole = jpeg_of_scans(7);
         cases.extend((0..=whole.len()).map(|end| whole[..end].to_vec()));
         for bytes in &cases {
-            assert_eq!(jpeg_is_complete(bytes), complete_slowly(bytes), "{bytes:x?}");
+            assert_eq!(
+                jpeg_is_complete(bytes),
+                complete_slowly(bytes),
+                "{bytes:x?}"
+            );
             for at in 0..=bytes.len() {
                 assert_eq!(
                     after_entropy_coded_data(bytes, at),
