@@ -1,9 +1,8 @@
 """The image-classification table of scripts/bench (`--only image`): a JPEG in, the top five
 labels out, on the same stand-in classifier (examples/image-classification), each server the way
-its users build it, in five settings (VARIANTS): a 640x480 photo against Triton's python steps at
+its users build it, in four settings (VARIANTS): a 640x480 photo against Triton's python steps at
 their default (one instance each) and tuned as informed users set them (one instance per core),
-a 12 MP phone photo, a 24 MP one, and bicubic resizing (CLIP's, DeiT's), the last three against
-the tuned anchor.
+a 12 MP phone photo, and bicubic resizing (CLIP's, DeiT's), the last two against the tuned anchor.
 
 - Triton's SageMaker frontend: an ensemble, as Triton's own image examples are built: a
   python-backend `preprocess` model (Pillow and NumPy: decode, EXIF orientation, RGB, the shorter
@@ -114,7 +113,6 @@ VARIANTS = [
     ("640x480, Triton's python steps at their default (1 instance)", (640, 480), 1, "bilinear", None, True),
     ("640x480, Triton tuned (1 python instance per core)", (640, 480), os.cpu_count(), "bilinear", None, False),
     ("12 MP (4032x3024), Triton tuned", (4032, 3024), os.cpu_count(), "bilinear", 2, False),
-    ("24 MP (5664x4248), Triton tuned", (5664, 4248), os.cpu_count(), "bilinear", 1, False),
     ("640x480 bicubic, Triton tuned", (640, 480), os.cpu_count(), "bicubic", None, False),
 ]
 
