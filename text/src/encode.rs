@@ -276,14 +276,44 @@ pub fn encode_request_within(
     rows(settings, encodings).map(Some)
 }
 
-/// One text as `tokenizers`' `encode_fast` makes it (`encode_single_sequence`, then the
-/// post-processor), its normalizer and pre-tokenizer run by [`Normalize`] and [`PreTokenize`]: added tokens, normalizer,
-/// pre-tokenizer, the model (which stops at the truncation length, as `tokenizers` 0.23.2's
-/// does), truncation, special tokens and padding.
+/// One text as `tokenizers`' `encode_fast` makes it: [`tokenized`] within the truncation's
+/// length (as `do_tokenize` limits a first text, unless only the second is cut, and as
+/// `tokenizers` 0.23.2's model stops there), then truncation, special tokens and padding.
 fn single(
     inner: &tokenizers::Tokenizer,
     text: &str,
     add_special_tokens: bool,
+) -> tokenizers::Result<tokenizers::Encoding> {
+    let limit = inner
+        .get_truncation()
+        .filter(|params| params.strategy != TruncationStrategy::OnlySecond)
+        .map(|params| (params.max_length, params.direction));
+    let encoding = tokenized(inner, text, 0, limit)?;
+    inner.post_process(encoding, None, add_special_tokens)
+}
+
+/// `text` tokenized whole, as `tokenizers` tokenizes one text of a pair before its
+/// post-processor; `type_id` its segment. Whole, with no truncation: `tokenizers` 0.23.2 stops
+/// tokenizing a text at its truncation length, which leaves a pair's strategy (decided on the
+/// texts' full lengths in 0.23.3 and in Python's `tokenizers`) without them. The text is
+/// bounded by `max_text_bytes`.
+fn whole(
+    inner: &tokenizers::Tokenizer,
+    text: &str,
+    type_id: u32,
+) -> Result<tokenizers::Encoding, Error> {
+    tokenized(inner, text, type_id, None)
+        .map_err(|error| Error::BadRequest(format!("the text cannot be tokenized: {error}")))
+}
+
+/// `text` as `tokenizers`' `encode_single_sequence` tokenizes it, before any post-processing:
+/// added tokens, normalizer and pre-tokenizer (run by [`Normalize`] and [`PreTokenize`]), the
+/// model (stopping at `limit` tokens, if any); `type_id` its segment.
+fn tokenized(
+    inner: &tokenizers::Tokenizer,
+    text: &str,
+    type_id: u32,
+    limit: Option<(usize, tokenizers::TruncationDirection)>,
 ) -> tokenizers::Result<tokenizers::Encoding> {
     let normalizer = inner.get_normalizer().map(Normalize);
     let mut pretokenized = inner
@@ -292,47 +322,10 @@ fn single(
     if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
         PreTokenize(pre_tokenizer).pre_tokenize(&mut pretokenized)?;
     }
-    // `do_tokenize`'s limit for a first text: the truncation's, unless it cuts only the second.
-    let limit = inner
-        .get_truncation()
-        .filter(|params| params.strategy != TruncationStrategy::OnlySecond)
-        .map(|params| (params.max_length, params.direction));
     inner
         .get_model()
         .tokenize_in_pretokenized(&mut pretokenized, limit)?;
-    let encoding = pretokenized.into_encoding(None, 0, OffsetType::None)?;
-    inner.post_process(encoding, None, add_special_tokens)
-}
-
-/// `text` tokenized whole, as `tokenizers` tokenizes one text of a pair before its
-/// post-processor (`encode_single_sequence`): added tokens, normalizer, pre-tokenizer, model;
-/// `type_id` its segment. Whole, with no truncation: `tokenizers` 0.23.2 stops tokenizing a text
-/// at its truncation length, which leaves a pair's strategy (decided on the texts' full lengths
-/// in 0.23.3 and in Python's `tokenizers`) without them. The text is bounded by `max_text_bytes`.
-fn whole(
-    inner: &tokenizers::Tokenizer,
-    text: &str,
-    type_id: u32,
-) -> Result<tokenizers::Encoding, Error> {
-    let cannot = |error: tokenizers::Error| {
-        Error::BadRequest(format!("the text cannot be tokenized: {error}"))
-    };
-    let normalizer = inner.get_normalizer().map(Normalize);
-    let mut pretokenized = inner
-        .get_added_vocabulary()
-        .extract_and_normalize(normalizer.as_ref(), text);
-    if let Some(pre_tokenizer) = inner.get_pre_tokenizer() {
-        PreTokenize(pre_tokenizer)
-            .pre_tokenize(&mut pretokenized)
-            .map_err(cannot)?;
-    }
-    let model = inner.get_model();
-    pretokenized
-        .tokenize(|normalized| model.tokenize(normalized.get()))
-        .map_err(cannot)?;
-    pretokenized
-        .into_encoding(None, type_id, OffsetType::None)
-        .map_err(cannot)
+    pretokenized.into_encoding(None, type_id, OffsetType::None)
 }
 
 /// Why a row cannot be brought to its length.
