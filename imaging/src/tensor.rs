@@ -112,7 +112,9 @@ pub fn write(pixels: &[f32], preprocess: &Preprocess, out: &mut Vec<u8>) {
             f16_bits(value(p, c)).to_le_bytes()
         }),
         Datatype::Uint8 => fill(dest, layout, pixels, |p, c| {
-            [raw(p, c).round().clamp(0.0, 255.0) as u8]
+            // Rounded half away from zero, as `round` (a libm call on the baseline x86-64)
+            // would: clamped first, that is adding a half and truncating.
+            [(raw(p, c).clamp(0.0, 255.0) + 0.5) as u8]
         }),
     }
 }
