@@ -248,50 +248,90 @@ fn to_8_bits(value: f32) -> f32 {
     (value + 0.5).clamp(0.0, 255.0) as i32 as f32
 }
 
-/// The horizontal taps `columns` applied to `line` (RGB `f32`s from input column `offset`),
-/// into `out` (`columns`' outputs × 3). Common tap counts get their own loop, unrolled by the
-/// compiler.
-fn horizontal(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) {
+/// A pixel of a row the horizontal pass reads: RGB (the vertical-first order's row), or RGB and
+/// a zero (the horizontal-first order's, a vector of four).
+trait Pixel: Sized {
+    /// The sum of `source`'s pixels weighted by `weights`, as RGB.
+    fn weighted(weights: &[f32], source: &[Self]) -> [f32; 3];
+}
+
+impl Pixel for [f32; 3] {
+    #[inline(always)]
+    fn weighted(weights: &[f32], source: &[[f32; 3]]) -> [f32; 3] {
+        let mut sum = [0f32; 3];
+        for (weight, input) in weights.iter().zip(source) {
+            sum[0] += weight * input[0];
+            sum[1] += weight * input[1];
+            sum[2] += weight * input[2];
+        }
+        sum
+    }
+}
+
+/// A multiply-add of four channels a tap, alternating between two sums (so that each waits on
+/// the one before it half as often).
+impl Pixel for [f32; 4] {
+    #[inline(always)]
+    fn weighted(weights: &[f32], source: &[[f32; 4]]) -> [f32; 3] {
+        let (mut even, mut odd) = ([0f32; 4], [0f32; 4]);
+        let (weight_pairs, last_weight) = weights.as_chunks::<2>();
+        let (pixel_pairs, last_pixel) = source.as_chunks::<2>();
+        for (w, p) in weight_pairs.iter().zip(pixel_pairs) {
+            for c in 0..4 {
+                even[c] += w[0] * p[0][c];
+                odd[c] += w[1] * p[1][c];
+            }
+        }
+        if let ([w], [p]) = (last_weight, last_pixel) {
+            for c in 0..4 {
+                even[c] += w * p[c];
+            }
+        }
+        [even[0] + odd[0], even[1] + odd[1], even[2] + odd[2]]
+    }
+}
+
+/// The horizontal taps `columns` applied to `line` (pixels from input column `offset`), into
+/// `out` (`columns`' outputs × 3). The tap counts of common scales get their own loop, unrolled
+/// by the compiler.
+fn horizontal<P: Pixel>(line: &[P], offset: usize, columns: &Axis, out: &mut [f32]) {
     match columns.n {
-        1 => horizontal_n::<1>(line, offset, columns, out),
-        2 => horizontal_n::<2>(line, offset, columns, out),
-        3 => horizontal_n::<3>(line, offset, columns, out),
-        4 => horizontal_n::<4>(line, offset, columns, out),
-        5 => horizontal_n::<5>(line, offset, columns, out),
-        6 => horizontal_n::<6>(line, offset, columns, out),
-        7 => horizontal_n::<7>(line, offset, columns, out),
-        8 => horizontal_n::<8>(line, offset, columns, out),
-        _ => horizontal_any(line, offset, columns, out),
+        1 => horizontal_n::<1, P>(line, offset, columns, out),
+        2 => horizontal_n::<2, P>(line, offset, columns, out),
+        3 => horizontal_n::<3, P>(line, offset, columns, out),
+        4 => horizontal_n::<4, P>(line, offset, columns, out),
+        5 => horizontal_n::<5, P>(line, offset, columns, out),
+        6 => horizontal_n::<6, P>(line, offset, columns, out),
+        7 => horizontal_n::<7, P>(line, offset, columns, out),
+        8 => horizontal_n::<8, P>(line, offset, columns, out),
+        9 => horizontal_n::<9, P>(line, offset, columns, out),
+        10 => horizontal_n::<10, P>(line, offset, columns, out),
+        11 => horizontal_n::<11, P>(line, offset, columns, out),
+        12 => horizontal_n::<12, P>(line, offset, columns, out),
+        n => {
+            let outputs = out.as_chunks_mut::<3>().0.iter_mut();
+            for ((pixel, weights), &first) in outputs
+                .zip(columns.weights.chunks_exact(n))
+                .zip(&columns.first)
+            {
+                *pixel = P::weighted(weights, &line[first - offset..][..n]);
+            }
+        }
     }
 }
 
-fn horizontal_n<const N: usize>(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) {
-    let (weights, _) = columns.weights.as_chunks::<N>();
-    let pixels = out.as_chunks_mut::<3>().0.iter_mut();
-    for ((pixel, weights), &first) in pixels.zip(weights).zip(&columns.first) {
-        let from = (first - offset) * 3;
-        *pixel = weighted(weights, line[from..from + N * 3].as_chunks::<3>().0);
+fn horizontal_n<const N: usize, P: Pixel>(
+    line: &[P],
+    offset: usize,
+    columns: &Axis,
+    out: &mut [f32],
+) {
+    let outputs = out.as_chunks_mut::<3>().0.iter_mut();
+    let (taps, _) = columns.weights.as_chunks::<N>();
+    for ((pixel, weights), &first) in outputs.zip(taps).zip(&columns.first) {
+        let (source, _) = line[first - offset..].as_chunks::<N>();
+        *pixel = P::weighted(weights, &source[0]);
     }
-}
-
-fn horizontal_any(line: &[f32], offset: usize, columns: &Axis, out: &mut [f32]) {
-    for (x, pixel) in out.as_chunks_mut::<3>().0.iter_mut().enumerate() {
-        let (first, weights) = columns.taps(x);
-        let from = (first - offset) * 3;
-        *pixel = weighted(weights, line[from..from + columns.n * 3].as_chunks::<3>().0);
-    }
-}
-
-/// The sum of `source`'s pixels weighted by `weights`.
-#[inline(always)]
-fn weighted(weights: &[f32], source: &[[f32; 3]]) -> [f32; 3] {
-    let mut sum = [0f32; 3];
-    for (weight, input) in weights.iter().zip(source) {
-        sum[0] += weight * input[0];
-        sum[1] += weight * input[1];
-        sum[2] += weight * input[2];
-    }
-    sum
 }
 
 /// Each output row: the weighted sum of its input rows over the columns the crop reads, then
@@ -318,7 +358,7 @@ fn resize_vertical_first(
             &pixels[at..at + width]
         }));
         weighted_rows(weights, &sources, &mut line);
-        horizontal(&line, col_start, columns, target);
+        horizontal(line.as_chunks::<3>().0, col_start, columns, target);
     }
     out
 }
@@ -352,62 +392,6 @@ where
     }
 }
 
-/// The horizontal taps `columns` applied to `line` (four-channel pixels from input column
-/// `offset`), into `out` (`columns`' outputs × 3). The tap counts of common shrinking factors
-/// get their own loop, unrolled by the compiler.
-fn horizontal_rgbx(line: &[[f32; 4]], offset: usize, columns: &Axis, out: &mut [f32]) {
-    match columns.n {
-        4 => rgbx_n::<4>(line, offset, columns, out),
-        5 => rgbx_n::<5>(line, offset, columns, out),
-        6 => rgbx_n::<6>(line, offset, columns, out),
-        7 => rgbx_n::<7>(line, offset, columns, out),
-        8 => rgbx_n::<8>(line, offset, columns, out),
-        9 => rgbx_n::<9>(line, offset, columns, out),
-        10 => rgbx_n::<10>(line, offset, columns, out),
-        11 => rgbx_n::<11>(line, offset, columns, out),
-        12 => rgbx_n::<12>(line, offset, columns, out),
-        n => {
-            let outputs = out.as_chunks_mut::<3>().0.iter_mut();
-            for ((pixel, weights), &first) in outputs
-                .zip(columns.weights.chunks_exact(n))
-                .zip(&columns.first)
-            {
-                *pixel = rgbx_weighted(weights, &line[first - offset..][..n]);
-            }
-        }
-    }
-}
-
-fn rgbx_n<const N: usize>(line: &[[f32; 4]], offset: usize, columns: &Axis, out: &mut [f32]) {
-    let outputs = out.as_chunks_mut::<3>().0.iter_mut();
-    let (taps, _) = columns.weights.as_chunks::<N>();
-    for ((pixel, weights), &first) in outputs.zip(taps).zip(&columns.first) {
-        let (source, _) = line[first - offset..].as_chunks::<N>();
-        *pixel = rgbx_weighted(weights, &source[0]);
-    }
-}
-
-/// The sum of `source`'s pixels weighted by `weights`: a multiply-add of four channels a tap,
-/// alternating between two sums (so that each waits on the one before it half as often).
-#[inline(always)]
-fn rgbx_weighted(weights: &[f32], source: &[[f32; 4]]) -> [f32; 3] {
-    let (mut even, mut odd) = ([0f32; 4], [0f32; 4]);
-    let (weight_pairs, last_weight) = weights.as_chunks::<2>();
-    let (pixel_pairs, last_pixel) = source.as_chunks::<2>();
-    for (w, p) in weight_pairs.iter().zip(pixel_pairs) {
-        for c in 0..4 {
-            even[c] += w[0] * p[0][c];
-            odd[c] += w[1] * p[1][c];
-        }
-    }
-    if let ([w], [p]) = (last_weight, last_pixel) {
-        for c in 0..4 {
-            even[c] += w * p[c];
-        }
-    }
-    [even[0] + odd[0], even[1] + odd[1], even[2] + odd[2]]
-}
-
 /// Each input row the crop reads through the horizontal pass, then each output row the
 /// weighted sum of those: for images much wider than the crop's rows are tall, and for every
 /// filter but bilinear (`round`: the horizontal pass's values rounded to 8 bits, as Pillow's).
@@ -434,7 +418,7 @@ fn resize_horizontal_first(
         for (value, pixel) in line.iter_mut().zip(source.as_chunks::<3>().0) {
             *value = [pixel[0].into(), pixel[1].into(), pixel[2].into(), 0.0];
         }
-        horizontal_rgbx(&line, col_start, columns, target);
+        horizontal(&line, col_start, columns, target);
         if round {
             target
                 .iter_mut()
