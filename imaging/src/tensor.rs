@@ -165,6 +165,26 @@ mod tests {
         assert_eq!(out.len(), 3 * 4);
     }
 
+    /// A uint8 tensor rounds as `f32::round` does (half away from zero), clamped to 0..255.
+    #[test]
+    fn uint8_values_round_half_away_and_clamp() {
+        let pixels = [-3.0, 0.49, 0.5, 1.5, 254.49, 254.5, 300.0, 127.5, 2.5];
+        let p = Preprocess {
+            size: (3, 1),
+            layout: Layout::Nhwc,
+            datatype: Datatype::Uint8,
+            ..Preprocess::default()
+        };
+        let mut out = Vec::new();
+        write(&pixels, &p, &mut out);
+        let want: Vec<u8> = pixels
+            .iter()
+            .map(|v: &f32| v.round().clamp(0.0, 255.0) as u8)
+            .collect();
+        assert_eq!(want, [0, 0, 1, 2, 254, 255, 255, 128, 3]);
+        assert_eq!(out, want);
+    }
+
     #[test]
     fn layouts_channels_and_normalization() {
         // Two pixels: (255, 0, 0) and (0, 255, 0).
