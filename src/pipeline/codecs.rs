@@ -15,6 +15,8 @@ pub struct Codecs {
     pub request: Option<Arc<LoadedPlugin>>,
     /// The response adapter that writes the answer, or `None` for KServe v2.
     pub response: Option<Arc<LoadedPlugin>>,
+    /// The pipeline that answers the request whole (then there is no adapter), or `None`.
+    pub pipeline: Option<Arc<LoadedPlugin>>,
     /// The A/B variant that chose them, when the model has variants.
     pub variant: Option<String>,
     /// The model's shadow, when this request is in its sample.
@@ -29,14 +31,27 @@ impl Codecs {
     /// request in JSON is a plain v2 request even where the adapter takes `application/json`
     /// ([`crate::protocol::v2_sniff`]): v2 clients reach the model behind an adapter of images
     /// or texts in JSON. An adapter that names no `content_types` takes every body, v2's too.
+    ///
+    /// A pipeline takes the requests whose content type it serves, as a request adapter does
+    /// (a plain v2 request reaches the model itself).
     pub fn choose(selection: Selection, invocation: &Invocation, body: &[u8]) -> Codecs {
         let content_type = invocation.content_type.as_deref();
-        let request = selection.request.filter(|p| {
-            p.serves_content_type(content_type)
+        let takes = |p: &Arc<LoadedPlugin>| {
+            p.accepts_content_type(content_type)
                 && !(p.names_content_types()
                     && is_json(content_type)
                     && crate::protocol::v2_sniff::is_v2_inference(body))
-        });
+        };
+        if let Some(pipeline) = selection.pipeline.filter(takes) {
+            return Codecs {
+                pipeline: Some(pipeline),
+                variant: selection.variant,
+                ..Codecs::default()
+            };
+        }
+        let request = selection
+            .request
+            .filter(|p| p.serves_content_type(content_type) && takes(p));
         let accept = invocation.accept.as_deref();
         let response = selection.response.filter(|p| {
             if request.is_some() {
@@ -48,6 +63,7 @@ impl Codecs {
         Codecs {
             request,
             response,
+            pipeline: None,
             variant: selection.variant,
             shadow: selection.shadow,
         }

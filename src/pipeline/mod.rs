@@ -7,6 +7,8 @@
 //!   ─▶ encode (a response plugin's reply, or v2 JSON / binary)
 //!   ─▶ an Answer, or one Failure saying where it went wrong       failure.rs
 //! ```
+//! A model whose manifest entry names a pipeline plugin is answered by the plugin whole: it
+//! calls the models it needs through the engine (`model_calls.rs`) and writes the reply.
 //! Generate and its stream have one path of their own, with or without the model's generate
 //! plugins (`generate.rs`); a stream is handed on as unframed events (`events.rs`). Nothing
 //! here knows HTTP or WebSocket: each transport frames an [`Answer`] and maps a [`Failure`] to
@@ -17,6 +19,7 @@ mod codecs;
 pub mod events;
 mod failure;
 mod generate;
+mod model_calls;
 mod stream_adapter;
 #[cfg(test)]
 mod tests;
@@ -129,6 +132,9 @@ impl<E: Engine> Pipeline<'_, E> {
     }
 
     async fn run(&self, request: &Request<'_>, codecs: &Codecs) -> Result<Answer, Failure> {
+        if let (Some(plugin), Some(plugins)) = (&codecs.pipeline, &self.plugins) {
+            return self.pipeline(request, codecs, plugin, plugins).await;
+        }
         let mut shadows = Vec::new();
         let (infer, encoding) = self.decode(request, codecs, &mut shadows).await?;
         let response = match codecs.request.is_some() && request.session.is_none() {
@@ -143,6 +149,25 @@ impl<E: Engine> Pipeline<'_, E> {
             plugins.shadow(shadows);
         }
         Ok(answer)
+    }
+
+    /// The request answered whole by the pipeline `plugin`, its model calls answered by the
+    /// engine.
+    async fn pipeline(
+        &self,
+        request: &Request<'_>,
+        codecs: &Codecs,
+        plugin: &Arc<LoadedPlugin>,
+        plugins: &PluginHost,
+    ) -> Result<Answer, Failure> {
+        let started = Instant::now();
+        let invocation = self.plugin_invocation(request, plugin);
+        let reply = plugins.handle(plugin, &invocation).await;
+        self.observe(plugin, "pipeline", variant(codecs), &reply, started);
+        Ok(Answer::Reply {
+            plugin: Arc::clone(plugin),
+            reply: plugin_result(plugin, reply)?,
+        })
     }
 
     /// A shadow call of `hook`'s candidate for `request`, when the request is in the model's
@@ -358,9 +383,10 @@ impl<E: Engine> Pipeline<'_, E> {
         })
     }
 
-    /// The request as `plugin` sees it.
+    /// The request as `plugin` sees it, its model calls (when its entry names models) answered
+    /// by the engine.
     fn plugin_invocation(&self, request: &Request<'_>, plugin: &LoadedPlugin) -> PluginInvocation {
-        PluginInvocation::new(
+        let invocation = PluginInvocation::new(
             request.route,
             request.model,
             request.invocation,
@@ -371,7 +397,13 @@ impl<E: Engine> Pipeline<'_, E> {
                 .session
                 .as_ref()
                 .map(|turn| Arc::clone(turn.session().store())),
-        )
+        );
+        match plugin.calls_models() {
+            false => invocation,
+            true => invocation.with_models(Arc::new(model_calls::EngineModels {
+                engine: self.engine.clone(),
+            })),
+        }
     }
 
     fn observe<T>(

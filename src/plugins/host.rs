@@ -172,12 +172,14 @@ impl PluginHost {
         invocation: &PluginInvocation,
     ) -> HookResult<AdaptedRequest> {
         let (session, max_batch) = (invocation.session.clone(), invocation.max_batch);
+        let models = invocation.models.clone();
         let invocation = Arc::clone(&invocation.wit);
         let adapted = self
             .call(
                 plugin,
                 call::Kept {
                     max_batch,
+                    models,
                     ..call::Kept::session(session)
                 },
                 Hook::Request,
@@ -212,7 +214,8 @@ impl PluginHost {
         invocation: &PluginInvocation,
         response: &InferResponse,
     ) -> HookResult<PluginReply> {
-        let (session, invocation) = (invocation.session.clone(), Arc::clone(&invocation.wit));
+        let (session, models) = (invocation.session.clone(), invocation.models.clone());
+        let invocation = Arc::clone(&invocation.wit);
         let result = InferenceResult {
             model_name: response.model_name.clone(),
             model_version: response.model_version.to_string(),
@@ -225,7 +228,10 @@ impl PluginHost {
         let reply = self
             .call(
                 plugin,
-                call::Kept::session(session),
+                call::Kept {
+                    models,
+                    ..call::Kept::session(session)
+                },
                 Hook::Response,
                 |hooks| hooks.response.as_ref(),
                 move |instance, store| {
@@ -233,6 +239,37 @@ impl PluginHost {
                         instance
                             .trident_plugin_response_adapter()
                             .call_adapt_response(store, &invocation, &result)
+                            .await
+                    })
+                },
+            )
+            .await;
+        converted(reply, PluginReply::from)
+    }
+
+    /// Calls a pipeline: the request answered whole by the plugin, its model calls answered by
+    /// the invocation's caller.
+    pub async fn handle(
+        &self,
+        plugin: &Arc<LoadedPlugin>,
+        invocation: &PluginInvocation,
+    ) -> HookResult<PluginReply> {
+        let (session, models) = (invocation.session.clone(), invocation.models.clone());
+        let invocation = Arc::clone(&invocation.wit);
+        let reply = self
+            .call(
+                plugin,
+                call::Kept {
+                    models,
+                    ..call::Kept::session(session)
+                },
+                Hook::Pipeline,
+                |hooks| hooks.pipeline.as_ref(),
+                move |instance, store| {
+                    Box::pin(async move {
+                        instance
+                            .trident_models_pipeline()
+                            .call_handle(store, &invocation)
                             .await
                     })
                 },

@@ -16,6 +16,7 @@ mod hostile;
 mod lifecycle;
 mod model_plugins;
 mod oom;
+mod pipelines;
 mod replies;
 mod shadows;
 mod variants;
@@ -98,6 +99,7 @@ fn main() -> std::process::ExitCode {
         accounting::CHECKS,
         shadows::CHECKS,
         model_plugins::CHECKS,
+        pipelines::CHECKS,
         // Last: its failed multi-model load leaves the shared core with a model that is not
         // ready, which every single-model server's `/ping` (ready mode) then reports.
         oom::CHECKS,
@@ -307,6 +309,7 @@ fn manifests() -> Vec<(&'static str, String)> {
                 )
             ),
         ),
+        ("pipeline", pipelines::manifest()),
         (
             "shadow_loop",
             format!(

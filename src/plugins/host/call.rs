@@ -15,13 +15,15 @@ use crate::plugins::platform::accounting::{Answer, Hook, Measured, Outcome, cpu_
 use crate::plugins::platform::plugin::LoadedPlugin;
 use crate::plugins::runtime::hooks::Hooks;
 use crate::plugins::runtime::kept_instance::KeptInstance;
+use crate::plugins::runtime::model_calls::{ModelCaller, ModelSpent};
 use crate::plugins::runtime::store::{CallFailure, PluginState};
 use crate::plugins::runtime::stream_state::StreamState;
 use crate::plugins::runtime::warm::{Prepare, Warm};
 use crate::sessions::SessionStore;
 
 /// What a call may keep beyond itself: its request's session store, and a stream adapter's
-/// call its stream's state and the instance the stream's calls share.
+/// call its stream's state and the instance the stream's calls share; and who answers its model
+/// calls.
 #[derive(Default)]
 pub(in crate::plugins) struct Kept {
     pub(in crate::plugins) session: Option<Arc<SessionStore>>,
@@ -29,6 +31,8 @@ pub(in crate::plugins) struct Kept {
     pub(in crate::plugins) instance: Option<Arc<KeptInstance>>,
     /// The target model's `max_batch_size`, for the host's primitives.
     pub(in crate::plugins) max_batch: Option<usize>,
+    /// Who answers the call's model calls (`trident:models/models`); `None` refuses them.
+    pub(in crate::plugins) models: Option<Arc<dyn ModelCaller>>,
 }
 
 impl Kept {
@@ -88,6 +92,8 @@ impl PluginHost {
             data.session = kept.session;
             data.stream = kept.stream;
             data.max_batch = kept.max_batch;
+            data.models = kept.models;
+            data.model_spent = ModelSpent::default();
             let instance = match instance {
                 Ok(instance) => instance,
                 Err(error) => {

@@ -107,6 +107,7 @@ impl PluginHost {
                     stream: Some(Arc::clone(state)),
                     instance: instance.map(Arc::clone),
                     max_batch: None,
+                    models: None,
                 },
                 crate::plugins::platform::accounting::Hook::Stream,
                 |hooks| hooks.stream.as_ref(),

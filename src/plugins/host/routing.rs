@@ -21,6 +21,9 @@ pub struct Selection {
     pub request: Option<Arc<LoadedPlugin>>,
     /// The response adapter, if the model (or its variant) has one.
     pub response: Option<Arc<LoadedPlugin>>,
+    /// The pipeline that answers the request whole, if the model (or its variant) has one
+    /// (then it has no adapters).
+    pub pipeline: Option<Arc<LoadedPlugin>>,
     /// The model's shadow, when it has one and this request is in its sample.
     pub shadow: Option<Arc<Shadow>>,
 }
@@ -30,6 +33,7 @@ pub struct Selection {
 struct Arm {
     request: Option<Arc<LoadedPlugin>>,
     response: Option<Arc<LoadedPlugin>>,
+    pipeline: Option<Arc<LoadedPlugin>>,
 }
 
 /// How a model's requests reach its adapters.
@@ -68,6 +72,7 @@ fn routing(
         let arm = Arm {
             request: get(&spec.request),
             response: get(&spec.response),
+            pipeline: get(&spec.pipeline),
         };
         check_arm(model, &arm)?;
         return Ok(Routing::Single(arm));
@@ -77,6 +82,7 @@ fn routing(
         let arm = Arm {
             request: get(&variant.request),
             response: get(&variant.response),
+            pipeline: get(&variant.pipeline),
         };
         check_arm(model, &arm)?;
         arms.push(arm);
@@ -110,6 +116,13 @@ fn check_arm(model: &str, arm: &Arm) -> Result<(), LoadError> {
                     || p.hooks.generate_response.is_some()
                     || p.hooks.stream.is_some()
             }),
+        ),
+        (
+            &arm.pipeline,
+            "pipeline",
+            arm.pipeline
+                .as_ref()
+                .is_none_or(|p| p.hooks.pipeline.is_some()),
         ),
     ];
     for (plugin, role, exported) in roles {
@@ -206,6 +219,7 @@ impl Routes {
                 variant: None,
                 request: arm.request.clone(),
                 response: arm.response.clone(),
+                pipeline: arm.pipeline.clone(),
                 shadow,
             },
             Routing::Variants { weights, arms } => {
@@ -219,6 +233,7 @@ impl Routes {
                     variant: Some(weights[index].name.clone()),
                     request: arms[index].request.clone(),
                     response: arms[index].response.clone(),
+                    pipeline: arms[index].pipeline.clone(),
                     shadow,
                 }
             }
@@ -238,7 +253,7 @@ impl Routes {
         let mut adapters: BTreeMap<&str, Arc<LoadedPlugin>> = BTreeMap::new();
         for plugin in arms
             .iter()
-            .flat_map(|arm| [&arm.request, &arm.response])
+            .flat_map(|arm| [&arm.request, &arm.response, &arm.pipeline])
             .flatten()
         {
             adapters.insert(&plugin.name, Arc::clone(plugin));
@@ -254,6 +269,7 @@ impl Routes {
             variant: None,
             request: Some(Arc::clone(plugin)),
             response: Some(Arc::clone(plugin)),
+            pipeline: None,
             shadow: None,
         })
     }

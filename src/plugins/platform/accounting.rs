@@ -28,17 +28,20 @@ pub enum Hook {
     GenerateResponse,
     /// `stream-adapter`.
     Stream,
+    /// `pipeline` (`trident:models`).
+    Pipeline,
 }
 
 impl Hook {
     /// Every hook, in the order of [`PluginAccount`]'s table.
-    pub const ALL: [Hook; 6] = [
+    pub const ALL: [Hook; 7] = [
         Hook::Request,
         Hook::Response,
         Hook::Oom,
         Hook::GenerateRequest,
         Hook::GenerateResponse,
         Hook::Stream,
+        Hook::Pipeline,
     ];
 
     /// Its `hook` label.
@@ -50,6 +53,7 @@ impl Hook {
             Hook::GenerateRequest => "generate_request",
             Hook::GenerateResponse => "generate_response",
             Hook::Stream => "stream",
+            Hook::Pipeline => "pipeline",
         }
     }
 
@@ -266,7 +270,7 @@ pub struct CallCost {
 /// A loaded plugin's counters, by hook ([`Hook::ALL`]).
 #[derive(Debug)]
 pub struct PluginAccount {
-    hooks: [HookAccount; 6],
+    hooks: [HookAccount; Hook::ALL.len()],
 }
 
 impl Default for PluginAccount {

@@ -265,13 +265,14 @@ async fn load_one(
         true => Some(verify_signature(manifest, spec, &bytes, &assets, cases.as_deref()).await?),
         false => None,
     };
-    let limits = runtime.limits(
+    let mut limits = runtime.limits(
         name,
         spec.config_strings(),
         assets,
         spec.memory_limit_mb,
         spec.time_limit_ms,
     );
+    limits.models = spec.model_access();
     let same = same_as(spec, &limits.assets);
     let earlier = prepared
         .iter()

@@ -177,7 +177,13 @@ impl LoadedPlugin {
             Hook::GenerateRequest => self.hooks.generate_request.is_some(),
             Hook::GenerateResponse => self.hooks.generate_response.is_some(),
             Hook::Stream => self.hooks.stream.is_some(),
+            Hook::Pipeline => self.hooks.pipeline.is_some(),
         }
+    }
+
+    /// Whether its manifest entry names models its calls may call (`trident:models`).
+    pub fn calls_models(&self) -> bool {
+        !self.limits.models.models.is_empty()
     }
 
     /// The versions of `trident:plugin` whose worlds it exports: `0.1.0` (request, response,

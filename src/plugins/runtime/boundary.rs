@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::model_calls::ModelCaller;
 use super::store::CallFailure;
 use crate::engine::InputTensor;
 use crate::invocation::Invocation;
@@ -97,6 +98,9 @@ pub struct PluginInvocation {
     /// `max_batch_size`, times the requests the pipeline splits a batch into): the host's
     /// image and text primitives refuse a body of more before decoding it.
     pub(in crate::plugins) max_batch: Option<usize>,
+    /// Who answers the plugin's model calls for this request (`trident:models/models`);
+    /// `None` refuses them.
+    pub(in crate::plugins) models: Option<Arc<dyn ModelCaller>>,
 }
 
 impl PluginInvocation {
@@ -124,6 +128,7 @@ impl PluginInvocation {
             )),
             session,
             max_batch: None,
+            models: None,
         }
     }
 
@@ -131,6 +136,12 @@ impl PluginInvocation {
     /// `max_batch_size`; `None`: it does not batch, or it is not known).
     pub fn with_max_batch(mut self, max_batch: Option<usize>) -> PluginInvocation {
         self.max_batch = max_batch;
+        self
+    }
+
+    /// The invocation, its plugin's model calls answered by `models`.
+    pub fn with_models(mut self, models: Arc<dyn ModelCaller>) -> PluginInvocation {
+        self.models = Some(models);
         self
     }
 }

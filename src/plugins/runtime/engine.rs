@@ -266,6 +266,7 @@ impl Runtime {
             keep: Arc::clone(&self.keep),
             primitives: self.primitives.clone(),
             shadow_primitives: self.shadow_primitives.clone(),
+            models: super::model_calls::ModelAccess::default(),
         }
     }
 
@@ -373,6 +374,10 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
         |state| state,
     )?;
     crate::plugins::wit::bindings::assets_v2::add_to_linker::<PluginState, HasSelf<PluginState>>(
+        &mut linker,
+        |state| state,
+    )?;
+    crate::plugins::wit::bindings::models::add_to_linker::<PluginState, HasSelf<PluginState>>(
         &mut linker,
         |state| state,
     )?;

@@ -10,7 +10,7 @@ use super::store::CallFailure;
 use super::store::{Limits, PluginState};
 use super::warm::{Prepare, Warm};
 use crate::plugins::wit::bindings::{
-    generate_request, generate_response, oom, request, response, stream,
+    generate_request, generate_response, oom, pipeline, request, response, stream,
 };
 
 /// For each world trident defines, the plugin's pre-instance of it and the instances ready for
@@ -30,12 +30,14 @@ pub(in crate::plugins) struct Hooks {
         Option<Warm<generate_response::GenerateResponseAdapterPluginPre<PluginState>>>,
     /// `stream-adapter` (0.2.0).
     pub(in crate::plugins) stream: Option<Warm<stream::StreamAdapterPluginPre<PluginState>>>,
+    /// `pipeline` (`trident:models@0.1.0`).
+    pub(in crate::plugins) pipeline: Option<Warm<pipeline::PipelinePluginPre<PluginState>>>,
 }
 
 /// The message of a plugin that exports none of the worlds.
 pub(in crate::plugins) const EXPORTS_NONE: &str = "exports none of trident's hooks (0.1.0: request-adapter, \
      response-adapter, oom-classifier; 0.2.0: generate-request-adapter, \
-     generate-response-adapter, stream-adapter)";
+     generate-response-adapter, stream-adapter; trident:models 0.1.0: pipeline)";
 
 impl Hooks {
     /// The worlds `pre` (a compiled plugin, its imports linked) exports; `init_each`: every
@@ -62,13 +64,16 @@ impl Hooks {
             stream: stream::StreamAdapterPluginPre::new(pre.clone())
                 .ok()
                 .map(|pre| Warm::new(pre, init_each)),
+            pipeline: pipeline::PipelinePluginPre::new(pre.clone())
+                .ok()
+                .map(|pre| Warm::new(pre, init_each)),
         }
     }
 
     /// Every exported hook, in the order of the fields, as what they all share: the plugin's
     /// configuration check.
     pub(in crate::plugins) fn exported(&self) -> impl Iterator<Item = &dyn ConfigCheck> {
-        let all: [Option<&dyn ConfigCheck>; 6] = [
+        let all: [Option<&dyn ConfigCheck>; 7] = [
             self.request.as_ref().map(|w| w as &dyn ConfigCheck),
             self.response.as_ref().map(|w| w as &dyn ConfigCheck),
             self.oom.as_ref().map(|w| w as &dyn ConfigCheck),
@@ -79,6 +84,7 @@ impl Hooks {
                 .as_ref()
                 .map(|w| w as &dyn ConfigCheck),
             self.stream.as_ref().map(|w| w as &dyn ConfigCheck),
+            self.pipeline.as_ref().map(|w| w as &dyn ConfigCheck),
         ];
         all.into_iter().flatten()
     }

@@ -18,6 +18,8 @@
 //! - [`compile_cache`]: compiled plugins kept on disk between starts, verified before use;
 //! - [`stream_state`]: `trident:stream-state/state`, what a stream adapter keeps between the
 //!   events of one stream;
+//! - [`model_calls`]: `trident:models/models`, a plugin's calls of its endpoint's models within
+//!   its access and budgets;
 //! - [`output`]: a guest's stdout and stderr, captured for the log; [`counters`]: the per-call
 //!   output budget and what trident withholds, per plugin;
 //! - [`boundary`]: trident's own types at the boundary (replies, refusals, adapted requests, the
@@ -33,6 +35,7 @@ pub mod engine;
 pub mod hooks;
 pub mod interfaces;
 pub mod kept_instance;
+pub mod model_calls;
 pub mod output;
 pub mod scheduler;
 pub mod snapshot;

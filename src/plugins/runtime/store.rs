@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::assets::Assets;
 use super::config::PluginConfig;
 use super::counters::{OUTPUT_BUDGET_BYTES, OutputBudget, PluginCounters};
+use super::model_calls::{ModelAccess, ModelBudgetExceeded, ModelCaller, ModelSpent};
 use super::output::CapturedOutput;
 use super::stream_state::StreamState;
 use super::threads::{Activity, Background, KeepBudget, PendingDrops};
@@ -56,7 +57,7 @@ pub enum CallFailure {
 
 #[derive(Debug, thiserror::Error)]
 #[error("deadline exceeded")]
-pub(super) struct DeadlineExceeded;
+pub(in crate::plugins) struct DeadlineExceeded;
 
 #[derive(Debug, thiserror::Error)]
 #[error("memory limit exceeded")]
@@ -67,7 +68,7 @@ pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: MemoryLimiter,
-    plugin: Arc<str>,
+    pub(super) plugin: Arc<str>,
     config: Arc<PluginConfig>,
     pub(super) assets: Assets,
     /// When the guest code now running must stop (armed before instantiation and again before
@@ -91,6 +92,13 @@ pub struct PluginState {
     /// The most of the host's memory a primitive held for this store's calls at once (images
     /// decoded outside the sandbox), counted in the call's peak memory.
     pub(super) host_bytes: usize,
+    /// Who answers the call's model calls (`trident:models/models`), set for a call that
+    /// serves a request; `None` refuses them.
+    pub(in crate::plugins) models: Option<Arc<dyn ModelCaller>>,
+    /// Which models the plugin may call, and its per-request budgets.
+    pub(super) model_access: ModelAccess,
+    /// What the call's model calls have spent, set afresh for each call.
+    pub(in crate::plugins) model_spent: ModelSpent,
 }
 
 impl PluginState {
@@ -270,6 +278,9 @@ pub struct Limits {
     pub primitives: PrimitiveShare,
     /// The permits of its shadow candidates' primitives.
     pub shadow_primitives: PrimitiveShare,
+    /// The models the plugin's calls may call, and their per-request budgets (none by
+    /// default).
+    pub models: ModelAccess,
 }
 
 /// One call's store and its captured output.
@@ -337,6 +348,9 @@ impl CallStore {
             shadow_primitives: limits.shadow_primitives.clone(),
             max_batch: None,
             host_bytes: 0,
+            models: None,
+            model_access: limits.models.clone(),
+            model_spent: ModelSpent::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -428,6 +442,12 @@ impl CallStore {
                 CallFailure::Memory {
                     plugin,
                     limit_mb: self.limits.memory_limit_mb,
+                }
+            } else if let Some(budget) = error.downcast_ref::<ModelBudgetExceeded>() {
+                tracing::warn!(plugin, error = %budget, "plugin call stopped");
+                CallFailure::Trap {
+                    plugin,
+                    detail: budget.to_string(),
                 }
             } else {
                 let detail = match error.downcast_ref::<wasmtime::Trap>() {

@@ -16,7 +16,7 @@ use wasmtime::{Engine, Store};
 use super::store::CallFailure;
 use super::store::{CallStore, Limits, PluginState};
 use crate::plugins::wit::bindings::{
-    generate_request, generate_response, oom, request, response, stream,
+    generate_request, generate_response, oom, pipeline, request, response, stream,
 };
 
 /// How many fresh instances each hook keeps ready.
@@ -78,6 +78,10 @@ prepare!(
 prepare!(
     stream::StreamAdapterPluginPre<PluginState>,
     stream::StreamAdapterPlugin
+);
+prepare!(
+    pipeline::PipelinePluginPre<PluginState>,
+    pipeline::PipelinePlugin
 );
 
 type Ready<I> = Arc<Mutex<Vec<(CallStore, I)>>>;

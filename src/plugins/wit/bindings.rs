@@ -140,3 +140,28 @@ pub mod stream_state_host {
 
 /// The stream state interface.
 pub use stream_state_host::trident::stream_state::state as stream_state;
+
+/// `trident:models@0.1.0` (`wit/models`): the model calls a component may import beside the
+/// hooks of 0.1.0 (which its worlds include from `wit/models/deps`), and the `pipeline` hook.
+/// `infer` is async and may trap: the call awaits the engine, and a call past its deadline or
+/// one of its budgets traps ([`crate::plugins::runtime::model_calls`]).
+pub mod pipeline {
+    wasmtime::component::bindgen!({
+        world: "pipeline-plugin",
+        path: "wit/models",
+        imports: {
+            "trident:models/models": async | trappable,
+        },
+        exports: { default: async },
+        with: {
+            "trident:plugin/types": super::request::trident::plugin::types,
+            "trident:plugin/host": super::request::trident::plugin::host,
+            "trident:plugin/assets": super::request::trident::plugin::assets,
+            "trident:plugin/images": super::request::trident::plugin::images,
+            "trident:plugin/text": super::request::trident::plugin::text,
+        },
+    });
+}
+
+/// The model calls interface.
+pub use pipeline::trident::models::models;

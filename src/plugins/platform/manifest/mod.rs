@@ -204,6 +204,16 @@ impl Manifest {
             spec.check()
                 .map_err(|message| format!("plugin '{name}': {message}"))?;
         }
+        self.check_routes()?;
+        if self.require_signatures && self.trusted_keys.is_empty() {
+            return Err("require_signatures is set but trusted_keys is empty".into());
+        }
+        Ok(())
+    }
+
+    /// Every plugin a route names is in `[plugins]`, and each model's entry gives one kind of
+    /// route: adapters, a pipeline, or variants of either.
+    fn check_routes(&self) -> Result<(), String> {
         let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
             match plugin {
                 Some(p) if !self.plugins.contains_key(p) => Err(format!(
@@ -214,9 +224,27 @@ impl Manifest {
         };
         known("oom", "*", &self.oom)?;
         known("openai_chat", "*", &self.openai_chat)?;
+        let one_role =
+            |model: &str, arm: &str, pipeline: &Option<String>, adapters: bool| match pipeline
+                .is_some()
+                && adapters
+            {
+                true => Err(format!(
+                    "model '{model}'{arm}: a pipeline answers requests whole; give either \
+                     pipeline or request/response, not both"
+                )),
+                false => Ok(()),
+            };
         for (model, plugins) in &self.models {
             known("request", model, &plugins.request)?;
             known("response", model, &plugins.response)?;
+            known("pipeline", model, &plugins.pipeline)?;
+            one_role(
+                model,
+                "",
+                &plugins.pipeline,
+                plugins.request.is_some() || plugins.response.is_some(),
+            )?;
             if let Some(shadow) = &plugins.shadow {
                 known("shadow request", model, &shadow.request)?;
                 known("shadow response", model, &shadow.response)?;
@@ -227,15 +255,24 @@ impl Manifest {
             if plugins.variants.is_empty() {
                 continue;
             }
-            if plugins.request.is_some() || plugins.response.is_some() {
+            if plugins.request.is_some() || plugins.response.is_some() || plugins.pipeline.is_some()
+            {
                 return Err(format!(
-                    "model '{model}': give either request/response or variants, not both"
+                    "model '{model}': give either request/response (or pipeline) or variants, \
+                     not both"
                 ));
             }
             let mut names: Vec<&str> = Vec::new();
             for variant in &plugins.variants {
                 known("request", model, &variant.request)?;
                 known("response", model, &variant.response)?;
+                known("pipeline", model, &variant.pipeline)?;
+                one_role(
+                    model,
+                    &format!(", variant '{}'", variant.name),
+                    &variant.pipeline,
+                    variant.request.is_some() || variant.response.is_some(),
+                )?;
                 if variant.weight == 0 {
                     return Err(format!(
                         "model '{model}': variant '{}' has weight 0",
@@ -250,9 +287,6 @@ impl Manifest {
                 }
                 names.push(&variant.name);
             }
-        }
-        if self.require_signatures && self.trusted_keys.is_empty() {
-            return Err("require_signatures is set but trusted_keys is empty".into());
         }
         Ok(())
     }

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+/// The most `max_model_mb` may give: 4 GiB of tensors a request.
+const MAX_MODEL_MB: u64 = 4096;
+
 use super::{
     AssetSpec, DEFAULT_INIT_TIME_LIMIT_MS, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIME_LIMIT_MS,
     MAX_INIT_TIME_LIMIT_MS,
@@ -61,6 +64,24 @@ pub struct PluginSpec {
     /// and covered by the plugin's signature, run at every load before the plugin serves.
     #[serde(default)]
     pub cases: Option<AssetSpec>,
+    /// The models its calls may call (`trident:models`), by the names the endpoint serves them
+    /// under; empty: none. A model artifact's plugin may name only its own model.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// The most model calls one request's call of the plugin may make; default 64.
+    #[serde(default = "default_max_model_calls")]
+    pub max_model_calls: u32,
+    /// The most MiB of tensors, in and out together, those calls may move; default 256.
+    #[serde(default = "default_max_model_mb")]
+    pub max_model_mb: u64,
+}
+
+fn default_max_model_calls() -> u32 {
+    crate::plugins::runtime::model_calls::DEFAULT_MAX_MODEL_CALLS
+}
+
+fn default_max_model_mb() -> u64 {
+    crate::plugins::runtime::model_calls::DEFAULT_MAX_MODEL_MB
 }
 
 /// What a load does with configuration keys the plugin did not read ([`PluginSpec::unread_config`]).
@@ -102,10 +123,40 @@ impl PluginSpec {
                 self.init_time_limit_ms
             ));
         }
+        if self.max_model_calls == 0 || self.max_model_mb == 0 {
+            return Err("max_model_calls and max_model_mb must be above zero".into());
+        }
+        if self.max_model_mb > MAX_MODEL_MB {
+            return Err(format!(
+                "max_model_mb = {} is above the most a request's model calls may move, \
+                 {MAX_MODEL_MB}",
+                self.max_model_mb
+            ));
+        }
+        for (index, model) in self.models.iter().enumerate() {
+            if model.is_empty() || crate::mme::load_request::check_addressable(model).is_err() {
+                return Err(format!(
+                    "models: {model:?} is not a model name an endpoint serves (letters, digits \
+                     and -._~!$&'()*+,;=:@, not '.' or '..')"
+                ));
+            }
+            if self.models[..index].contains(model) {
+                return Err(format!("models: '{model}' is listed twice"));
+            }
+        }
         crate::plugins::runtime::assets::check_specs(&self.assets)?;
         match &self.cases {
             Some(cases) => crate::plugins::runtime::assets::check_spec("cases", cases),
             None => Ok(()),
+        }
+    }
+
+    /// The models the plugin may call and its per-request budgets, as its calls check them.
+    pub fn model_access(&self) -> crate::plugins::runtime::model_calls::ModelAccess {
+        crate::plugins::runtime::model_calls::ModelAccess {
+            models: self.models.iter().cloned().collect(),
+            max_calls: self.max_model_calls,
+            max_bytes: self.max_model_mb << 20,
         }
     }
 

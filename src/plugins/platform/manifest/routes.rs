@@ -12,6 +12,10 @@ pub struct ModelPlugins {
     /// The response adapter, by plugin name: a response, generate response or stream adapter.
     #[serde(default)]
     pub response: Option<String>,
+    /// The pipeline, by plugin name, instead of `request` and `response`: the plugin answers
+    /// the model's requests whole, calling the models its entry names (`trident:models`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
     /// Weighted variants for an A/B test, instead of `request` and `response`.
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
@@ -55,6 +59,9 @@ pub struct VariantSpec {
     /// This variant's response adapter, by plugin name.
     #[serde(default)]
     pub response: Option<String>,
+    /// This variant's pipeline, by plugin name, instead of its request and response adapters.
+    #[serde(default)]
+    pub pipeline: Option<String>,
 }
 
 impl ShadowSpec {

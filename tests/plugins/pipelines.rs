@@ -1,0 +1,216 @@
+//! Pipelines (`trident:models`): a plugin that answers a request whole by calling the endpoint's
+//! models (`tests/guests/pipeline-chain` over the `affine` model, `OUTPUT0 = 2 * INPUT0 + 1`),
+//! and every bound of its calls: a model it may not call, a loop of calls, a tensor past its
+//! bytes, a trap midway, a tensor the model refuses, a client that leaves midway. After each,
+//! the next request is answered and nothing is left in the core.
+
+use super::*;
+use trident::engine::{Engine, InFlight};
+
+/// This module's checks, in the order they run.
+pub(super) const CHECKS: &[Check<Fixture>] = checks![
+    a_pipeline_chains_model_calls_and_v2_clients_still_reach_the_model,
+    every_bound_of_a_pipelines_model_calls_holds_and_the_endpoint_serves_on,
+    a_client_that_leaves_mid_pipeline_cancels_its_model_calls,
+];
+
+/// The pipelines of the `pipeline` server: one per mode of the guest, each a variant of the
+/// `affine` model's entry (chosen with the target-variant header; `chain` serves by default).
+pub(super) fn manifest() -> String {
+    let pipeline = |name: &str, extra: &str| {
+        plugin(
+            name,
+            "pipeline_chain",
+            &format!("content_types = [\"application/json\"]\nmodels = [\"affine\"]\n{extra}"),
+        )
+    };
+    let entries = [
+        ("chain", "config = { times = \"3\" }"),
+        (
+            "calls_loop",
+            "max_model_calls = 10\nconfig = { mode = \"loop\" }",
+        ),
+        (
+            "forbidden",
+            "config = { mode = \"forbidden\", other = \"secret\" }",
+        ),
+        (
+            "huge",
+            "max_model_mb = 4\nconfig = { mode = \"huge\", mb = \"8\" }",
+        ),
+        ("midway_trap", "config = { mode = \"trap\" }"),
+        ("wrong_dtype", "config = { mode = \"wrong-dtype\" }"),
+        (
+            "leaves",
+            "max_model_calls = 100000000\ntime_limit_ms = 60000\nconfig = { mode = \"loop\" }",
+        ),
+    ];
+    // Time to spare on a loaded machine; the client that leaves gives its loop a minute.
+    let mut text: String = entries
+        .iter()
+        .map(|(name, extra)| match extra.contains("time_limit_ms") {
+            true => pipeline(name, extra),
+            false => pipeline(name, &format!("time_limit_ms = 5000\n{extra}")),
+        })
+        .collect();
+    text.push_str("[models.affine]\nvariants = [\n");
+    for (name, _) in entries {
+        let weight = if name == "chain" { 1000 } else { 1 };
+        text.push_str(&format!(
+            "  {{ name = \"{name}\", weight = {weight}, pipeline = \"{name}\" }},\n"
+        ));
+    }
+    text.push_str("]\n");
+    text
+}
+
+fn pipeline(f: &Fixture, variant: &str, body: &str) -> common::http_client::HttpResponse {
+    send(
+        f.at("pipeline"),
+        "application/json",
+        None,
+        &[("X-Amzn-SageMaker-Target-Variant", variant)],
+        body,
+    )
+}
+
+/// The numbers of a chain's answer.
+fn values(answer: &serde_json::Value) -> Vec<f64> {
+    answer["values"]
+        .as_array()
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(serde_json::Value::as_f64)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The chain answers (three calls: 1 → 3 → 7 → 15), the core holds nothing after it, and
+/// `ping` says the server serves.
+fn serves_after(f: &Fixture, what: &str) -> Result<(), Failed> {
+    let response = pipeline(f, "chain", "[1, 2, 3]");
+    ensure!(
+        response.status == 200,
+        "after {what}: {} {}",
+        response.status,
+        response.text()
+    );
+    let answer = response.json();
+    ensure!(
+        values(&answer) == [15.0, 23.0, 31.0] && answer["calls"] == 3,
+        "after {what}: {answer}"
+    );
+    let engine = &f.servers["pipeline"].1.engine;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine.in_flight() != InFlight::default() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ensure!(
+        engine.in_flight() == InFlight::default(),
+        "after {what}: left in the core: {:?}",
+        engine.in_flight()
+    );
+    ensure!(
+        get(f.at("pipeline"), "/ping").status == 200,
+        "after {what}: ping"
+    );
+    Ok(())
+}
+
+fn a_pipeline_chains_model_calls_and_v2_clients_still_reach_the_model(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    serves_after(f, "nothing")?;
+    let response = pipeline(f, "chain", "[0.5]");
+    ensure!(values(&response.json()) == [11.0], "{}", response.text());
+    ensure!(
+        response.header("x-trident-variant") == Some("chain"),
+        "{:?}",
+        response.header("x-trident-variant")
+    );
+    // The plugin's own refusal of its body.
+    let refused = pipeline(f, "chain", "not numbers");
+    ensure!(
+        refused.status == 400,
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    // A KServe v2 request is not the pipeline's: it reaches the model itself.
+    let v2 = json!({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.0, 2.0]}]});
+    let direct = send(
+        f.at("pipeline"),
+        "application/json",
+        None,
+        &[],
+        &v2.to_string(),
+    );
+    ensure!(direct.status == 200, "{} {}", direct.status, direct.text());
+    ensure!(
+        direct.json()["outputs"][0]["data"] == json!([3.0, 5.0]),
+        "{}",
+        direct.text()
+    );
+    serves_after(f, "a v2 request")
+}
+
+fn every_bound_of_a_pipelines_model_calls_holds_and_the_endpoint_serves_on(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    // (variant, status, what the error must say)
+    let cases = [
+        (
+            "calls_loop",
+            500,
+            "budget of 10 model calls per request (max_model_calls)",
+        ),
+        ("forbidden", 403, "model 'secret' may not be called"),
+        (
+            "huge",
+            500,
+            "budget of 4 MiB of model tensors per request (max_model_mb)",
+        ),
+        ("midway_trap", 500, "plugin 'midway_trap' failed"),
+        ("wrong_dtype", 400, "model 'affine'"),
+    ];
+    for (variant, status, says) in cases {
+        let response = pipeline(f, variant, "[1]");
+        ensure!(
+            response.status == status && response.text().contains(says),
+            "{variant}: {} {} (wanted {status} saying {says:?})",
+            response.status,
+            response.text()
+        );
+        serves_after(f, variant)?;
+    }
+    Ok(())
+}
+
+fn a_client_that_leaves_mid_pipeline_cancels_its_model_calls(f: &Fixture) -> Result<(), Failed> {
+    use std::io::Write;
+    let at = f.at("pipeline");
+    {
+        let mut stream = std::net::TcpStream::connect(at)?;
+        write!(
+            stream,
+            "POST /invocations HTTP/1.1\r\nHost: {at}\r\nContent-Type: application/json\r\n\
+             X-Amzn-SageMaker-Target-Variant: leaves\r\nContent-Length: 3\r\n\r\n[1]"
+        )?;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The loop calls the model back to back for up to a minute unless its call was stopped:
+    // once it is, the core stays empty.
+    serves_after(f, "a client that left")?;
+    let engine = &f.servers["pipeline"].1.engine;
+    for _ in 0..50 {
+        ensure!(
+            engine.in_flight() == InFlight::default(),
+            "the left pipeline still calls the model: {:?}",
+            engine.in_flight()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
