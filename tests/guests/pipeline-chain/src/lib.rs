@@ -48,8 +48,10 @@ fn call(model: &str, tensor: Tensor) -> Result<Vec<f32>, CallError> {
         .ok_or_else(|| CallError::Failed("no OUTPUT0".into()))?;
     Ok(output
         .data
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|b| f32::from_le_bytes(*b))
         .collect())
 }
 
