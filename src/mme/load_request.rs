@@ -45,16 +45,11 @@ pub fn parse_load_request(body: &[u8]) -> Result<LoadRequest, String> {
     })
 }
 
-/// Refuses a model name that `/models/{name}` and `/models/{name}/invoke` cannot address: the
-/// routes match the path's segment as it is, with no percent-decoding (as Triton's frontend),
-/// so a name must be made of the characters a path segment carries unencoded (RFC 3986's
-/// unreserved characters, sub-delimiters, `:` and `@`), and not be `.` or `..`, which clients
-/// fold away. A name with `/`, a space or a non-ASCII letter loaded, was journalled, and could
-/// never be invoked or unloaded.
+/// Refuses a model name that `/models/{name}` and `/models/{name}/invoke` cannot address
+/// ([`crate::protocol::model_name::is_addressable`]). A name with `/`, a space or a non-ASCII
+/// letter loaded, was journalled, and could never be invoked or unloaded.
 pub fn check_addressable(name: &str) -> Result<(), String> {
-    let addressable =
-        |byte: u8| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte);
-    if name != "." && name != ".." && name.bytes().all(addressable) {
+    if crate::protocol::model_name::is_addressable(name) {
         return Ok(());
     }
     Err(format!(

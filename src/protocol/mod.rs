@@ -1,6 +1,7 @@
 //! The wire formats, as pure functions: KServe v2 inference JSON, the binary tensor extension
 //! behind SageMaker's mime type, whether a JSON body is a v2 request (`v2_sniff`), Triton's generate extension, server-sent events, and Triton's
-//! (RapidJSON's) wording for a body that is not JSON.
+//! (RapidJSON's) wording for a body that is not JSON; and which model names the routes can
+//! address (`model_name`).
 //!
 //! Nothing here does I/O or knows about HTTP; `pipeline`, `http` and `plugins` call in with bytes
 //! and headers.
@@ -9,6 +10,7 @@ pub mod binary_header;
 pub mod float_array;
 pub mod generate;
 pub mod json_syntax;
+pub mod model_name;
 pub mod sse;
 pub mod tensor_data;
 pub mod v2_envelope;

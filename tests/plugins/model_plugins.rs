@@ -210,6 +210,13 @@ fn model_plugins_that_break_the_rules_fail_the_load(f: &Fixture) -> Result<(), F
             "COMPLEX".into(),
         ),
         (
+            // A tenant's plugin calling models: the names it could reach are other tenants'.
+            "calls",
+            true,
+            csv_manifest("models = [\"plain\"]"),
+            "plugin 'csv': models = [...]: a model artifact's plugins may not call models".into(),
+        ),
+        (
             "broken",
             true,
             "[plugins\n".into(),

@@ -152,8 +152,10 @@ fn read_manifest(model_dir: &Path, policy: &ModelPluginPolicy) -> Result<Option<
     Ok(Some(manifest))
 }
 
-/// A model's manifest routes only its own model, names only files in its folder, and asks for
-/// no more than the container's ceilings.
+/// A model's manifest routes only its own model, names only files in its folder, calls no
+/// model (`models`: the names a tenant could reach are other tenants' models, and the name its
+/// own model serves under is the load's to choose), and asks for no more than the container's
+/// ceilings.
 fn check(manifest: &Manifest, model_dir: &Path, rules: &ModelPluginRules) -> Result<(), String> {
     if let Some(model) = manifest.models.keys().find(|model| *model != "*") {
         return Err(format!(
@@ -183,6 +185,12 @@ fn check(manifest: &Manifest, model_dir: &Path, rules: &ModelPluginRules) -> Res
                     .strip_prefix(model_dir)
                     .unwrap_or(&spec.path)
                     .display()
+            ));
+        }
+        if !spec.models.is_empty() {
+            return Err(format!(
+                "plugin '{name}': models = [...]: a model artifact's plugins may not call \
+                 models; a pipeline is the container's manifest's to configure"
             ));
         }
         if spec.memory_limit_mb > rules.memory_limit_mb {

@@ -35,12 +35,17 @@
 //!                                     # beside the manifest; see `crate::plugins::runtime::assets`
 //! cases = { path = "csv.cases.toml", sha256 = "<64 hex digits>" }
 //!                                     # golden cases, run before it serves (`super::cases`)
+//! models = []                         # models its calls may call (`trident:models`; not in a
+//!                                     # model artifact's manifest)
+//! max_model_calls = 64                # model calls per request
+//! max_model_mb = 256                  # MiB of tensors in and out per request
 //!
 //! [models.add_sub]                    # a model name, or "*" for every model
 //! request = "csv"
 //! response = "csv_out"
 //! # or, for an A/B test, weighted variants instead of request/response:
 //! # variants = [ { name = "a", weight = 90, request = "csv" }, { name = "b", weight = 10, request = "csv2" } ]
+//! # or a pipeline, which answers the model's requests whole, calling models: pipeline = "ocr"
 //! # and, to compare a candidate with what serves, on 10% of requests after their answer:
 //! # shadow = { request = "csv2", sample = 0.1 }       # see `super::shadow`
 //! ```

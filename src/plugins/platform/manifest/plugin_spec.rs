@@ -134,7 +134,7 @@ impl PluginSpec {
             ));
         }
         for (index, model) in self.models.iter().enumerate() {
-            if model.is_empty() || crate::mme::load_request::check_addressable(model).is_err() {
+            if !crate::protocol::model_name::is_addressable(model) {
                 return Err(format!(
                     "models: {model:?} is not a model name an endpoint serves (letters, digits \
                      and -._~!$&'()*+,;=:@, not '.' or '..')"
