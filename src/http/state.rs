@@ -79,7 +79,22 @@ impl<E: crate::engine::Engine> AppState<E> {
     /// naming the plugin and the model. A model that is not loaded (refused, or failed) is not
     /// checked: `/ping` says why it cannot serve. Multi-model loads are checked as they load
     /// (`mme::load`), with the manifest serving then.
+    ///
+    /// On a single-model endpoint, every model a plugin may call (its `models`) is one the
+    /// core has (the repository is fixed): a misspelled name refuses the start or the reload,
+    /// naming the plugin and the model, instead of failing every request. (On a multi-model
+    /// endpoint the models a pipeline calls may be loaded later; a call before is `unavailable`.)
     pub async fn check_served_model(&self, host: &PluginHost) -> Result<(), String> {
+        if let Mode::SingleModel { .. } = &self.config.mode {
+            for (plugin, model) in host.called_models() {
+                if !matches!(self.engine.model_state(model), Ok(Some(_))) {
+                    return Err(format!(
+                        "plugin '{plugin}' may call model '{model}' (its models), which this \
+                         endpoint's repository does not have"
+                    ));
+                }
+            }
+        }
         let served: Vec<String> = match &self.config.mode {
             Mode::SingleModel { default_model, .. } => vec![default_model.clone()],
             Mode::MultiModel { .. } => {

@@ -139,6 +139,18 @@ impl PluginHost {
         Ok(())
     }
 
+    /// Every model a plugin may call (`trident:models`), with the plugin: `(plugin, model)`.
+    pub fn called_models(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.plugins.values().flat_map(|plugin| {
+            plugin
+                .limits
+                .models
+                .models
+                .iter()
+                .map(move |model| (&*plugin.name, model.as_str()))
+        })
+    }
+
     /// The loaded plugins, by name.
     pub fn plugins(&self) -> impl Iterator<Item = &Arc<LoadedPlugin>> {
         self.plugins.values()

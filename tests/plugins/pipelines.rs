@@ -12,6 +12,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_pipeline_chains_model_calls_and_v2_clients_still_reach_the_model,
     every_bound_of_a_pipelines_model_calls_holds_and_the_endpoint_serves_on,
     a_client_that_leaves_mid_pipeline_cancels_its_model_calls,
+    a_pipeline_naming_a_model_the_endpoint_lacks_is_refused_at_reload,
 ];
 
 /// The pipelines of the `pipeline` server: one per mode of the guest, each a variant of the
@@ -213,4 +214,35 @@ fn a_client_that_leaves_mid_pipeline_cancels_its_model_calls(f: &Fixture) -> Res
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
+}
+
+/// A reload whose pipeline may call a model the repository does not have (a misspelling) is
+/// refused, naming both, and the pipelines loaded before serve on.
+fn a_pipeline_naming_a_model_the_endpoint_lacks_is_refused_at_reload(
+    f: &Fixture,
+) -> Result<(), Failed> {
+    let at = f.at("pipeline");
+    let path = f.manifests.path().join("pipeline.toml");
+    let good = std::fs::read_to_string(&path)?;
+    let reload = || request(at, "POST", "/plugins/reload", &[], b"");
+    ensure!(reload().status == 200, "the manifest as it is reloads");
+    let misspelt = good.replacen(
+        "models = [\"affine\"]",
+        "models = [\"affine\", \"afine\"]",
+        1,
+    );
+    ensure!(misspelt != good, "{good}");
+    std::fs::write(&path, misspelt)?;
+    let refused = reload();
+    std::fs::write(&path, &good)?;
+    ensure!(
+        refused.status == 400
+            && refused
+                .error()
+                .contains("plugin 'chain' may call model 'afine'"),
+        "{} {}",
+        refused.status,
+        refused.text()
+    );
+    serves_after(f, "a refused reload")
 }
