@@ -49,6 +49,7 @@ fn account_row(model: &str, plugin: &LoadedPlugin) -> PluginAccountRow {
             .filter(|hook| plugin.exports(*hook))
             .map(|hook| (hook, plugin.account.load().snapshot(hook)))
             .collect(),
+        calls_models: plugin.calls_models(),
     }
 }
 

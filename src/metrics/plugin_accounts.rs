@@ -1,7 +1,8 @@
 //! Each loaded plugin's account on `/metrics` ([`crate::plugins::platform::accounting`]): one info series
 //! per plugin (its digest, the key that signed it, the interface versions it implements) and,
 //! per hook it exports, its calls by outcome and histograms of CPU time, peak guest memory and
-//! slot waits per call. Only plugins loaded now have series (the container's, `model=""`, and
+//! slot waits per call; and for a plugin that may call models (`trident:models`), its model
+//! calls, their tensors' bytes and a histogram of the time each call waited for them. Only plugins loaded now have series (the container's, `model=""`, and
 //! each loaded model artifact's, `model="<name>"`), and only the first plugins whose hooks
 //! number at most [`MAX_ACCOUNTED_HOOKS`] together have series (and info) of their own: the
 //! rest are summed into one set per hook labelled `plugin="",model=""` (a manifest refuses an
@@ -31,6 +32,9 @@ pub struct PluginAccountRow {
     pub versions: &'static str,
     /// Each hook it exports, and its counters.
     pub hooks: Vec<(Hook, HookSnapshot)>,
+    /// Whether its manifest entry names models its calls may call: only then has it model
+    /// series.
+    pub calls_models: bool,
 }
 
 /// Renders `rows` (the container's first, then the models' by name) into `out`.
@@ -42,6 +46,7 @@ pub fn render(out: &mut String, rows: &[PluginAccountRow]) {
     // are summed with the others'.
     let mut own: Vec<&PluginAccountRow> = Vec::new();
     let mut others: Vec<(Hook, HookSnapshot)> = Vec::new();
+    let mut others_call_models = false;
     let mut accounted = 0;
     for row in rows {
         if accounted + row.hooks.len() <= MAX_ACCOUNTED_HOOKS {
@@ -49,6 +54,7 @@ pub fn render(out: &mut String, rows: &[PluginAccountRow]) {
             own.push(row);
             continue;
         }
+        others_call_models |= row.calls_models;
         for (hook, snapshot) in &row.hooks {
             match others.iter_mut().find(|(h, _)| h == hook) {
                 Some((_, sum)) => sum.add(snapshot),
@@ -57,7 +63,7 @@ pub fn render(out: &mut String, rows: &[PluginAccountRow]) {
         }
     }
     render_info(out, &own);
-    let series: Vec<(String, &HookSnapshot)> = own
+    let series: Vec<(String, &HookSnapshot, bool)> = own
         .iter()
         .flat_map(|row| {
             row.hooks
@@ -71,16 +77,60 @@ pub fn render(out: &mut String, rows: &[PluginAccountRow]) {
                 label_value(&row.model),
                 hook.name()
             );
-            (labels, snapshot)
+            (labels, snapshot, row.calls_models)
         })
         .chain(others.iter().map(|(hook, snapshot)| {
             (
                 format!("plugin=\"\",model=\"\",hook=\"{}\"", hook.name()),
                 snapshot,
+                others_call_models,
             )
         }))
         .collect();
-    render_series(out, &series);
+    let all: Vec<(String, &HookSnapshot)> = series
+        .iter()
+        .map(|(labels, snapshot, _)| (labels.clone(), *snapshot))
+        .collect();
+    render_series(out, &all);
+    let calling: Vec<(String, &HookSnapshot)> = series
+        .into_iter()
+        .filter(|(_, _, calls_models)| *calls_models)
+        .map(|(labels, snapshot, _)| (labels, snapshot))
+        .collect();
+    render_model_series(out, &calling);
+}
+
+/// The model calls of each (plugin, hook) whose plugin may call models.
+fn render_model_series(out: &mut String, series: &[(String, &HookSnapshot)]) {
+    if series.is_empty() {
+        return;
+    }
+    for (name, help, pick) in [
+        (
+            "trident_plugin_model_calls_total",
+            "Model calls (trident:models) made by the calls of a loaded plugin's hook.",
+            (|s: &HookSnapshot| s.model_calls) as fn(&HookSnapshot) -> u64,
+        ),
+        (
+            "trident_plugin_model_bytes_total",
+            "Bytes of tensors those model calls sent and received.",
+            |s: &HookSnapshot| s.model_bytes,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (labels, snapshot) in series {
+            let _ = writeln!(out, "{name}{{{labels}}} {}", pick(snapshot));
+        }
+    }
+    let name = "trident_plugin_model_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} How long each call of a loaded plugin's hook that called models waited \
+         for them.\n# TYPE {name} histogram"
+    );
+    for (labels, snapshot) in series {
+        histogram(out, name, labels, &snapshot.model_seconds);
+    }
 }
 
 /// One info line per plugin with series of its own.
@@ -170,6 +220,7 @@ mod tests {
             signer: String::new(),
             versions: "0.1.0",
             hooks: vec![(Hook::Request, account.snapshot(Hook::Request))],
+            calls_models: false,
         }
     }
 
@@ -180,6 +231,7 @@ mod tests {
             cpu: Duration::from_micros(300),
             peak_memory: 3 << 20,
             wait: Duration::ZERO,
+            ..CallCost::default()
         };
         account.record(Hook::Request, Outcome::Ok, cost);
         account.record(Hook::Request, Outcome::Trap, cost);
@@ -217,5 +269,40 @@ mod tests {
         let mut none = String::new();
         render(&mut none, &[]);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn only_plugins_that_may_call_models_have_model_series() {
+        use crate::plugins::runtime::model_calls::ModelSpent;
+        let account = PluginAccount::default();
+        let models = ModelSpent {
+            calls: 3,
+            bytes: 96,
+            time: Duration::from_millis(2),
+        };
+        account.record(
+            Hook::Request,
+            Outcome::Ok,
+            CallCost {
+                models,
+                ..CallCost::default()
+            },
+        );
+        let mut calling = row("ocr", "", &account);
+        calling.calls_models = true;
+        let mut out = String::new();
+        render(&mut out, &[calling, row("csv", "", &account)]);
+        let labels = "plugin=\"ocr\",model=\"\",hook=\"request\"";
+        for line in [
+            format!("trident_plugin_model_calls_total{{{labels}}} 3"),
+            format!("trident_plugin_model_bytes_total{{{labels}}} 96"),
+            format!("trident_plugin_model_seconds_bucket{{{labels},le=\"0.005\"}} 1"),
+        ] {
+            assert!(out.contains(&line), "{line} not in\n{out}");
+        }
+        assert!(
+            !out.contains("trident_plugin_model_calls_total{plugin=\"csv\""),
+            "{out}"
+        );
     }
 }

@@ -13,6 +13,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     every_bound_of_a_pipelines_model_calls_holds_and_the_endpoint_serves_on,
     a_client_that_leaves_mid_pipeline_cancels_its_model_calls,
     a_pipeline_naming_a_model_the_endpoint_lacks_is_refused_at_reload,
+    a_pipelines_model_calls_are_accounted_on_metrics,
 ];
 
 /// The pipelines of the `pipeline` server: one per mode of the guest, each a variant of the
@@ -245,4 +246,48 @@ fn a_pipeline_naming_a_model_the_endpoint_lacks_is_refused_at_reload(
         refused.text()
     );
     serves_after(f, "a refused reload")
+}
+
+/// The value of `name{labels}` on the pipeline server's `/metrics`, if it is there.
+fn metric(f: &Fixture, name: &str, labels: &str) -> Option<f64> {
+    let text = get(f.at("pipeline"), "/metrics").text();
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.parse().ok())
+}
+
+/// Each pipeline request's model calls are counted in its plugin's account: three calls of
+/// two FP32 values each way per chain request; a plugin that calls no model has no such series.
+fn a_pipelines_model_calls_are_accounted_on_metrics(f: &Fixture) -> Result<(), Failed> {
+    let labels = "plugin=\"chain\",model=\"\",hook=\"pipeline\"";
+    let calls = |name| metric(f, name, labels).unwrap_or(0.0);
+    let (before_calls, before_bytes) = (
+        calls("trident_plugin_model_calls_total"),
+        calls("trident_plugin_model_bytes_total"),
+    );
+    let before_waits = calls("trident_plugin_model_seconds_count");
+    for _ in 0..4 {
+        let response = pipeline(f, "chain", "[1, 2]");
+        ensure!(
+            response.status == 200,
+            "{} {}",
+            response.status,
+            response.text()
+        );
+    }
+    let made = calls("trident_plugin_model_calls_total") - before_calls;
+    let moved = calls("trident_plugin_model_bytes_total") - before_bytes;
+    let waits = calls("trident_plugin_model_seconds_count") - before_waits;
+    // Four requests of three calls, each sending and receiving two FP32 values.
+    ensure!(
+        made == 12.0 && moved == 12.0 * 16.0 && waits == 4.0,
+        "calls {made}, bytes {moved}, waits {waits}"
+    );
+    let csv = get(f.at("csv"), "/metrics").text();
+    ensure!(
+        !csv.contains("trident_plugin_model_calls_total"),
+        "a server whose plugins call no model shows model series"
+    );
+    Ok(())
 }

@@ -103,6 +103,7 @@ impl PluginHost {
             };
             let result = call(&instance, &mut store.store).await;
             costs.set_peak_memory(store.peak_memory_bytes());
+            costs.set_models(store.store.data().model_spent);
             let keep = kept
                 .instance
                 .filter(|_| result.is_ok() && store.may_serve_again())

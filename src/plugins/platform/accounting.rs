@@ -1,6 +1,7 @@
 //! What each loaded plugin costs, per hook: its calls by outcome, the CPU time of each call, the
-//! largest its guest memory grew to in each call, and how long each call waited for a slot on
-//! the guest threads ([`crate::plugins::runtime::scheduler`]). Counted in the plugin's own [`PluginAccount`], made
+//! largest its guest memory grew to in each call, how long each call waited for a slot on
+//! the guest threads ([`crate::plugins::runtime::scheduler`]), and the model calls its calls
+//! made (`trident:models`: how many, their tensors' bytes, the time waited for them). Counted in the plugin's own [`PluginAccount`], made
 //! at its load and dropped with it, so `/metrics` shows only plugins loaded now
 //! ([`crate::metrics`] renders it). Recorded by the one call path (`host::call`); a plugin's
 //! configuration check at load is not a call of a hook, and the calls of its golden cases are
@@ -12,6 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+use crate::plugins::runtime::model_calls::ModelSpent;
 
 /// The hooks a call can be of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +220,11 @@ struct HookAccount {
     cpu: Histogram,
     memory: Histogram,
     wait: Histogram,
+    /// Model calls its calls made (`trident:models`), and the tensor bytes they moved.
+    model_calls: AtomicU64,
+    model_bytes: AtomicU64,
+    /// Time each call that made model calls waited for them.
+    model_time: Histogram,
 }
 
 impl HookAccount {
@@ -226,6 +234,9 @@ impl HookAccount {
             cpu: Histogram::new(&TIME_BUCKETS, 1e9),
             memory: Histogram::new(&MEMORY_BUCKETS, 1.0),
             wait: Histogram::new(&TIME_BUCKETS, 1e9),
+            model_calls: AtomicU64::new(0),
+            model_bytes: AtomicU64::new(0),
+            model_time: Histogram::new(&TIME_BUCKETS, 1e9),
         }
     }
 }
@@ -241,6 +252,12 @@ pub struct HookSnapshot {
     pub peak_memory_bytes: HistogramSnapshot,
     /// How long each call waited for a slot on the guest threads, in seconds.
     pub wait_seconds: HistogramSnapshot,
+    /// Model calls the hook's calls made.
+    pub model_calls: u64,
+    /// Bytes of tensors those model calls sent and received.
+    pub model_bytes: u64,
+    /// How long each call that made model calls waited for them, in seconds.
+    pub model_seconds: HistogramSnapshot,
 }
 
 impl HookSnapshot {
@@ -252,11 +269,14 @@ impl HookSnapshot {
         self.cpu_seconds.add(&other.cpu_seconds);
         self.peak_memory_bytes.add(&other.peak_memory_bytes);
         self.wait_seconds.add(&other.wait_seconds);
+        self.model_calls += other.model_calls;
+        self.model_bytes += other.model_bytes;
+        self.model_seconds.add(&other.model_seconds);
     }
 }
 
 /// What one call cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallCost {
     /// CPU time the guest threads spent on it (instantiation included when it had no instance
     /// ready).
@@ -265,6 +285,8 @@ pub struct CallCost {
     pub peak_memory: u64,
     /// How long it waited for a slot on the guest threads.
     pub wait: Duration,
+    /// The model calls it made, their bytes and the time it waited for them.
+    pub models: ModelSpent,
 }
 
 /// A loaded plugin's counters, by hook ([`Hook::ALL`]).
@@ -294,6 +316,15 @@ impl PluginAccount {
         account.cpu.observe(nanos(cost.cpu));
         account.memory.observe(cost.peak_memory);
         account.wait.observe(nanos(cost.wait));
+        if cost.models.calls > 0 {
+            account
+                .model_calls
+                .fetch_add(u64::from(cost.models.calls), Ordering::Relaxed);
+            account
+                .model_bytes
+                .fetch_add(cost.models.bytes, Ordering::Relaxed);
+            account.model_time.observe(nanos(cost.models.time));
+        }
     }
 
     /// Starts every counter again from zero: the account of a plugin about to serve, after
@@ -306,6 +337,9 @@ impl PluginAccount {
             account.cpu.reset();
             account.memory.reset();
             account.wait.reset();
+            account.model_calls.store(0, Ordering::Relaxed);
+            account.model_bytes.store(0, Ordering::Relaxed);
+            account.model_time.reset();
         }
     }
 
@@ -317,6 +351,9 @@ impl PluginAccount {
             cpu_seconds: account.cpu.snapshot(),
             peak_memory_bytes: account.memory.snapshot(),
             wait_seconds: account.wait.snapshot(),
+            model_calls: account.model_calls.load(Ordering::Relaxed),
+            model_bytes: account.model_bytes.load(Ordering::Relaxed),
+            model_seconds: account.model_time.snapshot(),
         }
     }
 }
@@ -328,9 +365,15 @@ pub struct Measured {
     cpu_nanos: AtomicU64,
     peak_memory: AtomicU64,
     wait_nanos: AtomicU64,
+    models: std::sync::Mutex<ModelSpent>,
 }
 
 impl Measured {
+    /// Sets what its model calls spent.
+    pub fn set_models(&self, spent: ModelSpent) {
+        *self.models.lock().unwrap_or_else(|e| e.into_inner()) = spent;
+    }
+
     /// Sets how long the call waited before it started.
     pub fn set_wait(&self, wait: Duration) {
         self.wait_nanos.store(
@@ -350,6 +393,7 @@ impl Measured {
             cpu: Duration::from_nanos(self.cpu_nanos.load(Ordering::Relaxed)),
             peak_memory: self.peak_memory.load(Ordering::Relaxed),
             wait: Duration::from_nanos(self.wait_nanos.load(Ordering::Relaxed)),
+            models: *self.models.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 }
@@ -422,6 +466,7 @@ mod tests {
             cpu: Duration::from_micros(cpu_us),
             peak_memory: mib << 20,
             wait: Duration::from_micros(wait_us),
+            ..CallCost::default()
         };
         account.record(Hook::Request, Outcome::Ok, cost(50, 2, 0));
         account.record(Hook::Request, Outcome::Timeout, cost(2_000_000, 2, 300));
