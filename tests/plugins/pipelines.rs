@@ -14,6 +14,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     a_client_that_leaves_mid_pipeline_cancels_its_model_calls,
     a_pipeline_naming_a_model_the_endpoint_lacks_is_refused_at_reload,
     a_pipelines_model_calls_are_accounted_on_metrics,
+    golden_cases_stand_in_for_a_pipelines_models,
 ];
 
 /// The pipelines of the `pipeline` server: one per mode of the guest, each a variant of the
@@ -288,6 +289,57 @@ fn a_pipelines_model_calls_are_accounted_on_metrics(f: &Fixture) -> Result<(), F
     ensure!(
         !csv.contains("trident_plugin_model_calls_total"),
         "a server whose plugins call no model shows model series"
+    );
+    Ok(())
+}
+
+/// A pipeline's golden cases run without its models: each call gets the case's next answer (a
+/// chain of two calls passes on the second answer), a call the case does not answer is
+/// `unavailable` (the guest's 503), and a case that expects otherwise refuses the load.
+fn golden_cases_stand_in_for_a_pipelines_models(f: &Fixture) -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let answer = |data: &str| {
+        format!(
+            "{{ model = \"affine\", outputs = [{{ name = \"OUTPUT0\", datatype = \"FP32\", \
+             shape = [1, 2], data = {data} }}] }}"
+        )
+    };
+    let load = |final_values: &str| -> Result<(), String> {
+        let cases = format!(
+            "[[case]]\nname = \"two calls, stood in\"\nhook = \"pipeline\"\n\
+             content_type = \"application/json\"\nbody = \"[1, 2]\"\n\
+             models = [{}, {}]\nexpect = {{ status = 200, json = {{ values = {final_values}, calls = 2 }} }}\n\n\
+             [[case]]\nname = \"a call past the answers\"\nhook = \"pipeline\"\n\
+             content_type = \"application/json\"\nbody = \"[1, 2]\"\n\
+             models = [{}]\nexpect = {{ status = 503 }}\n",
+            answer("[10, 20]"),
+            answer("[30, 40]"),
+            answer("[10, 20]"),
+        );
+        let cases_path = dir.path().join("chain.cases.toml");
+        std::fs::write(&cases_path, &cases).map_err(|e| e.to_string())?;
+        let digest = trident::plugins::platform::loading::sha256_hex(cases.as_bytes());
+        let manifest = format!(
+            "{}cases = {{ path = \"chain.cases.toml\", sha256 = \"{digest}\" }}\n",
+            plugin(
+                "chain",
+                "pipeline_chain",
+                "models = [\"affine\"]\ntime_limit_ms = 5000\nconfig = { times = \"2\" }"
+            )
+        );
+        let path = dir.path().join("plugins.toml");
+        std::fs::write(&path, manifest).map_err(|e| e.to_string())?;
+        let manifest = Manifest::load(&path).map_err(|e| e.to_string())?;
+        f.runtime
+            .block_on(PluginHost::load(&manifest))
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    load("[30, 40]").map_err(|e| format!("the right cases refused: {e}"))?;
+    let refused = load("[10, 20]").err().ok_or("a wrong case passed")?;
+    ensure!(
+        refused.contains("golden case 'two calls, stood in' fails"),
+        "{refused}"
     );
     Ok(())
 }

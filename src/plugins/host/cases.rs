@@ -1,20 +1,25 @@
 //! Golden cases run through the host ([`crate::plugins::platform::cases`]): each case's hook called as a
-//! request's would be, what it answered compared with what the case expects; a plugin whose
-//! case fails keeps its whole manifest out (`gate`, in every load).
+//! request's would be, its model calls answered by the case ([`StandIns`]), what it answered
+//! compared with what the case expects; a plugin whose case fails keeps its whole manifest out
+//! (`gate`, in every load).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
 
 use serde_json::{Value, json};
 
 use super::PluginHost;
-use crate::engine::InferResponse;
+use crate::engine::{EngineError, ErrorCode, InferRequest, InferResponse, OutputTensor};
 use crate::plugins::platform::cases::outcome::{
     answered, generate_request_answer, headers, output_tensors, reply_answer, request_answer,
     responses,
 };
 use crate::plugins::platform::cases::{Case, CaseHook, Cases, compare};
 use crate::plugins::platform::plugin::{LoadError, LoadedPlugin};
+use crate::plugins::runtime::model_calls::ModelCaller;
 use crate::plugins::{PluginInvocation, StreamPosition};
 
 /// What running one plugin's cases found.
@@ -112,7 +117,7 @@ pub async fn of(
         invocation.custom_attributes = Some(attributes.clone());
     }
     let body = cases.body(case)?;
-    let wit = PluginInvocation::new(
+    let mut wit = PluginInvocation::new(
         "/invocations",
         &case.model,
         &invocation,
@@ -121,6 +126,12 @@ pub async fn of(
         &body,
         None,
     );
+    if plugin.calls_models() {
+        let answers = cases.model_answers(case)?;
+        wit = wit.with_models(Arc::new(StandIns {
+            answers: Mutex::new(answers.into()),
+        }));
+    }
     let outputs = cases.outputs(case)?;
     let (hook, export) = case.hook.export();
     if !plugin.exports(hook) {
@@ -161,7 +172,46 @@ pub async fn of(
             }
         }
         CaseHook::Stream => stream_answer(host, plugin, &wit, responses(&outputs)?).await,
+        CaseHook::Pipeline => reply_answer(answered(host.handle(plugin, &wit).await)),
     })
+}
+
+/// A case's answers to the plugin's model calls, taken in order: a call of the model the next
+/// answer names gets it; any other call, or one past them, is `unavailable`.
+struct StandIns {
+    answers: Mutex<VecDeque<(String, Vec<OutputTensor>)>>,
+}
+
+impl ModelCaller for StandIns {
+    fn infer(
+        &self,
+        request: InferRequest,
+    ) -> BoxFuture<'static, Result<InferResponse, EngineError>> {
+        let next = self
+            .answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        let model = request.model_name;
+        let answer = match next {
+            Some((named, outputs)) if named == model => Ok(InferResponse {
+                model_name: model,
+                model_version: 1,
+                id: None,
+                parameters: Vec::new(),
+                outputs,
+            }),
+            Some((named, _)) => Err(EngineError::new(
+                ErrorCode::Unavailable,
+                format!("the golden case's next model answer is for '{named}', not this call"),
+            )),
+            None => Err(EngineError::new(
+                ErrorCode::Unavailable,
+                "the golden case gives no answer for this call (models = [...])",
+            )),
+        };
+        Box::pin(std::future::ready(answer))
+    }
 }
 
 async fn stream_answer(

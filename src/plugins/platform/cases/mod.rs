@@ -16,7 +16,7 @@
 //! [[case]]
 //! name = "two rows"
 //! hook = "request"                  # request (default), response, generate-request,
-//!                                   # generate-response, stream, oom
+//!                                   # generate-response, stream, oom, pipeline
 //! content_type = "text/csv"
 //! accept = "application/json"       # optional, as are model (default "model") and headers
 //! headers = { "x-tenant" = "a" }
@@ -26,6 +26,23 @@
 //! # responses, a list of objects (`[{ TEXT = "a" }, { TEXT = "b" }]`)
 //! # outputs = [{ name = "OUTPUT0", datatype = "FP32", shape = [1, 2], data = [0.5, 0.5] }]
 //! expect = { inputs = [{ name = "INPUT0", datatype = "FP32", shape = [2, 2], data = [1, 2, 3, 4] }] }
+//! ```
+//!
+//! A plugin that calls models (`trident:models`) is tested without them: the case gives each
+//! call's answer, in the order the calls come (`models`, each the model the call must name and
+//! its outputs as a response case's); a call past them, or of another model, is `unavailable`.
+//!
+//! ```toml
+//! [[case]]
+//! name = "one line"
+//! hook = "pipeline"                 # expects what a response case does
+//! content_type = "image/png"
+//! body_file = "line"
+//! models = [
+//!   { model = "det", outputs = [{ name = "MAP", datatype = "FP32", shape = [1, 1, 2, 2], data = [0, 1, 1, 0] }] },
+//!   { model = "rec", outputs = [{ name = "LOGITS", datatype = "FP32", shape = [1, 1, 2], data = [0.1, 0.9] }] },
+//! ]
+//! expect = { status = 200, json = { lines = ["a"] } }
 //! ```
 //!
 //! A case too large for the file (a photo, the 150,528 floats of an image adapter's tensor) takes
@@ -103,6 +120,9 @@ pub enum CaseHook {
     /// The OOM classifier, on the engine error message the case's `body` gives: expects
     /// `out_of_memory` (true or false).
     Oom,
+    /// The pipeline (`trident:models`), its model calls answered by the case's `models`:
+    /// expects what `response` does.
+    Pipeline,
 }
 
 impl CaseHook {
@@ -116,6 +136,7 @@ impl CaseHook {
             CaseHook::GenerateResponse => (Hook::GenerateResponse, "generate-response-adapter"),
             CaseHook::Stream => (Hook::Stream, "stream-adapter"),
             CaseHook::Oom => (Hook::Oom, "oom-classifier"),
+            CaseHook::Pipeline => (Hook::Pipeline, "pipeline"),
         }
     }
 }
@@ -158,6 +179,9 @@ pub struct Case {
     /// `generate-response`, `stream`: a list of response objects).
     #[serde(default)]
     pub outputs: Option<toml::Value>,
+    /// The answers of the plugin's model calls (`trident:models`), in the order they come.
+    #[serde(default)]
+    pub models: Vec<ModelAnswer>,
     /// This case's tolerance, instead of the file's.
     #[serde(default)]
     pub tolerance: Option<Tolerance>,
@@ -168,6 +192,19 @@ pub struct Case {
 fn default_model() -> String {
     "model".into()
 }
+
+/// A model's answer a case gives one of the plugin's model calls.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelAnswer {
+    /// The model the call must name.
+    pub model: String,
+    /// Its outputs: KServe v2 output tensors, as a response case's `outputs`.
+    pub outputs: toml::Value,
+}
+
+/// The most model answers one case may give.
+pub const MAX_MODEL_ANSWERS: usize = 256;
 
 /// A cases file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -248,6 +285,9 @@ impl Cases {
             if let Some(outputs) = &case.outputs {
                 data_files(outputs, &mut referenced);
             }
+            for answer in &case.models {
+                data_files(&answer.outputs, &mut referenced);
+            }
             for name in referenced {
                 named(&name)?;
             }
@@ -291,6 +331,25 @@ impl Cases {
             .unwrap_or(Value::Null);
         self.with_files(&mut value)?;
         Ok(value)
+    }
+
+    /// The model answers `case` gives, in order: each model's name and its outputs as the
+    /// engine's response, their `data_file`s replaced.
+    pub fn model_answers(
+        &self,
+        case: &Case,
+    ) -> Result<Vec<(String, Vec<crate::engine::OutputTensor>)>, String> {
+        case.models
+            .iter()
+            .enumerate()
+            .map(|(index, answer)| {
+                let mut value = serde_json::to_value(&answer.outputs).map_err(|e| e.to_string())?;
+                self.with_files(&mut value)?;
+                let outputs = outcome::output_tensors(&value)
+                    .map_err(|e| format!("models[{index}] ('{}'): {e}", answer.model))?;
+                Ok((answer.model.clone(), outputs))
+            })
+            .collect()
     }
 
     /// Replaces every object's `data_file` with `data` (and `shape`, where it has none) read

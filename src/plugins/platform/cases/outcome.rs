@@ -42,8 +42,25 @@ pub fn check(case: &Case) -> Result<(), String> {
     headers(case)?;
     let needs_outputs = !matches!(
         case.hook,
-        CaseHook::Request | CaseHook::GenerateRequest | CaseHook::Oom
+        CaseHook::Request | CaseHook::GenerateRequest | CaseHook::Oom | CaseHook::Pipeline
     );
+    if case.models.len() > super::MAX_MODEL_ANSWERS {
+        return Err(format!(
+            "gives {} model answers; a case may give at most {}",
+            case.models.len(),
+            super::MAX_MODEL_ANSWERS
+        ));
+    }
+    for (index, answer) in case.models.iter().enumerate() {
+        // Answers that take data from files are checked once the files are read.
+        let mut referenced = Vec::new();
+        super::data_files(&answer.outputs, &mut referenced);
+        if referenced.is_empty() {
+            let outputs = serde_json::to_value(&answer.outputs).map_err(|e| e.to_string())?;
+            output_tensors(&outputs)
+                .map_err(|e| format!("models[{index}] ('{}'): {e}", answer.model))?;
+        }
+    }
     match (&case.outputs, needs_outputs) {
         (Some(_), false) => return Err("outputs are for the response and stream hooks".into()),
         (None, true) => return Err("this hook needs outputs (what the model answered)".into()),
