@@ -1,5 +1,5 @@
 //! Golden cases run through the host ([`crate::plugins::platform::cases`]): each case's hook called as a
-//! request's would be, its model calls answered by the case ([`StandIns`]), what it answered
+//! request's would be, its model calls answered by the case (`StandIns`), what it answered
 //! compared with what the case expects; a plugin whose case fails keeps its whole manifest out
 //! (`gate`, in every load).
 
