@@ -231,11 +231,7 @@ impl PluginHost {
         let result = InferenceResult {
             model_name: response.model_name.clone(),
             model_version: response.model_version.to_string(),
-            outputs: response
-                .outputs
-                .iter()
-                .map(convert::output_to_wit)
-                .collect(),
+            outputs: convert::outputs_to_wit(&response.outputs),
         };
         let reply = self
             .call(

@@ -269,11 +269,7 @@ impl models::Host for PluginState {
         Ok(Ok(ModelResponse {
             model_name: response.model_name,
             model_version: response.model_version.to_string(),
-            outputs: response
-                .outputs
-                .iter()
-                .map(convert::output_to_wit)
-                .collect(),
+            outputs: convert::outputs_to_wit(&response.outputs),
         }))
     }
 }

@@ -54,6 +54,11 @@ pub fn output_to_wit(tensor: &OutputTensor) -> Tensor {
     }
 }
 
+/// A response's outputs, for a plugin.
+pub fn outputs_to_wit(outputs: &[OutputTensor]) -> Vec<Tensor> {
+    outputs.iter().map(output_to_wit).collect()
+}
+
 /// SageMaker's headers every plugin sees in `headers` when a request has them, without its
 /// manifest naming them (the interface has no typed field for them): the stateful session's id,
 /// and the query string and invocation path a client set (SageMaker forwards them; on the
