@@ -187,7 +187,8 @@ impl LoadedPlugin {
     }
 
     /// The versions of `trident:plugin` whose worlds it exports: `0.1.0` (request, response,
-    /// OOM), `0.2.0` (the generate and stream hooks), or both, joined by `+`.
+    /// OOM), `0.2.0` (the generate and stream hooks), or both, joined by `+`; and
+    /// `models-0.1.0` for a pipeline (`trident:models`, whose worlds include 0.1.0's imports).
     pub fn versions(&self) -> &'static str {
         use super::accounting::Hook;
         let old = [Hook::Request, Hook::Response, Hook::Oom]
@@ -196,9 +197,10 @@ impl LoadedPlugin {
         let new = [Hook::GenerateRequest, Hook::GenerateResponse, Hook::Stream]
             .into_iter()
             .any(|h| self.exports(h));
-        match (old, new) {
-            (true, true) => "0.1.0+0.2.0",
-            (false, true) => "0.2.0",
+        match (old, new, self.exports(Hook::Pipeline)) {
+            (_, _, true) => "models-0.1.0",
+            (true, true, false) => "0.1.0+0.2.0",
+            (false, true, false) => "0.2.0",
             _ => "0.1.0",
         }
     }
