@@ -251,6 +251,14 @@ impl Manifest {
                 plugins.request.is_some() || plugins.response.is_some(),
             )?;
             if let Some(shadow) = &plugins.shadow {
+                let pipelines = plugins.pipeline.is_some()
+                    || plugins.variants.iter().any(|v| v.pipeline.is_some());
+                if pipelines {
+                    return Err(format!(
+                        "model '{model}': a shadow compares adapters; a pipeline's requests \
+                         cannot be shadowed"
+                    ));
+                }
                 known("shadow request", model, &shadow.request)?;
                 known("shadow response", model, &shadow.response)?;
                 shadow
@@ -378,6 +386,33 @@ mod tests {
             (
                 "[models.m]\nrequest = \"csv\"\nvariants = [{ name = \"a\", weight = 1 }]\n",
                 "not both",
+            ),
+            (
+                "[models.m]\npipeline = \"csv\"\nrequest = \"csv\"\n",
+                "give either pipeline or request/response",
+            ),
+            (
+                "[models.m]\nvariants = [{ name = \"a\", weight = 1, pipeline = \"csv\", response = \"csv\" }]\n",
+                "model 'm', variant 'a': a pipeline answers requests whole",
+            ),
+            (
+                "[models.m]\npipeline = \"nope\"\n",
+                "pipeline plugin 'nope' is not in [plugins]",
+            ),
+            (
+                "models = [\"a/b\"]\n",
+                "models: \"a/b\" is not a model name",
+            ),
+            ("models = [\"\"]\n", "models: \"\" is not a model name"),
+            ("models = [\"a\", \"a\"]\n", "models: 'a' is listed twice"),
+            (
+                "max_model_calls = 0\n",
+                "max_model_calls and max_model_mb must be above zero",
+            ),
+            ("max_model_mb = 5000\n", "max_model_mb = 5000 is above"),
+            (
+                "[models.m]\npipeline = \"csv\"\nshadow = { request = \"csv\", sample = 0.5 }\n",
+                "a pipeline's requests cannot be shadowed",
             ),
             (
                 "[models.m]\nvariants = [{ name = \"a\", weight = 0 }]\n",
