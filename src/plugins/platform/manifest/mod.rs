@@ -216,55 +216,32 @@ impl Manifest {
         Ok(())
     }
 
+    /// `plugin`, named by `model`'s route in `role`, is in `[plugins]`.
+    fn known(&self, role: &str, model: &str, plugin: &Option<String>) -> Result<(), String> {
+        match plugin {
+            Some(p) if !self.plugins.contains_key(p) => Err(format!(
+                "model '{model}': {role} plugin '{p}' is not in [plugins]"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Every plugin a route names is in `[plugins]`, and each model's entry gives one kind of
     /// route: adapters, a pipeline, or variants of either.
     fn check_routes(&self) -> Result<(), String> {
-        let known = |role: &str, model: &str, plugin: &Option<String>| -> Result<(), String> {
-            match plugin {
-                Some(p) if !self.plugins.contains_key(p) => Err(format!(
-                    "model '{model}': {role} plugin '{p}' is not in [plugins]"
-                )),
-                _ => Ok(()),
-            }
-        };
-        known("oom", "*", &self.oom)?;
-        known("openai_chat", "*", &self.openai_chat)?;
-        let one_role =
-            |model: &str, arm: &str, pipeline: &Option<String>, adapters: bool| match pipeline
-                .is_some()
-                && adapters
-            {
-                true => Err(format!(
-                    "model '{model}'{arm}: a pipeline answers requests whole; give either \
-                     pipeline or request/response, not both"
-                )),
-                false => Ok(()),
-            };
+        self.known("oom", "*", &self.oom)?;
+        self.known("openai_chat", "*", &self.openai_chat)?;
         for (model, plugins) in &self.models {
-            known("request", model, &plugins.request)?;
-            known("response", model, &plugins.response)?;
-            known("pipeline", model, &plugins.pipeline)?;
+            self.known("request", model, &plugins.request)?;
+            self.known("response", model, &plugins.response)?;
+            self.known("pipeline", model, &plugins.pipeline)?;
             one_role(
                 model,
                 "",
                 &plugins.pipeline,
                 plugins.request.is_some() || plugins.response.is_some(),
             )?;
-            if let Some(shadow) = &plugins.shadow {
-                let pipelines = plugins.pipeline.is_some()
-                    || plugins.variants.iter().any(|v| v.pipeline.is_some());
-                if pipelines {
-                    return Err(format!(
-                        "model '{model}': a shadow compares adapters; a pipeline's requests \
-                         cannot be shadowed"
-                    ));
-                }
-                known("shadow request", model, &shadow.request)?;
-                known("shadow response", model, &shadow.response)?;
-                shadow
-                    .check()
-                    .map_err(|why| format!("model '{model}': shadow: {why}"))?;
-            }
+            self.check_shadow(model, plugins)?;
             if plugins.variants.is_empty() {
                 continue;
             }
@@ -277,9 +254,9 @@ impl Manifest {
             }
             let mut names: Vec<&str> = Vec::new();
             for variant in &plugins.variants {
-                known("request", model, &variant.request)?;
-                known("response", model, &variant.response)?;
-                known("pipeline", model, &variant.pipeline)?;
+                self.known("request", model, &variant.request)?;
+                self.known("response", model, &variant.response)?;
+                self.known("pipeline", model, &variant.pipeline)?;
                 one_role(
                     model,
                     &format!(", variant '{}'", variant.name),
@@ -302,6 +279,44 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+
+    /// `model`'s shadow, if it has one: its candidates known, its settings sane, and no
+    /// pipeline beside it (a shadow compares adapters).
+    fn check_shadow(&self, model: &str, plugins: &ModelPlugins) -> Result<(), String> {
+        let Some(shadow) = &plugins.shadow else {
+            return Ok(());
+        };
+        let pipelines =
+            plugins.pipeline.is_some() || plugins.variants.iter().any(|v| v.pipeline.is_some());
+        if pipelines {
+            return Err(format!(
+                "model '{model}': a shadow compares adapters; a pipeline's requests cannot be \
+                 shadowed"
+            ));
+        }
+        self.known("shadow request", model, &shadow.request)?;
+        self.known("shadow response", model, &shadow.response)?;
+        shadow
+            .check()
+            .map_err(|why| format!("model '{model}': shadow: {why}"))
+    }
+}
+
+/// A route gives a pipeline or adapters (`adapters`: it names a request or response adapter),
+/// not both.
+fn one_role(
+    model: &str,
+    arm: &str,
+    pipeline: &Option<String>,
+    adapters: bool,
+) -> Result<(), String> {
+    match pipeline.is_some() && adapters {
+        true => Err(format!(
+            "model '{model}'{arm}: a pipeline answers requests whole; give either pipeline or \
+             request/response, not both"
+        )),
+        false => Ok(()),
     }
 }
 
@@ -388,29 +403,6 @@ mod tests {
                 "not both",
             ),
             (
-                "[models.m]\npipeline = \"csv\"\nrequest = \"csv\"\n",
-                "give either pipeline or request/response",
-            ),
-            (
-                "[models.m]\nvariants = [{ name = \"a\", weight = 1, pipeline = \"csv\", response = \"csv\" }]\n",
-                "model 'm', variant 'a': a pipeline answers requests whole",
-            ),
-            (
-                "[models.m]\npipeline = \"nope\"\n",
-                "pipeline plugin 'nope' is not in [plugins]",
-            ),
-            (
-                "models = [\"a/b\"]\n",
-                "models: \"a/b\" is not a model name",
-            ),
-            ("models = [\"\"]\n", "models: \"\" is not a model name"),
-            ("models = [\"a\", \"a\"]\n", "models: 'a' is listed twice"),
-            (
-                "max_model_calls = 0\n",
-                "max_model_calls and max_model_mb must be above zero",
-            ),
-            ("max_model_mb = 5000\n", "max_model_mb = 5000 is above"),
-            (
                 "[models.m]\npipeline = \"csv\"\nshadow = { request = \"csv\", sample = 0.5 }\n",
                 "a pipeline's requests cannot be shadowed",
             ),
@@ -464,5 +456,45 @@ mod tests {
         assert!(error.contains("'nope'"), "{error}");
         let error = Manifest::parse("[plugins.x]\npath = \"a\"\nsha256 = \"abc\"\n").unwrap_err();
         assert!(error.contains("64 hex digits"));
+    }
+
+    /// A pipeline route alone (no adapters beside it, known, unshadowed), and a plugin's model
+    /// names and budgets.
+    #[test]
+    fn pipeline_routes_and_model_keys_are_checked() {
+        for (extra, expected) in [
+            (
+                "[models.m]\npipeline = \"csv\"\nrequest = \"csv\"\n",
+                "give either pipeline or request/response",
+            ),
+            (
+                "[models.m]\nvariants = [{ name = \"a\", weight = 1, pipeline = \"csv\", response = \"csv\" }]\n",
+                "model 'm', variant 'a': a pipeline answers requests whole",
+            ),
+            (
+                "[models.m]\npipeline = \"nope\"\n",
+                "pipeline plugin 'nope' is not in [plugins]",
+            ),
+            (
+                "models = [\"a/b\"]\n",
+                "models: \"a/b\" is not a model name",
+            ),
+            ("models = [\"\"]\n", "models: \"\" is not a model name"),
+            ("models = [\"a\", \"a\"]\n", "models: 'a' is listed twice"),
+            (
+                "max_model_calls = 0\n",
+                "max_model_calls and max_model_mb must be above zero",
+            ),
+            ("max_model_mb = 5000\n", "max_model_mb = 5000 is above"),
+        ] {
+            let error = manifest(extra).unwrap_err();
+            assert!(error.contains(expected), "{extra}: {error}");
+        }
+        let fine = manifest(
+            "models = [\"det\", \"rec-v2\"]\nmax_model_calls = 8\n[models.m]\npipeline = \"csv\"\n",
+        )
+        .unwrap();
+        assert_eq!(fine.models["m"].pipeline.as_deref(), Some("csv"));
+        assert_eq!(fine.plugins["csv"].model_access().max_calls, 8);
     }
 }
