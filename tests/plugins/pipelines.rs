@@ -336,6 +336,33 @@ fn golden_cases_stand_in_for_a_pipelines_models(f: &Fixture) -> Result<(), Faile
             .map_err(|e| e.to_string())
     };
     load("[30, 40]").map_err(|e| format!("the right cases refused: {e}"))?;
+    // `trident plugin test` runs them where the author builds, given the models (`--model`);
+    // without it the plugin may call none, and its calls are refused.
+    let plugin_test = |models: &[&str]| {
+        let mut command = common::command(env!("CARGO_BIN_EXE_trident"));
+        command
+            .args(["plugin", "test"])
+            .arg(guest("pipeline_chain"))
+            .arg("--cases")
+            .arg(dir.path().join("chain.cases.toml"))
+            .args(["--config", "times=2", "--time-limit-ms", "5000"]);
+        for model in models {
+            command.args(["--model", model]);
+        }
+        command.output()
+    };
+    let passed = plugin_test(&["affine"])?;
+    let stdout = String::from_utf8_lossy(&passed.stdout);
+    ensure!(
+        passed.status.success() && stdout.contains("2 passed, 0 failed"),
+        "{stdout}"
+    );
+    let refused = plugin_test(&[])?;
+    let stdout = String::from_utf8_lossy(&refused.stdout);
+    ensure!(
+        !refused.status.success() && stdout.contains("status: expected 200, got 403"),
+        "{stdout}"
+    );
     let refused = load("[10, 20]").err().ok_or("a wrong case passed")?;
     ensure!(
         refused.contains("golden case 'two calls, stood in' fails"),

@@ -43,6 +43,10 @@ pub struct TestArgs {
     /// A request header the plugin may see (the manifest's `headers`; repeat for several).
     #[arg(long = "header")]
     pub headers: Vec<String>,
+    /// A model the plugin may call (the manifest's `models`; repeat for several): its cases
+    /// answer the calls (`models = [{ model, outputs }]`).
+    #[arg(long = "model")]
+    pub models: Vec<String>,
     /// A plugin manifest: every plugin in it that carries cases, loaded as the server loads
     /// it (digests, signatures, limits).
     #[arg(long)]
@@ -134,6 +138,8 @@ fn plugin_manifest(args: &TestArgs) -> Result<Manifest, String> {
         entry.insert("cases".into(), file_entry(cases, "cases")?);
         let headers = args.headers.iter().cloned().map(toml::Value::String);
         entry.insert("headers".into(), toml::Value::Array(headers.collect()));
+        let models = args.models.iter().cloned().map(toml::Value::String);
+        entry.insert("models".into(), toml::Value::Array(models.collect()));
         Ok(())
     })
 }
