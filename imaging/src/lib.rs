@@ -7,7 +7,8 @@
 //! - [`decode`]: one image decoded within [`Limits`] (its header is checked before any pixel
 //!   is decoded), its EXIF orientation applied, as 8-bit RGB;
 //! - [`resize`]: the shorter side resized and the centre cropped (or straight to size), by
-//!   Pillow's separable convolution with antialiasing;
+//!   Pillow's separable convolution with antialiasing, or by OpenCV's bilinear resize
+//!   ([`opencv`]);
 //! - [`tensor`]: the pixels as a tensor: RGB or BGR, NCHW or NHWC, FP32, FP16 or UINT8, scaled
 //!   and normalized by channel;
 //! - [`settings`]: all of it from a plugin's configuration, with safe defaults.
@@ -20,6 +21,7 @@
 
 pub mod body;
 pub mod decode;
+pub mod opencv;
 pub mod processor;
 pub mod resize;
 pub mod settings;

@@ -192,9 +192,17 @@ pub fn resize_crop(image: &RgbImage, preprocess: &Preprocess) -> Vec<f32> {
     let (full_w, full_h, left, top) = geometry(image.width(), image.height(), preprocess);
     let (crop_w, crop_h) = (preprocess.size.0 as usize, preprocess.size.1 as usize);
     let resample = preprocess.resample;
-    let columns = Axis::new(in_w, full_w, left..left + crop_w as i64, resample);
-    let rows = Axis::new(in_h, full_h, top..top + crop_h as i64, resample);
-    let mut out = resize_unpadded(image, (columns, rows), crop_w, resample);
+    let (window_x, window_y) = (left..left + crop_w as i64, top..top + crop_h as i64);
+    let mut out = if resample == Resample::OpenCvBilinear {
+        let columns = crate::opencv::taps(in_w, full_w, window_x);
+        let rows = crate::opencv::taps(in_h, full_h, window_y);
+        let resized = crate::opencv::resize(image.as_raw(), in_w, 3, &columns, &rows);
+        resized.into_iter().map(f32::from).collect()
+    } else {
+        let columns = Axis::new(in_w, full_w, window_x, resample);
+        let rows = Axis::new(in_h, full_h, window_y, resample);
+        resize_unpadded(image, (columns, rows), crop_w, resample)
+    };
     if let Resize::Letterbox { pad, .. } = preprocess.resize {
         // The margins: outside the image's taps (zero weights), filled with the pad level.
         let (left, top) = (-left as usize, -top as usize);

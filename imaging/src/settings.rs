@@ -141,8 +141,9 @@ pub enum Resample {
     /// Lanczos with three lobes, support 3.
     Lanczos,
     /// OpenCV's `INTER_LINEAR` (`opencv_bilinear`): the triangle filter without antialiasing,
-    /// as ultralytics' letterbox and PaddleOCR resize with `cv2.resize`. The same as
-    /// `bilinear` when enlarging; when shrinking it reads the two nearest pixels only.
+    /// as ultralytics' letterbox and PaddleOCR resize with `cv2.resize`; when shrinking it
+    /// reads the two nearest pixels only. To the bit: OpenCV's 8-bit arithmetic
+    /// ([`crate::opencv`]).
     OpenCvBilinear,
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::redact::Redactor;
 use crate::config::{Config, Mode};
+use crate::engine::ModelState;
 use crate::metrics::Metrics;
 use crate::mme::registry::{ModelRegistry, UnloadTiming};
 use arc_swap::ArcSwapOption;
@@ -82,16 +83,27 @@ impl<E: crate::engine::Engine> AppState<E> {
     ///
     /// On a single-model endpoint, every model a plugin may call (its `models`) is one the
     /// core has (the repository is fixed): a misspelled name refuses the start or the reload,
-    /// naming the plugin and the model, instead of failing every request. (On a multi-model
+    /// naming the plugin and the model, instead of failing every request. Such a model is
+    /// loaded here, beside the default model (the core loads only that one itself), so a
+    /// pipeline's models serve from the start; one that fails to load refuses the start or the
+    /// reload the same way. A reload that drops a pipeline leaves its models loaded. (On a multi-model
     /// endpoint the models a pipeline calls may be loaded later; a call before is `unavailable`.)
     pub async fn check_served_model(&self, host: &PluginHost) -> Result<(), String> {
         if let Mode::SingleModel { .. } = &self.config.mode {
             for (plugin, model) in host.called_models() {
-                if !matches!(self.engine.model_state(model), Ok(Some(_))) {
-                    return Err(format!(
-                        "plugin '{plugin}' may call model '{model}' (its models), which this \
-                         endpoint's repository does not have"
-                    ));
+                match self.engine.model_state(model) {
+                    Ok(Some(ModelState::Ready)) => {}
+                    Ok(Some(_)) => self.engine.load_model(model).await.map_err(|e| {
+                        format!(
+                            "plugin '{plugin}' may call model '{model}', which did not load: {e}"
+                        )
+                    })?,
+                    _ => {
+                        return Err(format!(
+                            "plugin '{plugin}' may call model '{model}' (its models), which this \
+                             endpoint's repository does not have"
+                        ));
+                    }
                 }
             }
         }

@@ -22,11 +22,11 @@ WORDS = ("invoice total amount paid order shipping tax receipt number date custo
          "platform departure arrival gate seat coach").split()
 
 
-def line(rng, words):
-    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + f" {rng.randint(10, 9999)}"
+def line(rng, words, gap=" "):
+    return gap.join(rng.choice(WORDS) for _ in range(words)).capitalize() + f"{gap}{rng.randint(10, 9999)}"
 
 
-def page(rng, size, lines, font_sizes, background=(250, 250, 245), ink=(20, 20, 30), noise=0):
+def page(rng, size, lines, font_sizes, background=(250, 250, 245), ink=(20, 20, 30), noise=0, gap=" "):
     image = Image.new("RGB", size, background)
     draw = ImageDraw.Draw(image)
     if noise:
@@ -38,9 +38,9 @@ def page(rng, size, lines, font_sizes, background=(250, 250, 245), ink=(20, 20, 
     for i in range(lines):
         font = ImageFont.load_default(size=font_sizes[i % len(font_sizes)])
         x = rng.randint(20, 60)
-        text = line(rng, rng.randint(2, 5))
-        while draw.textlength(text, font=font) > size[0] - x - 20 and " " in text:
-            text = text.rsplit(" ", 1)[0]
+        text = line(rng, rng.randint(2, 5), gap)
+        while draw.textlength(text, font=font) > size[0] - x - 20 and gap in text:
+            text = text.rsplit(gap, 1)[0]
         draw.text((x, y), text, font=font, fill=ink)
         y += int(font.size * 1.9)
         if y > size[1] - font.size * 2:

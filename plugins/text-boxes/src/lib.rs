@@ -10,90 +10,7 @@
 //! Config (manifest `config` table; every key optional): `output` (the map: default the
 //! model's first output, FP32 shaped `[1, 1, H, W]`, `[1, H, W]` or `[H, W]`), `thresh` (0.3),
 //! `box_thresh` (0.5), `unclip_ratio` (1.6), `max_candidates` (1000), `use_dilation` (`true`).
-//! See [`db`] for what each does.
-
-pub mod db;
-pub mod geometry;
-
-/// The settings the configuration gives (`config` reads one key); an error names the key.
-pub fn settings(
-    config: impl Fn(&str) -> Option<String>,
-) -> Result<(Option<String>, db::Settings), String> {
-    let mut settings = db::Settings::default();
-    let fraction = |key: &str, value: &str| -> Result<f64, String> {
-        match value.trim().parse::<f64>() {
-            Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-            _ => Err(format!("{key} = '{value}': give a number from 0 to 1")),
-        }
-    };
-    if let Some(v) = config("thresh") {
-        settings.thresh = fraction("thresh", &v)? as f32;
-    }
-    if let Some(v) = config("box_thresh") {
-        settings.box_thresh = fraction("box_thresh", &v)?;
-    }
-    if let Some(v) = config("unclip_ratio") {
-        settings.unclip_ratio = match v.trim().parse::<f64>() {
-            Ok(r) if (0.0..=10.0).contains(&r) => r,
-            _ => return Err(format!("unclip_ratio = '{v}': give a number from 0 to 10")),
-        };
-    }
-    if let Some(v) = config("max_candidates") {
-        settings.max_candidates = match v.trim().parse::<usize>() {
-            Ok(n @ 1..=100_000) => n,
-            _ => return Err(format!("max_candidates = '{v}': give 1 to 100000")),
-        };
-    }
-    if let Some(v) = config("use_dilation") {
-        settings.dilation = match v.as_str() {
-            "true" => true,
-            "false" => false,
-            _ => return Err(format!("use_dilation = '{v}': give true or false")),
-        };
-    }
-    Ok((config("output"), settings))
-}
-
-/// The map's width and height from its shape: the last two dimensions, every one before them
-/// 1 (one photo a request). In a model's configuration (`variable`), -1 stands for a dimension
-/// known only at run time, and the width and height are then `None`.
-pub fn map_size(
-    name: &str,
-    shape: &[i64],
-    variable: bool,
-) -> Result<Option<(usize, usize)>, String> {
-    let shaped = || {
-        format!("output '{name}' is shaped {shape:?}; a map is [1, 1, H, W], [1, H, W] or [H, W]")
-    };
-    let fits = |d: i64| d == 1 || (variable && d == -1);
-    match shape {
-        [lead @ .., h, w] if lead.len() <= 2 && lead.iter().all(|d| fits(*d)) => {
-            if variable && (*h == -1 || *w == -1) {
-                return Ok(None);
-            }
-            let side = |d: i64| match usize::try_from(d) {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(shaped()),
-            };
-            Ok(Some((side(*w)?, side(*h)?)))
-        }
-        _ => Err(shaped()),
-    }
-}
-
-/// The answer's JSON: one object per box.
-pub fn answer(boxes: &[db::TextBox]) -> Vec<u8> {
-    let boxes: Vec<serde_json::Value> = boxes
-        .iter()
-        .map(|b| {
-            serde_json::json!({
-                "box": b.corners,
-                "score": (b.score * 1e4).round() / 1e4,
-            })
-        })
-        .collect();
-    serde_json::to_vec(&boxes).expect("JSON of numbers")
-}
+//! See `text_lines::db` for what each does.
 
 #[cfg(target_arch = "wasm32")]
 mod component {
@@ -110,7 +27,7 @@ mod component {
     struct Plugin;
 
     /// The output's name (if set) and the settings, read once by `check-config`.
-    static SETTINGS: OnceLock<(Option<String>, crate::db::Settings)> = OnceLock::new();
+    static SETTINGS: OnceLock<(Option<String>, text_lines::db::Settings)> = OnceLock::new();
 
     /// The photo's width and height: the request body's image, read from its header.
     fn photo_size(invocation: &Invocation) -> Result<(u32, u32), PluginError> {
@@ -148,35 +65,21 @@ mod component {
                     tensor.name, tensor.datatype
                 )));
             }
-            let (width, height) = crate::map_size(&tensor.name, &tensor.shape, false)
-                .map_err(PluginError::Internal)?
-                .expect("a tensor's shape has no -1");
-            if width.checked_mul(height).and_then(|n| n.checked_mul(4)) != Some(tensor.data.len()) {
-                return Err(PluginError::Internal(format!(
-                    "output '{}' holds {} bytes, not {width}x{height} floats",
-                    tensor.name,
-                    tensor.data.len()
-                )));
-            }
-            let values: Vec<f32> = tensor
-                .data
-                .as_chunks::<4>()
-                .0
-                .iter()
-                .map(|b| f32::from_le_bytes(*b))
-                .collect();
+            let (values, (width, height)) =
+                text_lines::map_values(&tensor.name, &tensor.shape, &tensor.data)
+                    .map_err(PluginError::Internal)?;
             let photo = photo_size(&invocation)?;
-            let map = crate::db::Map {
+            let map = text_lines::db::Map {
                 values: &values,
                 width,
                 height,
             };
-            let boxes = crate::db::boxes(&map, photo, settings);
+            let boxes = text_lines::db::boxes(&map, photo, settings);
             Ok(Reply {
                 status: 200,
                 content_type: "application/json".into(),
                 headers: Vec::new(),
-                body: crate::answer(&boxes),
+                body: text_lines::answer(&boxes),
             })
         }
     }
@@ -203,14 +106,14 @@ mod component {
                 ));
             }
             // The configuration's shape leaves out the batch dimension of a batching model.
-            crate::map_size(&tensor.name, &tensor.shape, true).map(|_| ())
+            text_lines::map_size(&tensor.name, &tensor.shape, true).map(|_| ())
         }
     }
 
     impl Lifecycle for Plugin {
         fn check_config() -> Result<(), String> {
             if SETTINGS.get().is_none() {
-                let _ = SETTINGS.set(crate::settings(config)?);
+                let _ = SETTINGS.set(text_lines::settings(config)?);
             }
             Ok(())
         }
