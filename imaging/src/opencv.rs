@@ -66,11 +66,7 @@ pub fn resize(
     rows: &[Option<Tap>],
 ) -> Vec<u8> {
     let stride = width * channels;
-    let height = if stride == 0 {
-        0
-    } else {
-        pixels.len() / stride
-    };
+    let height = pixels.len().checked_div(stride).unwrap_or(0);
     let out_stride = columns.len() * channels;
     let horizontal = |y: usize, sums: &mut Vec<i32>| {
         sums.clear();

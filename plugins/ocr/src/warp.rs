@@ -72,12 +72,13 @@ fn perspective(from: &[[f64; 2]; 4], to: &[[f64; 2]; 4]) -> Option<[f64; 9]> {
         a.swap(i, k);
         b.swap(i, k);
         let d = -1.0 / a[i][i];
-        for j in i + 1..8 {
-            let alpha = a[j][i] * d;
-            for k in i + 1..8 {
-                a[j][k] += alpha * a[i][k];
+        let (pivot_row, pivot_b) = (a[i], b[i]);
+        for (row, bj) in a.iter_mut().zip(b.iter_mut()).skip(i + 1) {
+            let alpha = row[i] * d;
+            for (value, pivot) in row.iter_mut().zip(pivot_row).skip(i + 1) {
+                *value += alpha * pivot;
             }
-            b[j] += alpha * b[i];
+            *bj += alpha * pivot_b;
         }
     }
     for i in (0..8).rev() {
