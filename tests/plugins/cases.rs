@@ -76,7 +76,9 @@ fn csv_adapters() -> [(&'static str, PathBuf); 3] {
 fn cases_gate_the_load_in_each_language(f: &Fixture) -> Result<(), Failed> {
     for (language, wasm) in csv_adapters() {
         let dir = tempfile::tempdir()?;
-        let config = "config = { datatype = \"FP32\" }";
+        // Time to spare on a loaded machine: a Python call there outlasted the default 100 ms
+        // (the check is about the cases, not speed).
+        let config = "time_limit_ms = 5000\nconfig = { datatype = \"FP32\" }";
         let passing = cases_entry(dir.path(), "csv.cases.toml", &csv_cases(4.5));
         let host = load_in(
             f,
@@ -138,10 +140,17 @@ expect = {{ content_type = "application/json", json = {{ predictions = [[0.25, 1
 "#
         )
     };
-    let entry = cases_entry(dir.path(), "out.cases.toml", &response("1.5,2\\n3,0.1\\n"));
+    // Time to spare on a loaded machine, as above.
+    let entry = format!(
+        "time_limit_ms = 5000\n{}",
+        cases_entry(dir.path(), "out.cases.toml", &response("1.5,2\\n3,0.1\\n"))
+    );
     load_in(f, dir.path(), &plugin_at("out", &out, &entry))
         .map_err(|e| format!("the response adapter's cases: {e}"))?;
-    let entry = cases_entry(dir.path(), "out.cases.toml", &response("1.5,2\\n3,0.2\\n"));
+    let entry = format!(
+        "time_limit_ms = 5000\n{}",
+        cases_entry(dir.path(), "out.cases.toml", &response("1.5,2\\n3,0.2\\n"))
+    );
     let error = load_in(f, dir.path(), &plugin_at("out", &out, &entry)).err();
     ensure!(
         error.as_deref()
