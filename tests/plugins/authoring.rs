@@ -10,6 +10,7 @@ pub(super) const CHECKS: &[Check<Fixture>] = checks![
     plugin_new_projects_build_as_they_are_and_run,
     plugin_new_image_projects_make_the_image_tensor_plugins_tensor,
     plugin_new_text_projects_make_the_tokenize_plugins_tensors,
+    plugin_new_pipeline_projects_pass_their_cases_and_pass_refusals_on,
     bicubic_and_lanczos_resize_as_pillow_does,
     a_hugging_face_processor_config_makes_transformers_tensors,
     letterbox_and_grayscale_as_ultralytics_and_pillow_make_them,
@@ -61,6 +62,10 @@ fn new_project(
     ensure!(ok && stdout.contains("created"), "{stdout}{stderr}");
     let project = scratch.join(name);
     let output = format!("{name}.wasm");
+    let world = match template {
+        "pipeline" => "pipeline-plugin",
+        _ => "request-adapter-plugin",
+    };
     let mut build = match language {
         "rust" => {
             let mut cargo = common::command(std::env::var("CARGO").unwrap_or("cargo".into()));
@@ -81,7 +86,7 @@ fn new_project(
                 "-d",
                 "wit",
                 "-w",
-                "request-adapter-plugin",
+                world,
                 "componentize",
                 "-p",
                 ".",
@@ -94,15 +99,7 @@ fn new_project(
         _ => {
             let mut tool = common::command(tools.join("js/node_modules/.bin/componentize-qjs"));
             tool.args([
-                "--wit",
-                "wit",
-                "--js",
-                "app.js",
-                "--world",
-                "request-adapter-plugin",
-                "--sync",
-                "--output",
-                &output,
+                "--wit", "wit", "--js", "app.js", "--world", world, "--sync", "--output", &output,
             ]);
             tool
         }
@@ -169,10 +166,65 @@ fn plugin_new_projects_build_as_they_are_and_run(_: &Fixture) -> Result<(), Fail
             wasm.as_os_str(),
             "--cases".as_ref(),
             project.join("cases.toml").as_os_str(),
+            // Time to spare for Python and JavaScript on a loaded machine.
+            "--time-limit-ms".as_ref(),
+            "5000".as_ref(),
         ])?;
         ensure!(
             ok && stdout
                 .contains("  ok    three numbers\n  ok    a word is refused\n2 passed, 0 failed"),
+            "{language}: {stdout}{stderr}"
+        );
+    }
+    Ok(())
+}
+
+/// The pipeline template in each language, built as its README says, passes the golden cases
+/// it comes with (the model stood in for, given the `--model` the README names) and, run
+/// without that `--model`, answers the host's refusal of its call with 403 naming the model.
+fn plugin_new_pipeline_projects_pass_their_cases_and_pass_refusals_on(
+    _: &Fixture,
+) -> Result<(), Failed> {
+    let scratch = tempfile::tempdir()?;
+    let refused = scratch.path().join("refused.toml");
+    std::fs::write(
+        &refused,
+        "[[case]]\nname = \"a model it may not call\"\nhook = \"pipeline\"\n\
+         content_type = \"application/json\"\nbody = \"[1, 2]\"\n\
+         expect = { status = 403, json = { error = \"model 'affine': model 'affine' may not be called: this plugin's manifest entry names no model (models = [...])\" } }\n",
+    )?;
+    for language in ["rust", "python", "js"] {
+        let name = format!("pipe-{language}");
+        let wasm = new_project(scratch.path(), language, &name, "pipeline")?;
+        let project = scratch.path().join(&name);
+        let readme = std::fs::read_to_string(project.join("README.md"))?;
+        ensure!(
+            readme.contains("--cases cases.toml --model affine"),
+            "{language}: {readme}"
+        );
+        let test = |cases: &Path, models: &[&str]| {
+            // Time to spare for Python and JavaScript on a loaded machine.
+            let mut args: Vec<&OsStr> = vec![
+                "test".as_ref(),
+                wasm.as_os_str(),
+                "--cases".as_ref(),
+                cases.as_os_str(),
+                "--time-limit-ms".as_ref(),
+                "5000".as_ref(),
+            ];
+            for model in models {
+                args.extend(["--model".as_ref(), OsStr::new(model)]);
+            }
+            trident_plugin(&args)
+        };
+        let (ok, stdout, stderr) = test(&project.join("cases.toml"), &["affine"])?;
+        ensure!(
+            ok && stdout.contains("2 passed, 0 failed"),
+            "{language}: {stdout}{stderr}"
+        );
+        let (ok, stdout, stderr) = test(&refused, &[])?;
+        ensure!(
+            ok && stdout.contains("1 passed, 0 failed"),
             "{language}: {stdout}{stderr}"
         );
     }

@@ -1,8 +1,8 @@
-//! `trident plugin new`: a request-adapter project in Rust, Python or JavaScript that builds as
-//! it is, with a copy of trident's WIT, a README saying how to build, try and test it, and (for
-//! the numbers adapter) golden cases it passes. The
-//! templates are in `templates/`; request adapters only, the hook most plugins start with (the
-//! examples in `plugins/` show the others).
+//! `trident plugin new`: a request-adapter or pipeline project in Rust, Python or JavaScript that
+//! builds as it is, with a copy of trident's WIT, a README saying how to build, try and test it,
+//! and (for the numbers adapter and the pipeline) golden cases it passes. The templates are in
+//! `templates/`; request adapters and pipelines, the hooks most plugins start with (the examples
+//! in `plugins/` show the others).
 
 use std::path::{Path, PathBuf};
 
@@ -28,13 +28,20 @@ pub enum Kind {
     /// A text becomes `input_ids`, `attention_mask` and `token_type_ids` by the model's
     /// `tokenizer.json`, through trident's native text primitives (`text.tokenize`).
     Text,
+    /// A pipeline (`trident:models`): numbers go to a model of the endpoint, called from the
+    /// plugin, and its outputs come back as JSON.
+    Pipeline,
 }
 
 /// trident's plugin interfaces, which every project builds against.
 const WIT: &str = include_str!("../../../wit/plugin.wit");
+/// The model-calling interfaces a pipeline builds against (beside `WIT`, as its dependency).
+const MODELS_WIT: &str = include_str!("../../../wit/models/models.wit");
 const README: &str = include_str!("templates/README.md");
 /// The numbers adapter's golden cases (the same for the three languages).
 const NUMBER_CASES: &str = include_str!("templates/numbers/cases.toml");
+/// The pipeline's golden cases, the model stood in for (the same for the three languages).
+const PIPELINE_CASES: &str = include_str!("templates/pipeline/cases.toml");
 
 /// The tool versions `scripts/install-guest-tools` pins (the ones trident's tests build with).
 const COMPONENTIZE_PY: &str = "0.25.1";
@@ -50,11 +57,16 @@ struct Template {
 }
 
 fn template(language: Language, kind: Kind, name: &str) -> Template {
-    let source = |numbers: &'static str, image: &'static str, text: &'static str| match kind {
+    let source = |numbers: &'static str,
+                  image: &'static str,
+                  text: &'static str,
+                  pipeline: &'static str| match kind {
         Kind::Numbers => numbers,
         Kind::Image => image,
         Kind::Text => text,
+        Kind::Pipeline => pipeline,
     };
+    let world = world(kind);
     match language {
         Language::Rust => Template {
             files: vec![
@@ -65,6 +77,7 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                         include_str!("templates/rust/lib.rs"),
                         include_str!("templates/image/lib.rs"),
                         include_str!("templates/text/lib.rs"),
+                        include_str!("templates/pipeline/lib.rs"),
                     ),
                 ),
             ],
@@ -83,12 +96,13 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                     include_str!("templates/python/app.py"),
                     include_str!("templates/image/app.py"),
                     include_str!("templates/text/app.py"),
+                    include_str!("templates/pipeline/app.py"),
                 ),
             )],
             language: "Python",
             build: format!(
                 "python3 -m venv .venv && .venv/bin/pip install componentize-py=={COMPONENTIZE_PY}\n\
-                 .venv/bin/componentize-py -d wit -w request-adapter-plugin componentize -p . app -o {name}.wasm"
+                 .venv/bin/componentize-py -d wit -w {world} componentize -p . app -o {name}.wasm"
             ),
             wasm: format!("{name}.wasm"),
         },
@@ -99,15 +113,24 @@ fn template(language: Language, kind: Kind, name: &str) -> Template {
                     include_str!("templates/js/app.js"),
                     include_str!("templates/image/app.js"),
                     include_str!("templates/text/app.js"),
+                    include_str!("templates/pipeline/app.js"),
                 ),
             )],
             language: "JavaScript",
             build: format!(
                 "npm install componentize-qjs@{COMPONENTIZE_QJS}\n\
-                 npx componentize-qjs --wit wit --js app.js --world request-adapter-plugin --sync --output {name}.wasm"
+                 npx componentize-qjs --wit wit --js app.js --world {world} --sync --output {name}.wasm"
             ),
             wasm: format!("{name}.wasm"),
         },
+    }
+}
+
+/// The world a project of `kind` is built for.
+fn world(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Pipeline => "pipeline-plugin",
+        Kind::Numbers | Kind::Image | Kind::Text => "request-adapter-plugin",
     }
 }
 
@@ -137,6 +160,12 @@ fn test_section(kind: Kind, wasm: &str) -> String {
              answer), which trident also runs every time it loads the plugin:\n\n```sh\n\
              trident plugin test {wasm} --cases cases.toml\n```"
         ),
+        Kind::Pipeline => format!(
+            "Its golden cases (`cases.toml`) stand in for the model it calls (each call's answer, \
+             in order), so they run where you build, without the model:\n\n```sh\n\
+             trident plugin test {wasm} --cases cases.toml --model affine\n```\n\n\
+             `--model` gives it the models the manifest entry will name (`models = [\"affine\"]`)."
+        ),
         Kind::Image | Kind::Text => format!(
             "Write golden cases for it (trident's book, docs/plugins/writing.md, \"Golden cases\") and run them \
              with `trident plugin test {wasm} --cases cases.toml` and the same `--asset` and \
@@ -160,6 +189,23 @@ fn what_and_try(kind: Kind, wasm: &str) -> (&'static str, String) {
             format!(
                 "trident plugin run {wasm} --hook request --body photo.jpg --content-type image/jpeg \
                  --memory-limit-mb 128"
+            ),
+        ),
+        Kind::Pipeline => (
+            "the body, a JSON array of numbers, goes to the model named by the \
+             `model` config (default `affine`) as `INPUT0`, FP32 `[1, n]`, called from the plugin \
+             through `trident:models`, and the reply is the model's FP32 outputs as JSON",
+            format!(
+                "trident serve --model-repository examples/models --plugins plugins.toml\n\
+                 # with plugins.toml:\n\
+                 # [plugins.{{{{name}}}}]\n\
+                 # path = \"{wasm}\"\n\
+                 # sha256 = \"...\"  (trident plugin inspect {wasm})\n\
+                 # content_types = [\"application/json\"]\n\
+                 # models = [\"affine\"]\n\
+                 # [models.affine]\n\
+                 # pipeline = \"{{{{name}}}}\"\n\
+                 curl -s -d '[1, 2]' -H 'Content-Type: application/json' 127.0.0.1:8080/invocations"
             ),
         ),
         Kind::Text => (
@@ -189,7 +235,23 @@ pub fn create(
     }
     let template = template(language, kind, name);
     let (what, try_it) = what_and_try(kind, &template.wasm);
+    let (kind_name, wit, try_intro) = match kind {
+        Kind::Pipeline => (
+            "pipeline",
+            "`wit/models.wit` (`trident:models`) and `wit/deps/plugin/plugin.wit` are the copies \
+             of trident's interfaces it builds against.",
+            "Try it on the example `affine` model (`OUTPUT0 = 2 * INPUT0 + 1`):",
+        ),
+        _ => (
+            "request adapter",
+            "`wit/plugin.wit` is the copy of trident's plugin interfaces it builds against.",
+            "Try it without a model, with the limits the server applies:",
+        ),
+    };
     let readme = README
+        .replace("{{kind}}", kind_name)
+        .replace("{{wit}}", wit)
+        .replace("{{try_intro}}", try_intro)
         .replace("{{what}}", what)
         .replace("{{try}}", &try_it)
         .replace("{{test}}", &test_section(kind, &template.wasm))
@@ -201,9 +263,17 @@ pub fn create(
         .iter()
         .map(|(path, text)| (*path, (*text).to_owned()))
         .collect();
-    files.push(("wit/plugin.wit", WIT.to_owned()));
-    if kind == Kind::Numbers {
-        files.push(("cases.toml", NUMBER_CASES.to_owned()));
+    match kind {
+        Kind::Pipeline => {
+            files.push(("wit/models.wit", MODELS_WIT.to_owned()));
+            files.push(("wit/deps/plugin/plugin.wit", WIT.to_owned()));
+            files.push(("cases.toml", PIPELINE_CASES.to_owned()));
+        }
+        Kind::Numbers => {
+            files.push(("wit/plugin.wit", WIT.to_owned()));
+            files.push(("cases.toml", NUMBER_CASES.to_owned()));
+        }
+        Kind::Image | Kind::Text => files.push(("wit/plugin.wit", WIT.to_owned())),
     }
     files.push(("README.md", readme));
     for (path, text) in files {
