@@ -86,13 +86,16 @@ impl<E: crate::engine::Engine> AppState<E> {
     /// naming the plugin and the model, instead of failing every request. Such a model is
     /// loaded here, beside the default model (the core loads only that one itself), so a
     /// pipeline's models serve from the start; one that fails to load refuses the start or the
-    /// reload the same way. A reload that drops a pipeline leaves its models loaded. (On a multi-model
+    /// reload the same way; none is loaded from an artifact the security check refused. A
+    /// reload that drops a pipeline leaves its models loaded. (On a multi-model
     /// endpoint the models a pipeline calls may be loaded later; a call before is `unavailable`.)
     pub async fn check_served_model(&self, host: &PluginHost) -> Result<(), String> {
         if let Mode::SingleModel { .. } = &self.config.mode {
             for (plugin, model) in host.called_models() {
                 match self.engine.model_state(model) {
                     Ok(Some(ModelState::Ready)) => {}
+                    // The artifact was refused: nothing of it is loaded (`/ping` says why).
+                    Ok(Some(_)) if self.refused.is_some() => {}
                     Ok(Some(_)) => self.engine.load_model(model).await.map_err(|e| {
                         format!(
                             "plugin '{plugin}' may call model '{model}', which did not load: {e}"
