@@ -677,7 +677,7 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
     // none free within its 300 ms is a 504. They run at nice 19: on a machine whose other work
     // holds every core (CI's other suites), a second of decoding takes up to a minute, so the
     // wait here is a minute; the endpoint serves as soon as they end.
-    assert_five_labels(&within(std::time::Duration::from_secs(60), || {
+    assert_five_labels(&answered_within(std::time::Duration::from_secs(60), || {
         post(addr, "image/jpeg", &[], &good)
     }));
 }
@@ -685,11 +685,11 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
 /// `send`'s first answer that is not a 504, or its last after 10 s of them: a call that may run
 /// out of its time waiting for work other calls left behind, but not for long.
 fn within_seconds(send: impl Fn() -> HttpResponse) -> HttpResponse {
-    within(std::time::Duration::from_secs(10), send)
+    answered_within(std::time::Duration::from_secs(10), send)
 }
 
 /// `send`'s first answer that is not a 504, or its last after `patience` of them.
-fn within(patience: std::time::Duration, send: impl Fn() -> HttpResponse) -> HttpResponse {
+fn answered_within(patience: std::time::Duration, send: impl Fn() -> HttpResponse) -> HttpResponse {
     let started = std::time::Instant::now();
     loop {
         let answer = send();
