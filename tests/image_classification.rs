@@ -668,8 +668,11 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
         assert!(pings >= 20, "{pings} pings");
         // A normal image in the flood: its call waits its turn behind the flood's (each at most
         // its 300 ms and one image's tail), and may itself run out of its 300 ms waiting for a
-        // primitive; answered within seconds, not the 45 s it took.
-        assert_five_labels(&within_seconds(|| post(addr, "image/jpeg", &[], &good)));
+        // primitive; answered within seconds, not the 45 s it took (on an idle machine; with
+        // CI's other suites on every core the flood's reniced decodings crawl, so 30 s).
+        assert_five_labels(&answered_within(std::time::Duration::from_secs(30), || {
+            post(addr, "image/jpeg", &[], &good)
+        }));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     // And after the flood, as soon as the flood's abandoned decodings have ended: each holds
@@ -682,13 +685,8 @@ fn heavy_images_keep_their_calls_deadline_and_the_endpoint_serving() {
     }));
 }
 
-/// `send`'s first answer that is not a 504, or its last after 10 s of them: a call that may run
-/// out of its time waiting for work other calls left behind, but not for long.
-fn within_seconds(send: impl Fn() -> HttpResponse) -> HttpResponse {
-    answered_within(std::time::Duration::from_secs(10), send)
-}
-
-/// `send`'s first answer that is not a 504, or its last after `patience` of them.
+/// `send`'s first answer that is not a 504, or its last after `patience` of them: a call that
+/// may run out of its time waiting for work other calls left behind, but not for long.
 fn answered_within(patience: std::time::Duration, send: impl Fn() -> HttpResponse) -> HttpResponse {
     let started = std::time::Instant::now();
     loop {
