@@ -29,7 +29,7 @@ const INPUT: &str = "x";
 
 /// The photo as it was sent (EXIF orientation applied): 8-bit BGR at its own size.
 fn photo_settings() -> Vec<(String, String)> {
-    let max = trident_side().to_string();
+    let max = trident_imaging::settings::MAX_SIDE.to_string();
     [
         ("resize", "limit"),
         ("limit_type", "max"),
@@ -42,11 +42,6 @@ fn photo_settings() -> Vec<(String, String)> {
     ]
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .to_vec()
-}
-
-/// The longest side trident's image primitives take (`imaging`'s `MAX_SIDE`).
-const fn trident_side() -> u32 {
-    8192
 }
 
 /// A model's refusal as the reply the client gets, naming the model.
